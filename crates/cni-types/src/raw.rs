@@ -1,0 +1,191 @@
+//! A JSON object whose values are kept as their original text.
+//!
+//! Configs pass through the runtime and into plugins unchanged (SC items 15, 21; L-9 is the Go
+//! behaviour we improve on): key order is kept, and every value keeps its exact bytes, so large
+//! numbers are never rounded and strings are never re-escaped.
+
+use std::fmt;
+
+use serde::de::{DeserializeOwned, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+/// An ordered JSON object of raw values. Later duplicates of a key replace earlier ones (Go).
+#[derive(Debug, Clone, Default)]
+pub struct RawObject {
+    entries: Vec<(String, Box<RawValue>)>,
+}
+
+impl RawObject {
+    pub fn new() -> Self {
+        RawObject::default()
+    }
+
+    /// Parses bytes that must hold one JSON object.
+    pub fn parse(bytes: &[u8]) -> Result<RawObject, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+
+    /// The raw value of `key`, matched exactly.
+    pub fn get(&self, key: &str) -> Option<&RawValue> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// The raw value of `key`, matched exactly first, then ASCII case-insensitively, as Go's
+    /// decoder does (configs in the wild send `RuntimeConfig`, `bandWidth`, ...).
+    pub fn get_ci(&self, key: &str) -> Option<&RawValue> {
+        self.get(key).or_else(|| {
+            self.entries
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v.as_ref())
+        })
+    }
+
+    /// Decodes `key` (case-insensitive, see [`RawObject::get_ci`]); JSON `null` reads as absent.
+    pub fn decode<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, serde_json::Error> {
+        match self.get_ci(key) {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) => serde_json::from_str(raw.get()).map(Some),
+        }
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets `key` to raw JSON text, replacing an existing entry in place or appending.
+    pub fn set_raw(&mut self, key: &str, value: Box<RawValue>) {
+        match self.entries.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((key.to_string(), value)),
+        }
+    }
+
+    /// Sets `key` to the JSON encoding of `value`.
+    pub fn set<T: Serialize + ?Sized>(
+        &mut self,
+        key: &str,
+        value: &T,
+    ) -> Result<(), serde_json::Error> {
+        let raw = serde_json::value::to_raw_value(value)?;
+        self.set_raw(key, raw);
+        Ok(())
+    }
+
+    /// Removes `key` (exact match); returns whether it was there.
+    pub fn remove(&mut self, key: &str) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|(k, _)| k != key);
+        before != self.entries.len()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Compact JSON with every value exactly as it was read.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.push(b'{');
+        for (i, (k, v)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // A String always serializes.
+            out.extend_from_slice(serde_json::to_string(k).unwrap_or_default().as_bytes());
+            out.push(b':');
+            out.extend_from_slice(v.get().as_bytes());
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// Decodes the whole object into a typed struct (unknown keys are the struct's business).
+    pub fn to_typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.to_bytes())
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjVisitor;
+        impl<'de> Visitor<'de> for ObjVisitor {
+            type Value = RawObject;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
+                let mut obj = RawObject::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: Box<RawValue> = map.next_value()?;
+                    obj.set_raw(&key, value);
+                }
+                Ok(obj)
+            }
+        }
+        d.deserialize_map(ObjVisitor)
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.entries.len()))?;
+        for (k, v) in &self.entries {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_bytes_order_and_big_numbers() {
+        let src = br#"{"z":1,"big":123456789012345678901234567890,"f":1.50,"s":"a<b>&\u00e9","a":{"y":1,"x":2}}"#;
+        let obj = RawObject::parse(src).unwrap();
+        assert_eq!(obj.to_bytes(), src.to_vec());
+        assert_eq!(obj.keys().collect::<Vec<_>>(), ["z", "big", "f", "s", "a"]);
+    }
+
+    #[test]
+    fn set_replace_remove_and_duplicates() {
+        let mut obj = RawObject::parse(br#"{"a":1,"b":2,"a":3}"#).unwrap();
+        assert_eq!(obj.get("a").unwrap().get(), "3");
+        obj.set("b", &"x").unwrap();
+        obj.set("c", &[1, 2]).unwrap();
+        assert!(obj.remove("a"));
+        assert_eq!(obj.to_bytes(), br#"{"b":"x","c":[1,2]}"#.to_vec());
+    }
+
+    #[test]
+    fn case_insensitive_lookup_prefers_exact() {
+        let obj =
+            RawObject::parse(br#"{"RuntimeConfig":{"a":1},"runtimeConfig":{"b":2}}"#).unwrap();
+        assert_eq!(obj.get_ci("runtimeConfig").unwrap().get(), r#"{"b":2}"#);
+        let only_upper = RawObject::parse(br#"{"RuntimeConfig":{"a":1},"n":null}"#).unwrap();
+        assert!(only_upper.get_ci("runtimeconfig").is_some());
+        assert_eq!(only_upper.decode::<u32>("n").unwrap(), None);
+    }
+
+    #[test]
+    fn rejects_non_objects() {
+        assert!(RawObject::parse(b"[1]").is_err());
+        assert!(RawObject::parse(b"{not json").is_err());
+    }
+}
