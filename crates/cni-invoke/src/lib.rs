@@ -1,1 +1,13 @@
-//! cni-invoke
+//! Finding and running CNI plugins (the runtime side of the exec protocol, SC §2.2).
+//!
+//! Used by the runtime to run chains and by plugins that delegate (IPAM).
+
+mod error;
+mod exec;
+mod find;
+mod invocation;
+
+pub use error::InvokeError;
+pub use exec::{exec_raw, exec_with_result, exec_without_result, get_version_info, ExecOptions};
+pub use find::find_in_path;
+pub use invocation::Invocation;

@@ -1,0 +1,288 @@
+//! Running a plugin process: environment, stdin, captured output, timeout, and decoding of the
+//! result or the error (L-14 – L-20).
+
+use std::io::{ErrorKind, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cni_types::{CniError, CniResult, SpecVersion, VersionInfo};
+
+use crate::error::InvokeError;
+use crate::invocation::Invocation;
+
+/// How a plugin is run.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Kill the plugin after this long (libcni has no timeout of its own).
+    pub timeout: Option<Duration>,
+    /// Start from an empty environment instead of the caller's (libcni inherits it).
+    pub clear_env: bool,
+    /// Extra variables, set after the CNI ones.
+    pub extra_env: Vec<(String, String)>,
+    /// Copy the plugin's stderr to ours when it succeeds (delegates' logs reach the caller).
+    pub forward_stderr: bool,
+    /// How often "text file busy" is retried, one second apart (libcni: 6 attempts in all).
+    pub busy_attempts: u32,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            timeout: None,
+            clear_env: false,
+            extra_env: Vec::new(),
+            forward_stderr: true,
+            busy_attempts: 6,
+        }
+    }
+}
+
+/// Output of a finished plugin.
+struct Finished {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+fn plugin_name(plugin: &Path) -> String {
+    plugin.display().to_string()
+}
+
+fn spawn(plugin: &Path, inv: &Invocation, opts: &ExecOptions) -> Result<Child, InvokeError> {
+    let mut attempt = 0;
+    loop {
+        let mut cmd = Command::new(plugin);
+        if opts.clear_env {
+            cmd.env_clear();
+        }
+        cmd.envs(inv.env())
+            .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match cmd.spawn() {
+            Ok(child) => return Ok(child),
+            // The binary is being replaced: wait and retry, as libcni does, but fail for real
+            // once the attempts are used up.
+            Err(e)
+                if e.kind() == ErrorKind::ExecutableFileBusy
+                    && attempt + 1 < opts.busy_attempts =>
+            {
+                attempt += 1;
+                thread::sleep(Duration::from_secs(1));
+            }
+            Err(source) => {
+                return Err(InvokeError::Spawn {
+                    plugin: plugin_name(plugin),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+fn read_all(mut r: impl Read) -> Vec<u8> {
+    let mut buf = Vec::new();
+    // A read error means the pipe broke; what was read so far is all there is.
+    let _ = r.read_to_end(&mut buf);
+    buf
+}
+
+/// Runs the plugin to completion (or the timeout) and collects its output.
+fn run(
+    plugin: &Path,
+    inv: &Invocation,
+    stdin: &[u8],
+    opts: &ExecOptions,
+) -> Result<Finished, InvokeError> {
+    let mut child = spawn(plugin, inv, opts)?;
+    let (Some(mut child_in), Some(child_out), Some(child_err)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(InvokeError::Spawn {
+            plugin: plugin_name(plugin),
+            source: std::io::Error::other("plugin pipes missing"),
+        });
+    };
+    let input = stdin.to_vec();
+    let (tx, rx) = mpsc::channel::<()>();
+    let (result_tx, result_rx) = mpsc::channel::<(Vec<u8>, Vec<u8>)>();
+    thread::spawn(move || {
+        // A plugin may exit without reading stdin; a broken pipe is fine.
+        let _ = child_in.write_all(&input);
+        drop(child_in);
+        drop(tx);
+    });
+    thread::spawn(move || {
+        let err_reader = thread::spawn(move || read_all(child_err));
+        let out = read_all(child_out);
+        let err = err_reader.join().unwrap_or_default();
+        let _ = result_tx.send((out, err));
+    });
+    let outputs = match opts.timeout {
+        None => result_rx.recv().ok(),
+        Some(t) => result_rx.recv_timeout(t).ok(),
+    };
+    let _ = rx; // the stdin writer finishes by itself
+    let Some((stdout, stderr)) = outputs else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(InvokeError::Timeout {
+            plugin: plugin_name(plugin),
+            after: opts.timeout.unwrap_or_default(),
+        });
+    };
+    let status =
+        wait_with_deadline(&mut child, opts.timeout.map(|t| Instant::now() + t)).map_err(|()| {
+            InvokeError::Timeout {
+                plugin: plugin_name(plugin),
+                after: opts.timeout.unwrap_or_default(),
+            }
+        })?;
+    Ok(Finished {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Waits for a child that has closed its output (so it is normally exiting already).
+fn wait_with_deadline(child: &mut Child, deadline: Option<Instant>) -> Result<ExitStatus, ()> {
+    let Some(deadline) = deadline else {
+        return child.wait().map_err(|_| ());
+    };
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if Instant::now() < deadline => {
+                thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(5));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(());
+            }
+        }
+    }
+}
+
+fn tail(bytes: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let s = s.trim();
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &s[start..])
+}
+
+/// Turns a non-zero exit into the plugin's error (L-17).
+fn failure(plugin: &Path, f: &Finished) -> InvokeError {
+    let status = match f.status.code() {
+        Some(c) => format!("exit status {c}"),
+        None => format!("{}", f.status),
+    };
+    let stdout = String::from_utf8_lossy(&f.stdout);
+    let error = if !stdout.trim().is_empty() {
+        CniError::from_json(&f.stdout).unwrap_or_else(|e| {
+            CniError::new(
+                cni_types::code::UNKNOWN,
+                format!(
+                    "netplugin failed but error parsing its diagnostic message {:?}: {e}",
+                    stdout.trim()
+                ),
+            )
+        })
+    } else if !f.stderr.is_empty() {
+        CniError::new(
+            cni_types::code::UNKNOWN,
+            format!("netplugin failed: {:?}: {status}", tail(&f.stderr, 1024)),
+        )
+    } else {
+        CniError::new(
+            cni_types::code::UNKNOWN,
+            format!("netplugin failed with no error message: {status}"),
+        )
+    };
+    InvokeError::Plugin {
+        plugin: plugin_name(plugin),
+        status,
+        error: Box::new(error),
+        stderr: tail(&f.stderr, 512),
+    }
+}
+
+/// Runs a plugin and returns its stdout on success.
+pub fn exec_raw(
+    plugin: &Path,
+    inv: &Invocation,
+    stdin: &[u8],
+    opts: &ExecOptions,
+) -> Result<Vec<u8>, InvokeError> {
+    let f = run(plugin, inv, stdin, opts)?;
+    if !f.status.success() {
+        return Err(failure(plugin, &f));
+    }
+    if opts.forward_stderr && !f.stderr.is_empty() {
+        let _ = std::io::stderr().write_all(&f.stderr);
+    }
+    Ok(f.stdout)
+}
+
+/// Runs ADD (or any command that answers with a result) and parses the result (L-18): a result
+/// without `cniVersion` is read as `config_version`.
+pub fn exec_with_result(
+    plugin: &Path,
+    inv: &Invocation,
+    stdin: &[u8],
+    config_version: SpecVersion,
+    opts: &ExecOptions,
+) -> Result<CniResult, InvokeError> {
+    let out = exec_raw(plugin, inv, stdin, opts)?;
+    CniResult::from_slice(&out, config_version).map_err(|source| InvokeError::BadResult {
+        plugin: plugin_name(plugin),
+        source,
+    })
+}
+
+/// Runs DEL, CHECK, STATUS or GC: success output is ignored (L-19).
+pub fn exec_without_result(
+    plugin: &Path,
+    inv: &Invocation,
+    stdin: &[u8],
+    opts: &ExecOptions,
+) -> Result<(), InvokeError> {
+    exec_raw(plugin, inv, stdin, opts).map(|_| ())
+}
+
+/// Asks a plugin which versions it supports (L-20, SC item 69).
+pub fn get_version_info(plugin: &Path, opts: &ExecOptions) -> Result<VersionInfo, InvokeError> {
+    let inv = Invocation {
+        command: "VERSION".into(),
+        netns: "dummy".into(),
+        ifname: "dummy".into(),
+        path: "dummy".into(),
+        ..Default::default()
+    };
+    let stdin = format!("{{\"cniVersion\":\"{}\"}}", SpecVersion::CURRENT);
+    match exec_raw(plugin, &inv, stdin.as_bytes(), opts) {
+        Ok(out) => VersionInfo::decode(&out).map_err(|e| InvokeError::BadVersionInfo {
+            plugin: plugin_name(plugin),
+            reason: e.to_string(),
+        }),
+        Err(InvokeError::Plugin { error, .. }) if error.msg == "unknown CNI_COMMAND: VERSION" => {
+            Ok(VersionInfo::legacy())
+        }
+        Err(e) => Err(e),
+    }
+}

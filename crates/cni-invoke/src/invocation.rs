@@ -1,0 +1,51 @@
+//! The six CNI_* variables of one plugin run.
+
+/// What a plugin run is told through its environment (SC item 25). All six are always sent,
+/// empty where there is nothing to say (libcni L-11).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocation {
+    pub command: String,
+    pub container_id: String,
+    pub netns: String,
+    pub ifname: String,
+    /// CNI_ARGS, already in `K=V;K=V` form.
+    pub args: String,
+    /// CNI_PATH, already joined with `:`.
+    pub path: String,
+}
+
+impl Invocation {
+    pub fn new(command: &str) -> Self {
+        Invocation {
+            command: command.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// The same attachment with another command (delegation keeps everything else).
+    pub fn with_command(&self, command: &str) -> Self {
+        Invocation {
+            command: command.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// The variables, in the order the spec lists them.
+    pub fn env(&self) -> [(&'static str, &str); 6] {
+        [
+            ("CNI_COMMAND", &self.command),
+            ("CNI_CONTAINERID", &self.container_id),
+            ("CNI_NETNS", &self.netns),
+            ("CNI_IFNAME", &self.ifname),
+            ("CNI_ARGS", &self.args),
+            ("CNI_PATH", &self.path),
+        ]
+    }
+
+    /// Splits CNI_PATH into directories.
+    pub fn path_dirs(&self) -> Vec<std::path::PathBuf> {
+        std::env::split_paths(&self.path)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    }
+}
