@@ -1,1 +1,57 @@
-//! cni-testkit
+//! Dev-only helpers for rcni's integration tests (use as a `[dev-dependency]`).
+//!
+//! Tests need root. Each test works inside a [`Sandbox`]: a throwaway "host" network
+//! namespace plus container namespaces, removed again on drop, even when the test
+//! panics. Nothing here touches the root network namespace.
+//!
+//! - Run real plugins: [`Sandbox::run_plugin`] with a [`PluginCall`], giving a
+//!   [`PluginOutput`]; [`Sandbox::link_plugins`] for a multi-call binary; [`bin_path`]
+//!   and [`go_plugins_dir`] to find the binaries.
+//! - Run commands: [`Sandbox::exec_in`], [`Sandbox::exec_host`].
+//! - Read the kernel with iproute2/nft JSON, independent of rcni's netlink code:
+//!   [`links`], [`link`], [`addrs`], [`routes`], [`bridge_vlans`], [`qdiscs`], [`nft_json`].
+//! - Real traffic: [`ping`], [`http_server`] and [`http_get`].
+//!
+//! ```no_run
+//! use cni_testkit::{bin_path, link, PluginCall, Sandbox};
+//!
+//! let sb = Sandbox::new()?;
+//! let pod = sb.add_container()?;
+//! let cni_path = sb.link_plugins(bin_path("cni-plugins")?, &["loopback"])?;
+//! let out = sb.run_plugin(
+//!     cni_path.join("loopback"),
+//!     &PluginCall::new("ADD")
+//!         .container_id("c1")
+//!         .netns(&pod.path)
+//!         .ifname("lo")
+//!         .path(&cni_path)
+//!         .stdin(r#"{"cniVersion":"1.0.0","name":"lo","type":"loopback"}"#),
+//! )?;
+//! out.assert_success();
+//! let lo = link(&pod.name, "lo")?.expect("lo exists");
+//! assert!(lo["flags"].as_array().unwrap().iter().any(|f| f == "UP"));
+//! # anyhow::Ok(())
+//! ```
+//!
+//! All failures to set things up are `anyhow` errors with the tool's output attached;
+//! a plugin or command that merely exits non-zero is not an error (see [`PluginOutput`]).
+
+mod bins;
+mod http;
+mod in_netns;
+mod kernel;
+mod names;
+mod output;
+mod ping;
+mod plugin;
+mod process;
+mod sandbox;
+
+pub use bins::{bin_path, cni_path, go_plugins_dir, GO_PLUGINS_DIR};
+pub use http::{http_get, http_server, HttpServer, HTTP_BODY};
+pub use kernel::{addrs, bridge_vlans, link, links, nft_json, qdiscs, routes, IpFamily};
+pub use output::PluginOutput;
+pub use ping::ping;
+pub use plugin::PluginCall;
+pub use process::PROCESS_TIMEOUT;
+pub use sandbox::{Netns, Sandbox};
