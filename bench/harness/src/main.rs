@@ -1,0 +1,152 @@
+//! rcni-bench: rcni against the Go reference plugins, side by side, in one run.
+//!
+//! Everything runs inside a throwaway "host" namespace this process creates and enters; pods are
+//! further throwaway namespaces. Results: `<out>/results.md`, `<out>/results.jsonl`, and the
+//! chart drawn from the JSON lines by `bench/plot.py`.
+
+mod chain;
+mod churn;
+mod configs;
+mod exec;
+mod latency;
+mod ns;
+mod report;
+mod resources;
+mod startup;
+mod stats;
+mod stop;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use chain::Impl;
+use report::Report;
+
+struct Options {
+    quick: bool,
+    out: PathBuf,
+    rcni_plugins: PathBuf,
+    rcni_cli: PathBuf,
+    go_dir: PathBuf,
+}
+
+fn parse_args() -> Result<Options> {
+    let mut o = Options {
+        quick: false,
+        out: PathBuf::from("bench/out"),
+        rcni_plugins: PathBuf::from("target/release/rcni-plugins"),
+        rcni_cli: PathBuf::from("target/release/rcni"),
+        go_dir: PathBuf::from("/usr/lib/cni"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--out" => o.out = value()?.into(),
+            "--rcni-plugins" => o.rcni_plugins = value()?.into(),
+            "--rcni" => o.rcni_cli = value()?.into(),
+            "--go-dir" => o.go_dir = value()?.into(),
+            "-h" | "--help" => {
+                println!("usage: rcni-bench [--quick] [--out DIR] [--rcni-plugins BIN] [--rcni BIN] [--go-dir DIR]");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} (see --help)"),
+        }
+    }
+    Ok(o)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// A directory of links named after every plugin, all pointing at the multi-call binary.
+fn rcni_plugin_dir(bin: &std::path::Path, dir: &std::path::Path) -> Result<PathBuf> {
+    let target = std::fs::canonicalize(bin)
+        .with_context(|| format!("{} not found: build with cargo build --release", bin.display()))?;
+    let d = dir.join("rcni-bin");
+    std::fs::create_dir_all(&d)?;
+    for name in ["loopback", "bridge", "host-local", "ptp", "portmap", "static", "firewall", "tuning", "bandwidth"] {
+        let link = d.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link)?;
+    }
+    Ok(d)
+}
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("__rss") {
+        if let Err(e) = resources::rss_probe() {
+            eprintln!("rss probe: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    stop::install();
+    if let Err(e) = run() {
+        eprintln!("rcni-bench: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let o = parse_args()?;
+    let (runs_version, runs_latency, churn_n) = if o.quick { (5, 3, 4) } else { (300, 60, 100) };
+    let work = tempdir()?;
+    let rcni = Impl { label: "rcni", dir: rcni_plugin_dir(&o.rcni_plugins, &work.0)? };
+    let go = Impl { label: "go", dir: o.go_dir.clone() };
+    if !go.plugin("bridge").exists() {
+        bail!("Go reference plugins not found in {} (apt-get install containernetworking-plugins)", o.go_dir.display());
+    }
+    let rcni_cli = std::fs::canonicalize(&o.rcni_cli).unwrap_or(o.rcni_cli.clone());
+    let out = std::env::current_dir()?.join(&o.out);
+
+    let load_start = loadavg();
+    let host = ns::NamedNs::create("host")?;
+    ns::enter(&host)?;
+    let mut report = Report::default();
+    eprintln!("rcni-bench: figure 1 (startup)");
+    startup::measure(&mut report, &rcni, &go, runs_version)?;
+    eprintln!("rcni-bench: figure 2 (attachment latency)");
+    latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
+    latency::through_runtime(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
+    eprintln!("rcni-bench: figure 4 (churn)");
+    churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
+    eprintln!("rcni-bench: figure 5 (resources)");
+    resources::measure(&mut report, &rcni, &go, &work.0)?;
+    let leftovers = ns::links_with_prefix("veth");
+    report.notes.push(format!(
+        "Machine load (1/5/15 min) at start: {load_start}; at end: {}. Runs: {runs_version} VERSION, \
+         {runs_latency} attachments per chain, churn {churn_n}. Times are medians, spawn to exit. \
+         rcni/Go below 1 means rcni is faster for ms, and above 1 means rcni does more for att/s. \
+         Leftover host veths after all figures: {}.",
+        loadavg(),
+        leftovers.len()
+    ));
+    report.write(&out)?;
+    print!("{}", report.markdown());
+    eprintln!("rcni-bench: wrote {}", out.display());
+    if !leftovers.is_empty() {
+        bail!("leftover host interfaces: {leftovers:?}");
+    }
+    Ok(())
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+fn tempdir() -> Result<TempDir> {
+    let p = std::env::temp_dir().join(format!("rcni-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&p)?;
+    Ok(TempDir(p))
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
