@@ -1,1 +1,19 @@
-//! cni-linux
+//! cni-linux: the only crate of rcni that talks to the kernel.
+//!
+//! - [`netns`]: network-namespace handles, running work inside a namespace on a short-lived
+//!   thread, and persistent named namespaces.
+//! - [`rtnl`]: a synchronous rtnetlink client ([`rtnl::Handle`]) for links, addresses, routes,
+//!   neighbours, bridge ports and bridge VLANs.
+//! - [`sysctl`]: `/proc/sys` reads and writes, IP forwarding.
+//! - [`mac`]: the MAC address type.
+//!
+//! Nothing here runs an external program.
+
+pub mod mac;
+pub mod netns;
+pub mod rtnl;
+pub mod sysctl;
+
+pub use mac::MacAddr;
+pub use netns::{NetNs, NsError};
+pub use rtnl::{Error as NetlinkError, Handle};

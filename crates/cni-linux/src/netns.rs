@@ -1,0 +1,278 @@
+//! Network-namespace handles.
+//!
+//! A [`NetNs`] owns an open file descriptor on a network namespace (a path such as
+//! `/run/netns/<name>` or `/proc/<pid>/ns/net`). Work that must happen *inside* the namespace
+//! (creating a netlink socket, writing `/proc/sys/net` keys) goes through [`NetNs::run`], which
+//! starts a short-lived scoped thread that calls `setns(CLONE_NEWNET)` first and then runs the
+//! closure. The calling thread never changes namespace, so there is nothing to restore and no
+//! way to leak a namespace switch through an early return or a panic.
+//!
+//! Netlink sockets stay bound to the namespace they were created in, so the usual pattern is to
+//! create the socket inside `run` and use it from the calling thread (see
+//! [`crate::rtnl::Handle::in_netns`]).
+//!
+//! [`NetNs::create_named`] and [`NetNs::delete_named`] manage persistent named namespaces the way
+//! `ip netns add`/`ip netns delete` do (a bind mount under `/run/netns`); they are meant for the
+//! CLI and for tests.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{setns, unshare, CloneFlags};
+use nix::sys::stat::fstat;
+use nix::sys::statfs::{fstatfs, NSFS_MAGIC, PROC_SUPER_MAGIC};
+
+/// Directory holding persistent named namespaces, as used by iproute2.
+pub const NETNS_RUN_DIR: &str = "/run/netns";
+
+/// Errors from opening, entering or managing a network namespace.
+#[derive(Debug, thiserror::Error)]
+pub enum NsError {
+    /// The namespace path does not exist. DEL treats this as "already gone".
+    #[error("network namespace {} does not exist", .0.display())]
+    NotFound(PathBuf),
+    /// The path exists but is not on nsfs or procfs, so it cannot be a namespace.
+    #[error("{} is not a network namespace (not on nsfs or procfs)", .0.display())]
+    NotANamespace(PathBuf),
+    /// A named namespace is being created but the name is already taken.
+    #[error("network namespace {} already exists", .0.display())]
+    AlreadyExists(PathBuf),
+    /// A namespace name that cannot be used as a single path component.
+    #[error("invalid network namespace name {0:?}")]
+    InvalidName(String),
+    /// Any other I/O or system-call failure.
+    #[error("{op} {}: {source}", .path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+impl NsError {
+    /// True if the namespace path does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, NsError::NotFound(_))
+    }
+
+    fn io(op: &'static str, path: &Path, source: impl Into<io::Error>) -> Self {
+        NsError::Io {
+            op,
+            path: path.to_path_buf(),
+            source: source.into(),
+        }
+    }
+}
+
+/// An open handle on a network namespace.
+#[derive(Debug)]
+pub struct NetNs {
+    file: File,
+    path: PathBuf,
+}
+
+impl NetNs {
+    /// Opens the namespace at `path` (`/run/netns/<name>`, `/proc/<pid>/ns/net`, ...).
+    ///
+    /// Fails with [`NsError::NotFound`] if the path is missing and with
+    /// [`NsError::NotANamespace`] if it is not on nsfs or procfs.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, NsError> {
+        let path = path.as_ref();
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(NsError::NotFound(path.to_path_buf()))
+            }
+            Err(e) => return Err(NsError::io("open", path, e)),
+        };
+        let fs = fstatfs(&file).map_err(|e| NsError::io("statfs", path, e))?;
+        let fs_type = fs.filesystem_type();
+        if fs_type != NSFS_MAGIC && fs_type != PROC_SUPER_MAGIC {
+            return Err(NsError::NotANamespace(path.to_path_buf()));
+        }
+        Ok(NetNs {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens the network namespace of the calling thread (`/proc/thread-self/ns/net`).
+    pub fn current() -> Result<Self, NsError> {
+        Self::open("/proc/thread-self/ns/net")
+    }
+
+    /// The path this handle was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` inside this namespace on a short-lived thread and returns its value.
+    ///
+    /// The thread calls `setns(CLONE_NEWNET)` before `f` and exits afterwards; the calling thread
+    /// is never switched. A panic in `f` is propagated to the caller.
+    pub fn run<T, F>(&self, f: F) -> Result<T, NsError>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                setns(self.file.as_fd(), CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| NsError::io("setns", &self.path, e))?;
+                Ok(f())
+            });
+            match worker.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// True if both handles refer to the same namespace (same device and inode).
+    pub fn same_as(&self, other: &NetNs) -> Result<bool, NsError> {
+        let a = fstat(self.file.as_fd()).map_err(|e| NsError::io("stat", &self.path, e))?;
+        let b = fstat(other.file.as_fd()).map_err(|e| NsError::io("stat", &other.path, e))?;
+        Ok(a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    }
+
+    /// Creates a fresh network namespace and pins it at `/run/netns/<name>`, like
+    /// `ip netns add <name>`. Returns a handle on it.
+    pub fn create_named(name: &str) -> Result<NetNs, NsError> {
+        let path = named_path(name)?;
+        let dir = Path::new(NETNS_RUN_DIR);
+        std::fs::create_dir_all(dir).map_err(|e| NsError::io("create directory", dir, e))?;
+        make_run_dir_shared(dir)?;
+
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(NsError::AlreadyExists(path))
+            }
+            Err(e) => return Err(NsError::io("create", &path, e)),
+        }
+
+        // unshare() only moves this helper thread; the bind mount then pins the new namespace.
+        let pinned = std::thread::scope(|scope| {
+            scope
+                .spawn(|| -> Result<(), NsError> {
+                    unshare(CloneFlags::CLONE_NEWNET)
+                        .map_err(|e| NsError::io("unshare", &path, e))?;
+                    mount(
+                        Some("/proc/thread-self/ns/net"),
+                        &path,
+                        None::<&str>,
+                        MsFlags::MS_BIND,
+                        None::<&str>,
+                    )
+                    .map_err(|e| NsError::io("bind mount namespace on", &path, e))
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(NsError::io(
+                        "create namespace",
+                        &path,
+                        io::Error::other("helper thread panicked"),
+                    ))
+                })
+        });
+        if let Err(e) = pinned {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        NetNs::open(&path)
+    }
+
+    /// Removes the named namespace `/run/netns/<name>`, like `ip netns delete <name>`.
+    ///
+    /// Fails with [`NsError::NotFound`] if it does not exist. The namespace itself lives on
+    /// while other handles or processes still use it.
+    pub fn delete_named(name: &str) -> Result<(), NsError> {
+        let path = named_path(name)?;
+        if !path.exists() {
+            return Err(NsError::NotFound(path));
+        }
+        match umount2(&path, MntFlags::MNT_DETACH) {
+            // EINVAL: not a mount point (a leftover file from a failed create).
+            Ok(()) | Err(Errno::EINVAL) => {}
+            Err(e) => return Err(NsError::io("unmount", &path, e)),
+        }
+        std::fs::remove_file(&path).map_err(|e| NsError::io("remove", &path, e))
+    }
+}
+
+impl AsFd for NetNs {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+/// `/run/netns/<name>` for a valid single-component name.
+pub fn named_path(name: &str) -> Result<PathBuf, NsError> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(NsError::InvalidName(name.to_string()));
+    }
+    Ok(Path::new(NETNS_RUN_DIR).join(name))
+}
+
+/// Makes the run directory a shared mount (binding it onto itself first if it is not a mount
+/// point yet), as iproute2 does, so namespace mounts propagate to other mount namespaces.
+fn make_run_dir_shared(dir: &Path) -> Result<(), NsError> {
+    let shared = MsFlags::MS_SHARED | MsFlags::MS_REC;
+    match mount(None::<&str>, dir, None::<&str>, shared, None::<&str>) {
+        Ok(()) => return Ok(()),
+        Err(Errno::EINVAL) => {}
+        Err(e) => return Err(NsError::io("make shared", dir, e)),
+    }
+    mount(
+        Some(dir),
+        dir,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| NsError::io("bind mount", dir, e))?;
+    mount(None::<&str>, dir, None::<&str>, shared, None::<&str>)
+        .map_err(|e| NsError::io("make shared", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_path_is_not_found() {
+        let err = NetNs::open("/nonexistent/rcni/netns").unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+    }
+
+    #[test]
+    fn regular_file_is_not_a_namespace() {
+        let err = NetNs::open("/etc/hostname")
+            .or_else(|_| NetNs::open("/etc/passwd"))
+            .unwrap_err();
+        assert!(matches!(err, NsError::NotANamespace(_)), "{err}");
+    }
+
+    #[test]
+    fn current_is_same_as_itself_and_run_returns_value() {
+        let a = NetNs::current().unwrap();
+        let b = NetNs::current().unwrap();
+        assert!(a.same_as(&b).unwrap());
+        assert_eq!(a.run(|| 41 + 1).unwrap(), 42);
+    }
+
+    #[test]
+    fn bad_names_are_rejected() {
+        for name in ["", ".", "..", "a/b"] {
+            assert!(matches!(named_path(name), Err(NsError::InvalidName(_))));
+        }
+        assert_eq!(named_path("x").unwrap(), Path::new("/run/netns/x"));
+    }
+}

@@ -1,0 +1,505 @@
+//! Link operations: look-up and listing, up/down, delete, veth and bridge creation, master,
+//! MTU, MAC, name, promiscuity, moving to another namespace, bridge-port flags and bridge VLANs.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::link::{
+    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoBridgePort,
+    InfoData, InfoKind, InfoPortData, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo,
+    LinkMessage, LinkProtoInfoBridge, State,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+
+use super::{Error, Handle};
+use crate::mac::MacAddr;
+use crate::netns::NetNs;
+
+// IFLA_BRPORT_* attribute numbers used inside IFLA_PROTINFO (linux/if_link.h).
+const IFLA_BRPORT_MODE: u16 = 4;
+const IFLA_BRPORT_LEARNING: u16 = 8;
+const IFLA_BRPORT_ISOLATED: u16 = 33;
+
+/// A link as reported by the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Interface index.
+    pub index: u32,
+    /// Interface name.
+    pub name: String,
+    /// Hardware address, when the link has a 6-byte one.
+    pub mac: Option<MacAddr>,
+    /// MTU in bytes.
+    pub mtu: u32,
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+    /// Operational state is `UP`.
+    pub oper_up: bool,
+    /// Promiscuous mode (`IFF_PROMISC`).
+    pub promisc: bool,
+    /// Link kind from `IFLA_INFO_KIND` (`"veth"`, `"bridge"`, ...); `None` for plain devices
+    /// such as `lo`.
+    pub kind: Option<String>,
+    /// Index of the master (bridge) this link is enslaved to.
+    pub master: Option<u32>,
+    /// `IFLA_LINK`: for a veth, the peer's index (in the peer's namespace).
+    pub link: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: the namespace id of the peer, when it lives elsewhere.
+    pub link_netnsid: Option<i32>,
+    /// For a bridge: whether VLAN filtering is on.
+    pub vlan_filtering: Option<bool>,
+    /// For a bridge port: its port flags.
+    pub bridge_port: Option<BridgePortInfo>,
+}
+
+/// Flags of a bridge port as reported in `IFLA_INFO_SLAVE_DATA`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BridgePortInfo {
+    /// Hairpin mode (reflective relay).
+    pub hairpin: bool,
+    /// Port isolation.
+    pub isolated: bool,
+    /// MAC learning.
+    pub learning: bool,
+}
+
+/// Port flags to change with [`Handle::set_bridge_port`]; `None` leaves a flag as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BridgePortOptions {
+    /// Hairpin mode.
+    pub hairpin: Option<bool>,
+    /// Port isolation.
+    pub isolated: Option<bool>,
+    /// MAC learning.
+    pub learning: Option<bool>,
+}
+
+/// Name and optional settings of one end of a new link.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinkSpec {
+    /// Interface name.
+    pub name: String,
+    /// MTU; the kernel default when `None`.
+    pub mtu: Option<u32>,
+    /// Hardware address; kernel-random when `None`.
+    pub mac: Option<MacAddr>,
+}
+
+impl LinkSpec {
+    /// A spec with only a name.
+    pub fn named(name: impl Into<String>) -> Self {
+        LinkSpec {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Settings of a new bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BridgeSpec {
+    /// Name, MTU and MAC of the bridge.
+    pub link: LinkSpec,
+    /// Turn on VLAN filtering.
+    pub vlan_filtering: bool,
+}
+
+/// Flags of a bridge VLAN entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VlanFlags {
+    /// This VLAN is the port's PVID (untagged ingress goes to it).
+    pub pvid: bool,
+    /// Egress frames of this VLAN leave untagged.
+    pub untagged: bool,
+}
+
+/// One VLAN entry of a bridge port or bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeVlan {
+    /// VLAN id.
+    pub vid: u16,
+    /// Its flags.
+    pub flags: VlanFlags,
+}
+
+impl Link {
+    fn from_message(msg: LinkMessage) -> Self {
+        let mut link = Link {
+            index: msg.header.index,
+            name: String::new(),
+            mac: None,
+            mtu: 0,
+            up: msg.header.flags.contains(LinkFlags::Up),
+            oper_up: false,
+            promisc: msg.header.flags.contains(LinkFlags::Promisc),
+            kind: None,
+            master: None,
+            link: None,
+            link_netnsid: None,
+            vlan_filtering: None,
+            bridge_port: None,
+        };
+        for attr in msg.attributes {
+            match attr {
+                LinkAttribute::IfName(name) => link.name = name,
+                LinkAttribute::Address(bytes) => link.mac = MacAddr::from_slice(&bytes),
+                LinkAttribute::Mtu(mtu) => link.mtu = mtu,
+                LinkAttribute::OperState(state) => link.oper_up = state == State::Up,
+                LinkAttribute::Controller(index) => link.master = Some(index),
+                LinkAttribute::Link(index) => link.link = Some(index),
+                LinkAttribute::LinkNetNsId(id) => link.link_netnsid = Some(id),
+                LinkAttribute::LinkInfo(infos) => link.apply_link_info(infos),
+                _ => {}
+            }
+        }
+        link
+    }
+
+    fn apply_link_info(&mut self, infos: Vec<LinkInfo>) {
+        for info in infos {
+            match info {
+                LinkInfo::Kind(kind) => self.kind = Some(kind.to_string()),
+                LinkInfo::Data(InfoData::Bridge(opts)) => {
+                    self.vlan_filtering = opts.iter().find_map(|o| match o {
+                        InfoBridge::VlanFiltering(on) => Some(*on),
+                        _ => None,
+                    });
+                }
+                LinkInfo::PortData(InfoPortData::BridgePort(opts)) => {
+                    let mut port = BridgePortInfo::default();
+                    for opt in opts {
+                        match opt {
+                            InfoBridgePort::HairpinMode(on) => port.hairpin = on,
+                            InfoBridgePort::Isolated(on) => port.isolated = on,
+                            InfoBridgePort::Learning(on) => port.learning = on,
+                            _ => {}
+                        }
+                    }
+                    self.bridge_port = Some(port);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn link_message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.header.index = index;
+    msg.attributes = attributes;
+    msg
+}
+
+/// Attributes naming a new link and setting its optional MTU and MAC.
+fn spec_attributes(spec: &LinkSpec) -> Vec<LinkAttribute> {
+    let mut attrs = vec![LinkAttribute::IfName(spec.name.clone())];
+    if let Some(mtu) = spec.mtu {
+        attrs.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(mac) = spec.mac {
+        attrs.push(LinkAttribute::Address(mac.0.to_vec()));
+    }
+    attrs
+}
+
+fn bool_nla(kind: u16, on: bool) -> LinkProtoInfoBridge {
+    LinkProtoInfoBridge::Other(DefaultNla::new(kind, vec![u8::from(on)]))
+}
+
+/// Checks an interface name the way the kernel does (1 to 15 bytes, no `/`, `:` or spaces).
+fn check_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "invalid interface name {name:?}"
+        )))
+    }
+}
+
+impl Handle {
+    /// Looks a link up by name. A missing link is [`Error::LinkNotFound`].
+    pub fn link_by_name(&mut self, name: &str) -> Result<Link, Error> {
+        check_name(name)?;
+        let msg = link_message(0, vec![LinkAttribute::IfName(name.to_string())]);
+        self.get_one_link(msg, name.to_string())
+    }
+
+    /// Looks a link up by index. A missing link is [`Error::LinkNotFound`].
+    pub fn link_by_index(&mut self, index: u32) -> Result<Link, Error> {
+        if index == 0 {
+            return Err(Error::LinkNotFound("index 0".to_string()));
+        }
+        self.get_one_link(link_message(index, vec![]), format!("index {index}"))
+    }
+
+    fn get_one_link(&mut self, msg: LinkMessage, what: String) -> Result<Link, Error> {
+        let replies = match self.get(RouteNetlinkMessage::GetLink(msg)) {
+            Err(e) if e.is_not_found() => return Err(Error::LinkNotFound(what)),
+            other => other?,
+        };
+        replies
+            .into_iter()
+            .find_map(|reply| match reply {
+                RouteNetlinkMessage::NewLink(link) => Some(Link::from_message(link)),
+                _ => None,
+            })
+            .ok_or_else(|| Error::Unexpected(format!("no link in reply for {what}")))
+    }
+
+    /// All links of the namespace.
+    pub fn links(&mut self) -> Result<Vec<Link>, Error> {
+        let replies = self.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|reply| match reply {
+                RouteNetlinkMessage::NewLink(link) => Some(Link::from_message(link)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn set_link(&mut self, msg: LinkMessage) -> Result<(), Error> {
+        self.execute(RouteNetlinkMessage::SetLink(msg), 0)
+    }
+
+    fn set_flag(&mut self, index: u32, flag: LinkFlags, on: bool) -> Result<(), Error> {
+        let mut msg = link_message(index, vec![]);
+        msg.header.change_mask = flag;
+        if on {
+            msg.header.flags = flag;
+        }
+        self.set_link(msg)
+    }
+
+    /// Sets a link administratively up.
+    pub fn set_link_up(&mut self, index: u32) -> Result<(), Error> {
+        self.set_flag(index, LinkFlags::Up, true)
+    }
+
+    /// Sets a link administratively down.
+    pub fn set_link_down(&mut self, index: u32) -> Result<(), Error> {
+        self.set_flag(index, LinkFlags::Up, false)
+    }
+
+    /// Turns promiscuous mode on or off.
+    pub fn set_link_promisc(&mut self, index: u32, on: bool) -> Result<(), Error> {
+        self.set_flag(index, LinkFlags::Promisc, on)
+    }
+
+    /// Deletes a link (for a veth, both ends go).
+    pub fn delete_link(&mut self, index: u32) -> Result<(), Error> {
+        self.execute(RouteNetlinkMessage::DelLink(link_message(index, vec![])), 0)
+    }
+
+    /// Deletes the link called `name` if it exists; returns whether a link was deleted.
+    /// Meant for DEL paths, where a missing link is success.
+    pub fn delete_link_by_name(&mut self, name: &str) -> Result<bool, Error> {
+        let link = match self.link_by_name(name) {
+            Ok(link) => link,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match self.delete_link(link.index) {
+            Ok(()) => Ok(true),
+            // Removed concurrently (for example with its veth peer).
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates a veth pair: `local` in this handle's namespace and `peer` in `peer_netns`
+    /// (created there directly, never visible here), or here too when `peer_netns` is `None`.
+    /// Fails with EEXIST (see [`Error::is_exists`]) if a name is taken.
+    pub fn create_veth(
+        &mut self,
+        local: &LinkSpec,
+        peer: &LinkSpec,
+        peer_netns: Option<&NetNs>,
+    ) -> Result<(), Error> {
+        check_name(&local.name)?;
+        check_name(&peer.name)?;
+        let mut peer_attrs = spec_attributes(peer);
+        if let Some(ns) = peer_netns {
+            peer_attrs.push(LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd()));
+        }
+        let mut attrs = spec_attributes(local);
+        attrs.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Veth),
+            LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(link_message(0, peer_attrs)))),
+        ]));
+        self.execute(
+            RouteNetlinkMessage::NewLink(link_message(0, attrs)),
+            NLM_F_CREATE | NLM_F_EXCL,
+        )
+    }
+
+    /// Creates a bridge. Fails with EEXIST if the name is taken.
+    pub fn create_bridge(&mut self, spec: &BridgeSpec) -> Result<(), Error> {
+        check_name(&spec.link.name)?;
+        let mut attrs = spec_attributes(&spec.link);
+        let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
+        if spec.vlan_filtering {
+            info.push(LinkInfo::Data(InfoData::Bridge(vec![
+                InfoBridge::VlanFiltering(true),
+            ])));
+        }
+        attrs.push(LinkAttribute::LinkInfo(info));
+        self.execute(
+            RouteNetlinkMessage::NewLink(link_message(0, attrs)),
+            NLM_F_CREATE | NLM_F_EXCL,
+        )
+    }
+
+    /// Enslaves a link to `master` (a bridge), or releases it with `None`.
+    pub fn set_link_master(&mut self, index: u32, master: Option<u32>) -> Result<(), Error> {
+        let attr = LinkAttribute::Controller(master.unwrap_or(0));
+        self.set_link(link_message(index, vec![attr]))
+    }
+
+    /// Sets the MTU.
+    pub fn set_link_mtu(&mut self, index: u32, mtu: u32) -> Result<(), Error> {
+        self.set_link(link_message(index, vec![LinkAttribute::Mtu(mtu)]))
+    }
+
+    /// Sets the hardware address.
+    pub fn set_link_mac(&mut self, index: u32, mac: MacAddr) -> Result<(), Error> {
+        let attr = LinkAttribute::Address(mac.0.to_vec());
+        self.set_link(link_message(index, vec![attr]))
+    }
+
+    /// Renames a link (the link must be down).
+    pub fn rename_link(&mut self, index: u32, new_name: &str) -> Result<(), Error> {
+        check_name(new_name)?;
+        let attr = LinkAttribute::IfName(new_name.to_string());
+        self.set_link(link_message(index, vec![attr]))
+    }
+
+    /// Moves a link into another namespace; it disappears from this one.
+    pub fn move_link_to_netns(&mut self, index: u32, ns: &NetNs) -> Result<(), Error> {
+        let attr = LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd());
+        self.set_link(link_message(index, vec![attr]))
+    }
+
+    /// Changes bridge-port flags of an enslaved link (`IFLA_PROTINFO` in an `AF_BRIDGE`
+    /// request, as `bridge link set` does). Does nothing when no flag is given.
+    pub fn set_bridge_port(&mut self, index: u32, opts: &BridgePortOptions) -> Result<(), Error> {
+        let mut nlas = Vec::new();
+        if let Some(on) = opts.hairpin {
+            nlas.push(bool_nla(IFLA_BRPORT_MODE, on));
+        }
+        if let Some(on) = opts.learning {
+            nlas.push(bool_nla(IFLA_BRPORT_LEARNING, on));
+        }
+        if let Some(on) = opts.isolated {
+            nlas.push(bool_nla(IFLA_BRPORT_ISOLATED, on));
+        }
+        if nlas.is_empty() {
+            return Ok(());
+        }
+        let mut msg = link_message(index, vec![LinkAttribute::ProtoInfoBridge(nlas)]);
+        msg.header.interface_family = AddressFamily::Bridge;
+        self.set_link(msg)
+    }
+
+    fn bridge_vlan_message(index: u32, vid: u16, flags: VlanFlags, on_self: bool) -> LinkMessage {
+        let mut info_flags = BridgeVlanInfoFlags::empty();
+        if flags.pvid {
+            info_flags |= BridgeVlanInfoFlags::Pvid;
+        }
+        if flags.untagged {
+            info_flags |= BridgeVlanInfoFlags::Untagged;
+        }
+        let target = if on_self {
+            BridgeFlag::LowerDev
+        } else {
+            BridgeFlag::Controller
+        };
+        let mut msg = link_message(
+            index,
+            vec![LinkAttribute::AfSpecBridge(vec![
+                AfSpecBridge::Flags(target),
+                AfSpecBridge::VlanInfo(BridgeVlanInfo {
+                    flags: info_flags,
+                    vid,
+                }),
+            ])],
+        );
+        msg.header.interface_family = AddressFamily::Bridge;
+        msg
+    }
+
+    /// Adds VLAN `vid` to a bridge port, or to the bridge device itself when `on_self` is true
+    /// (like `bridge vlan add ... [self]`).
+    pub fn add_bridge_vlan(
+        &mut self,
+        index: u32,
+        vid: u16,
+        flags: VlanFlags,
+        on_self: bool,
+    ) -> Result<(), Error> {
+        check_vid(vid)?;
+        let msg = Self::bridge_vlan_message(index, vid, flags, on_self);
+        self.set_link(msg)
+    }
+
+    /// Removes VLAN `vid` from a bridge port, or from the bridge itself when `on_self` is true.
+    pub fn del_bridge_vlan(&mut self, index: u32, vid: u16, on_self: bool) -> Result<(), Error> {
+        check_vid(vid)?;
+        // An AF_BRIDGE RTM_DELLINK removes VLAN entries; it never deletes the link.
+        let msg = Self::bridge_vlan_message(index, vid, VlanFlags::default(), on_self);
+        self.execute(RouteNetlinkMessage::DelLink(msg), 0)
+    }
+
+    /// VLAN entries of a bridge port (or of the bridge itself, given the bridge's index).
+    pub fn bridge_vlans(&mut self, index: u32) -> Result<Vec<BridgeVlan>, Error> {
+        let mut msg = link_message(
+            0,
+            vec![LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan])],
+        );
+        msg.header.interface_family = AddressFamily::Bridge;
+        let replies = self.dump(RouteNetlinkMessage::GetLink(msg))?;
+        let mut vlans = Vec::new();
+        for reply in replies {
+            let RouteNetlinkMessage::NewLink(link) = reply else {
+                continue;
+            };
+            if link.header.index != index {
+                continue;
+            }
+            for attr in link.attributes {
+                let LinkAttribute::AfSpecBridge(specs) = attr else {
+                    continue;
+                };
+                vlans.extend(specs.into_iter().filter_map(|spec| match spec {
+                    AfSpecBridge::VlanInfo(info) => Some(BridgeVlan {
+                        vid: info.vid,
+                        flags: VlanFlags {
+                            pvid: info.flags.contains(BridgeVlanInfoFlags::Pvid),
+                            untagged: info.flags.contains(BridgeVlanInfoFlags::Untagged),
+                        },
+                    }),
+                    _ => None,
+                }));
+            }
+        }
+        Ok(vlans)
+    }
+}
+
+fn check_vid(vid: u16) -> Result<(), Error> {
+    if (1..=4094).contains(&vid) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "VLAN id {vid} outside 1-4094"
+        )))
+    }
+}

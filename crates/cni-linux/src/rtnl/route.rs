@@ -1,0 +1,224 @@
+//! Route operations: add (appending duplicates, as the Go plugins do), replace, delete, list.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_REPLACE};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteMetric, RouteProtocol, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+
+use super::{Error, Handle};
+
+/// Route scope (universe, link, host, ...), re-exported so callers need no netlink crate.
+pub use netlink_packet_route::route::RouteScope;
+
+/// The main routing table.
+pub const RT_TABLE_MAIN: u32 = 254;
+
+/// A route to add, replace or delete, or one read back from the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Destination network; `0.0.0.0/0` or `::/0` for a default route.
+    pub dst: IpNet,
+    /// Next-hop gateway.
+    pub gateway: Option<IpAddr>,
+    /// Output interface index.
+    pub oif: Option<u32>,
+    /// Preferred source address.
+    pub src: Option<IpAddr>,
+    /// Metric (`RTA_PRIORITY`).
+    pub priority: Option<u32>,
+    /// Routing table; the main table when `None`.
+    pub table: Option<u32>,
+    /// Scope; universe when `None`.
+    pub scope: Option<RouteScope>,
+    /// Path MTU metric.
+    pub mtu: Option<u32>,
+    /// Advertised MSS metric.
+    pub advmss: Option<u32>,
+}
+
+impl Route {
+    /// A route to `dst` with nothing else set.
+    pub fn to(dst: IpNet) -> Self {
+        Route {
+            dst,
+            gateway: None,
+            oif: None,
+            src: None,
+            priority: None,
+            table: None,
+            scope: None,
+            mtu: None,
+            advmss: None,
+        }
+    }
+
+    /// The address family of the destination.
+    fn family(&self) -> AddressFamily {
+        match self.dst {
+            IpNet::V4(_) => AddressFamily::Inet,
+            IpNet::V6(_) => AddressFamily::Inet6,
+        }
+    }
+
+    /// Encodes the route; every address must be of the destination's family.
+    fn to_message(&self) -> Result<RouteMessage, Error> {
+        let family = self.family();
+        let table = self.table.unwrap_or(RT_TABLE_MAIN);
+        let header = RouteHeader {
+            address_family: family,
+            destination_prefix_length: self.dst.prefix_len(),
+            protocol: RouteProtocol::Boot,
+            scope: self.scope.unwrap_or(RouteScope::Universe),
+            kind: RouteType::Unicast,
+            // Tables above 255 go in RTA_TABLE with RT_TABLE_UNSPEC here.
+            table: u8::try_from(table).unwrap_or(0),
+            ..RouteHeader::default()
+        };
+
+        let mut msg = RouteMessage::default();
+        msg.header = header;
+        let attrs = &mut msg.attributes;
+        if self.dst.prefix_len() > 0 {
+            attrs.push(RouteAttribute::Destination(route_address(
+                self.dst.network(),
+                family,
+            )?));
+        }
+        if let Some(gw) = self.gateway {
+            attrs.push(RouteAttribute::Gateway(route_address(gw, family)?));
+        }
+        if let Some(src) = self.src {
+            attrs.push(RouteAttribute::PrefSource(route_address(src, family)?));
+        }
+        if let Some(oif) = self.oif {
+            attrs.push(RouteAttribute::Oif(oif));
+        }
+        if let Some(priority) = self.priority {
+            attrs.push(RouteAttribute::Priority(priority));
+        }
+        if table > 255 {
+            attrs.push(RouteAttribute::Table(table));
+        }
+        let mut metrics = Vec::new();
+        if let Some(mtu) = self.mtu {
+            metrics.push(RouteMetric::Mtu(mtu));
+        }
+        if let Some(advmss) = self.advmss {
+            metrics.push(RouteMetric::Advmss(advmss));
+        }
+        if !metrics.is_empty() {
+            attrs.push(RouteAttribute::Metrics(metrics));
+        }
+        Ok(msg)
+    }
+
+    fn from_message(msg: RouteMessage) -> Option<Self> {
+        let header = &msg.header;
+        let zero: IpAddr = match header.address_family {
+            AddressFamily::Inet => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            AddressFamily::Inet6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            _ => return None,
+        };
+        let mut route = Route::to(IpNet::new(zero, header.destination_prefix_length).ok()?);
+        route.scope = Some(header.scope);
+        route.table = Some(u32::from(header.table));
+        for attr in msg.attributes {
+            match attr {
+                RouteAttribute::Destination(a) => {
+                    route.dst = IpNet::new(ip_of(a)?, header.destination_prefix_length).ok()?
+                }
+                RouteAttribute::Gateway(a) => route.gateway = ip_of(a),
+                RouteAttribute::PrefSource(a) => route.src = ip_of(a),
+                RouteAttribute::Oif(i) => route.oif = Some(i),
+                RouteAttribute::Priority(p) => route.priority = Some(p),
+                RouteAttribute::Table(t) => route.table = Some(t),
+                RouteAttribute::Metrics(metrics) => {
+                    for m in metrics {
+                        match m {
+                            RouteMetric::Mtu(v) => route.mtu = Some(v),
+                            RouteMetric::Advmss(v) => route.advmss = Some(v),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(route)
+    }
+}
+
+fn route_address(ip: IpAddr, family: AddressFamily) -> Result<RouteAddress, Error> {
+    match (ip, family) {
+        (IpAddr::V4(v4), AddressFamily::Inet) => Ok(RouteAddress::Inet(v4)),
+        (IpAddr::V6(v6), AddressFamily::Inet6) => Ok(RouteAddress::Inet6(v6)),
+        _ => Err(Error::InvalidArgument(format!(
+            "address {ip} does not match the route's family"
+        ))),
+    }
+}
+
+fn ip_of(addr: RouteAddress) -> Option<IpAddr> {
+    match addr {
+        RouteAddress::Inet(v4) => Some(v4.into()),
+        RouteAddress::Inet6(v6) => Some(v6.into()),
+        _ => None,
+    }
+}
+
+impl Handle {
+    /// Adds a route with `NLM_F_CREATE` and without `NLM_F_EXCL`, so an identical destination
+    /// with another next hop is appended rather than refused (the Go plugins' behaviour).
+    pub fn add_route(&mut self, route: &Route) -> Result<(), Error> {
+        let msg = route.to_message()?;
+        self.execute(RouteNetlinkMessage::NewRoute(msg), NLM_F_CREATE)
+    }
+
+    /// Adds or replaces the route to the same destination.
+    pub fn replace_route(&mut self, route: &Route) -> Result<(), Error> {
+        let msg = route.to_message()?;
+        self.execute(
+            RouteNetlinkMessage::NewRoute(msg),
+            NLM_F_CREATE | NLM_F_REPLACE,
+        )
+    }
+
+    /// Deletes a route; the fields given narrow which route matches.
+    pub fn delete_route(&mut self, route: &Route) -> Result<(), Error> {
+        let mut msg = route.to_message()?;
+        // Leave protocol, scope and type open so any matching route is removed.
+        msg.header.protocol = RouteProtocol::Unspec;
+        msg.header.kind = RouteType::Unspec;
+        if route.scope.is_none() {
+            msg.header.scope = RouteScope::NoWhere;
+        }
+        self.execute(RouteNetlinkMessage::DelRoute(msg), 0)
+    }
+
+    /// Unicast routes of one family in one table (the main table when `table` is `None`).
+    /// `ipv6` picks the family.
+    pub fn routes(&mut self, ipv6: bool, table: Option<u32>) -> Result<Vec<Route>, Error> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = if ipv6 {
+            AddressFamily::Inet6
+        } else {
+            AddressFamily::Inet
+        };
+        let table = table.unwrap_or(RT_TABLE_MAIN);
+        let replies = self.dump(RouteNetlinkMessage::GetRoute(msg))?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|reply| match reply {
+                RouteNetlinkMessage::NewRoute(msg) if msg.header.kind == RouteType::Unicast => {
+                    Route::from_message(msg)
+                }
+                _ => None,
+            })
+            .filter(|r| r.table == Some(table))
+            .collect())
+    }
+}
