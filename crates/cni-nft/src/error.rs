@@ -1,0 +1,68 @@
+//! The crate's error type.
+
+use std::io;
+
+/// Errors from building or running nf_tables and conntrack requests.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The netlink socket failed (open, send or receive).
+    #[error("netfilter netlink socket: {0}")]
+    Io(#[source] io::Error),
+    /// The kernel rejected a request. `what` names the request, for a batch the message that
+    /// caused the failure (for example `add rule ip cni_hostport hostports`).
+    #[error("{what}: {}{}", io::Error::from_raw_os_error(*.errno), .message.as_ref().map(|m| format!(" ({m})")).unwrap_or_default())]
+    Kernel {
+        /// The failing request.
+        what: String,
+        /// Positive errno.
+        errno: i32,
+        /// The kernel's extended-ACK text, when it sent one.
+        message: Option<String>,
+    },
+    /// A reply could not be decoded, or did not follow the protocol.
+    #[error("malformed netfilter netlink reply: {0}")]
+    Decode(String),
+    /// The caller asked for something that cannot be encoded (too-long name or comment,
+    /// address of the wrong family, ...).
+    #[error("invalid nftables request: {0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// The kernel errno, if the kernel rejected the request.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Kernel { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+
+    /// True if the kernel answered ENOENT (missing table, chain, rule, set or conntrack entry).
+    pub fn is_not_found(&self) -> bool {
+        self.errno() == Some(libc::ENOENT)
+    }
+
+    /// True if the kernel answered EEXIST.
+    pub fn is_exists(&self) -> bool {
+        self.errno() == Some(libc::EEXIST)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_error_text_names_request_and_errno() {
+        let e = Error::Kernel {
+            what: "add table ip t".into(),
+            errno: 2,
+            message: Some("bad".into()),
+        };
+        let text = e.to_string();
+        assert!(text.starts_with("add table ip t: No such file or directory"));
+        assert!(text.ends_with("(bad)"));
+        assert!(e.is_not_found());
+        assert!(!e.is_exists());
+    }
+}
