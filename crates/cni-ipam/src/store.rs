@@ -1,0 +1,357 @@
+//! The on-disk store, byte-compatible with the Go host-local plugin so both can share a data
+//! directory:
+//!
+//! * `<dataDir>/<network>/` holds everything, created with mode 0755;
+//! * `lock` is opened (created with mode 0750 if missing, never truncated) and `flock(LOCK_EX)`ed
+//!   for as long as a [`LockedStore`] lives;
+//! * one file per reserved address, named by Go's text form of the address, created with
+//!   `O_EXCL` and mode 0600, holding `<containerID>\r\n<ifname>` without a trailing newline
+//!   (files of pre-ifname versions hold only `<containerID>`);
+//! * `last_reserved_ip.<rangeID>` holds the last address reserved in a range set, as plain text.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::error::{ConfigError, IpamError};
+use crate::ident;
+use crate::ip;
+
+/// Name of the lock file inside a network directory.
+pub const LOCK_FILE: &str = "lock";
+/// Prefix of the round-robin hint files (`last_reserved_ip.<rangeID>`).
+pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
+/// Separator between container ID and interface name in a lease file.
+pub const LINE_BREAK: &str = "\r\n";
+
+/// How often a lock with a timeout is retried.
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// Who holds a lease, as read from its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseOwner {
+    /// Current format: `<containerID>\r\n<ifname>`.
+    Attachment {
+        container_id: String,
+        ifname: String,
+    },
+    /// Pre-ifname format: the container ID alone (also what any unrecognised content reads as).
+    Legacy { container_id: String },
+}
+
+/// One reserved address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub ip: IpAddr,
+    pub owner: LeaseOwner,
+    /// The file that records it.
+    pub path: PathBuf,
+}
+
+impl Lease {
+    /// Parses lease file content the way Go compares it: surrounding whitespace is ignored.
+    pub fn parse_owner(content: &str) -> LeaseOwner {
+        let content = content.trim();
+        match content.split_once(LINE_BREAK) {
+            Some((id, ifname)) => LeaseOwner::Attachment {
+                container_id: id.to_string(),
+                ifname: ifname.to_string(),
+            },
+            None => LeaseOwner::Legacy {
+                container_id: content.to_string(),
+            },
+        }
+    }
+
+    /// True when this lease was written for exactly this attachment.
+    pub fn is_for(&self, container_id: &str, ifname: &str) -> bool {
+        matches!(&self.owner, LeaseOwner::Attachment { container_id: id, ifname: name }
+            if id == container_id.trim() && name == ifname)
+    }
+
+    /// True when this is a legacy lease of this container.
+    pub fn is_legacy_for(&self, container_id: &str) -> bool {
+        matches!(&self.owner, LeaseOwner::Legacy { container_id: id } if id == container_id.trim())
+    }
+}
+
+/// The file content recording a lease for an attachment.
+pub fn lease_content(container_id: &str, ifname: &str) -> String {
+    format!("{}{LINE_BREAK}{ifname}", container_id.trim())
+}
+
+/// A network's directory in a data directory. Creating it does no I/O.
+#[derive(Debug, Clone)]
+pub struct DiskStore {
+    dir: PathBuf,
+    lock_timeout: Option<Duration>,
+}
+
+impl DiskStore {
+    /// The store of `network` under `data_dir`. The network name must follow the CNI name rule,
+    /// so it can never point outside `data_dir`.
+    pub fn new(data_dir: &Path, network: &str) -> Result<Self, IpamError> {
+        if !ident::is_valid_name(network) {
+            return Err(ConfigError::InvalidNetworkName {
+                name: network.to_string(),
+            }
+            .into());
+        }
+        Ok(DiskStore {
+            dir: data_dir.join(network),
+            lock_timeout: None,
+        })
+    }
+
+    /// Gives up waiting for the lock after `timeout` (error code 11) instead of blocking like Go.
+    pub fn with_lock_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The network directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Creates the directory if needed and takes the exclusive lock. Each call opens the lock file
+    /// anew, so two callers in one process exclude each other like two processes do.
+    pub fn lock(&self) -> Result<LockedStore<'_>, IpamError> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&self.dir)
+            .map_err(|e| IpamError::io("create directory", &self.dir, e))?;
+        let path = self.dir.join(LOCK_FILE);
+        let file = open_lock_file(&path).map_err(|e| IpamError::io("open", &path, e))?;
+        match self.lock_timeout {
+            None => file.lock().map_err(|e| IpamError::io("lock", &path, e))?,
+            Some(timeout) => lock_with_timeout(&file, &path, timeout)?,
+        }
+        Ok(LockedStore {
+            dir: &self.dir,
+            _lock: file,
+        })
+    }
+}
+
+/// Opens the lock file without truncating it: read-only when it exists (works on a read-only
+/// store, as Go's `O_RDONLY|O_CREAT` does), created with mode 0750 otherwise.
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    match File::open(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o750)
+            .open(path),
+        other => other,
+    }
+}
+
+fn lock_with_timeout(file: &File, path: &Path, timeout: Duration) -> Result<(), IpamError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(LOCK_POLL);
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(IpamError::LockTimeout {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(IpamError::io("lock", path, e)),
+        }
+    }
+}
+
+/// The store while its lock is held; dropping it closes the lock file, which releases the lock.
+#[derive(Debug)]
+pub struct LockedStore<'a> {
+    dir: &'a Path,
+    _lock: File,
+}
+
+impl LockedStore<'_> {
+    /// The path of the file that records `addr`.
+    pub fn lease_path(&self, addr: IpAddr) -> PathBuf {
+        self.dir.join(ip::go_string(addr))
+    }
+
+    /// Reserves `addr` for the attachment with an exclusive create. `Ok(false)` when someone
+    /// already holds it. On success the range set's round-robin hint is updated.
+    pub fn reserve(
+        &self,
+        container_id: &str,
+        ifname: &str,
+        addr: IpAddr,
+        range_id: usize,
+    ) -> Result<bool, IpamError> {
+        let path = self.lease_path(addr);
+        let mut file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(IpamError::io("create", &path, e)),
+        };
+        let written = file
+            .write_all(lease_content(container_id, ifname).as_bytes())
+            .and_then(|()| file.sync_data());
+        if let Err(e) = written {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(IpamError::io("write", &path, e));
+        }
+        // The hint only steers round-robin; losing it must not fail a reservation that is made.
+        if let Err(e) = self.write_last_reserved(range_id, addr) {
+            log::warn!("{e}");
+        }
+        Ok(true)
+    }
+
+    /// Removes a lease file this process created (rollback of a failed ADD). Missing is fine.
+    pub fn unreserve(&self, addr: IpAddr) -> Result<(), IpamError> {
+        remove_if_present(&self.lease_path(addr))
+    }
+
+    /// The round-robin hint of a range set; missing or unparsable means none.
+    pub fn last_reserved_ip(&self, range_id: usize) -> Option<IpAddr> {
+        let text = fs::read_to_string(self.last_reserved_path(range_id)).ok()?;
+        ip::parse_ip(text.trim())
+    }
+
+    fn last_reserved_path(&self, range_id: usize) -> PathBuf {
+        self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_id}"))
+    }
+
+    /// Replaces the hint atomically (temp file, fsync, rename). Go readers never see the temp
+    /// file because they only look while holding the lock we hold.
+    fn write_last_reserved(&self, range_id: usize, addr: IpAddr) -> Result<(), IpamError> {
+        let path = self.last_reserved_path(range_id);
+        let temp = self
+            .dir
+            .join(format!(".{LAST_RESERVED_PREFIX}{range_id}.tmp"));
+        let result = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .and_then(|mut file| {
+                file.write_all(ip::go_string(addr).as_bytes())?;
+                file.sync_data()
+            })
+            .and_then(|()| fs::rename(&temp, &path));
+        result.map_err(|e| {
+            let _ = fs::remove_file(&temp);
+            IpamError::io("write", &path, e)
+        })
+    }
+
+    /// Every lease in the directory: regular files whose names are IP addresses. Files that cannot
+    /// be read are skipped, as Go skips them.
+    pub fn leases(&self) -> Result<Vec<Lease>, IpamError> {
+        let entries = fs::read_dir(self.dir).map_err(|e| IpamError::io("read", self.dir, e))?;
+        let mut leases = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| IpamError::io("read", self.dir, e))?;
+            let Some(addr) = entry.file_name().to_str().and_then(ip::parse_ip) else {
+                continue;
+            };
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(bytes) = fs::read(&path) else {
+                continue;
+            };
+            leases.push(Lease {
+                ip: addr,
+                owner: Lease::parse_owner(&String::from_utf8_lossy(&bytes)),
+                path,
+            });
+        }
+        leases.sort_by_key(|lease| (lease.ip.is_ipv6(), ip::to_u128(lease.ip)));
+        Ok(leases)
+    }
+
+    /// Releases an attachment: every lease written for exactly (container ID, ifname); only if
+    /// there is none, every legacy lease of the container ID (Go's fallback). Returns the
+    /// released addresses.
+    pub fn release(&self, container_id: &str, ifname: &str) -> Result<Vec<IpAddr>, IpamError> {
+        let leases = self.leases()?;
+        let mut doomed: Vec<&Lease> = leases
+            .iter()
+            .filter(|l| l.is_for(container_id, ifname))
+            .collect();
+        if doomed.is_empty() {
+            doomed = leases
+                .iter()
+                .filter(|l| l.is_legacy_for(container_id))
+                .collect();
+        }
+        remove_leases(doomed.into_iter()).map(|removed| removed.into_iter().map(|l| l.ip).collect())
+    }
+
+    /// Releases every lease whose owner is not in `valid` (container ID, ifname); a legacy lease
+    /// stays when any valid pair has its container ID. `lock` and `last_reserved_ip.*` are never
+    /// touched, nor any file whose name is not an address. Returns the released leases.
+    pub fn gc(&self, valid: &[(String, String)]) -> Result<Vec<Lease>, IpamError> {
+        let leases = self.leases()?;
+        let stale = leases.iter().filter(|lease| {
+            !valid
+                .iter()
+                .any(|(id, ifname)| lease.is_for(id, ifname) || lease.is_legacy_for(id))
+        });
+        remove_leases(stale)
+    }
+
+    /// Checks that the directory accepts new files, with a probe that only lives under the lock.
+    pub fn probe_writable(&self) -> io::Result<()> {
+        let probe = self
+            .dir
+            .join(format!(".status-probe.{}", std::process::id()));
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&probe)?;
+        fs::remove_file(&probe)
+    }
+}
+
+/// Removes the files of `leases`, carrying on after errors; returns what was removed, or all
+/// errors joined.
+fn remove_leases<'l>(leases: impl Iterator<Item = &'l Lease>) -> Result<Vec<Lease>, IpamError> {
+    let mut removed = Vec::new();
+    let mut errors = Vec::new();
+    for lease in leases {
+        match remove_if_present(&lease.path) {
+            Ok(()) => removed.push(lease.clone()),
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.len() {
+        0 => Ok(removed),
+        1 => Err(errors.remove(0)),
+        _ => Err(IpamError::Multiple(errors)),
+    }
+}
+
+fn remove_if_present(path: &Path) -> Result<(), IpamError> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(IpamError::io("remove", path, e)),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,552 @@
+//! host-local configuration: parsing with Go's JSON leniency, defaults, and every error.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use cni_ipam::{ConfigError, HostLocal, HostLocalConfig, IpamError, Route};
+use serde_json::{json, Value};
+
+/// Recognises the expected error variant.
+type Expect = fn(&ConfigError) -> bool;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn parse(value: Value) -> Result<HostLocalConfig, ConfigError> {
+    HostLocalConfig::parse(value.to_string().as_bytes(), None)
+}
+
+fn with_ipam(ipam: Value) -> Value {
+    json!({"cniVersion": "1.0.0", "name": "net1", "ipam": ipam})
+}
+
+fn err(value: Value) -> ConfigError {
+    parse(value).expect_err("config should be rejected")
+}
+
+fn ranges(subnet_specs: Value) -> Value {
+    with_ipam(json!({"type": "host-local", "ranges": subnet_specs}))
+}
+
+#[test]
+fn legacy_range_defaults() {
+    let config = parse(with_ipam(
+        json!({"type": "host-local", "subnet": "10.1.2.0/24"}),
+    ))
+    .unwrap();
+    assert_eq!(config.name, "net1");
+    assert_eq!(config.data_dir, PathBuf::from("/var/lib/cni/networks"));
+    assert_eq!(config.resolv_conf, None);
+    let range = &config.range_sets[0].ranges()[0];
+    assert_eq!(range.range_start, ip("10.1.2.1"));
+    assert_eq!(range.range_end, ip("10.1.2.254"));
+    assert_eq!(range.gateway, ip("10.1.2.1"));
+    assert_eq!(config.range_sets[0].to_string(), "10.1.2.1-10.1.2.254");
+}
+
+#[test]
+fn ipv6_defaults_include_the_all_ones_address() {
+    let config = parse(ranges(json!([[{"subnet": "fd00::/120"}]]))).unwrap();
+    let range = &config.range_sets[0].ranges()[0];
+    assert_eq!(range.range_start, ip("fd00::1"));
+    assert_eq!(range.range_end, ip("fd00::ff"));
+    assert_eq!(range.gateway, ip("fd00::1"));
+}
+
+#[test]
+fn range_set_order_is_ip_ranges_then_legacy_then_ranges() {
+    let value = json!({
+        "cniVersion": "1.0.0",
+        "name": "net1",
+        "runtimeConfig": {"ipRanges": [[{"subnet": "10.9.0.0/24"}]]},
+        "ipam": {
+            "type": "host-local",
+            "subnet": "10.1.0.0/24",
+            "ranges": [[{"subnet": "10.2.0.0/24"}], [{"subnet": "fd00::/64"}]]
+        }
+    });
+    let config = parse(value).unwrap();
+    let subnets: Vec<String> = config
+        .range_sets
+        .iter()
+        .map(|s| s.ranges()[0].subnet.to_string())
+        .collect();
+    assert_eq!(
+        subnets,
+        ["10.9.0.0/24", "10.1.0.0/24", "10.2.0.0/24", "fd00::/64"]
+    );
+}
+
+#[test]
+fn go_json_leniency() {
+    let value = json!({
+        "cniVersion": "0.4.0",
+        "Name": "net1",
+        "RuntimeConfig": {"IPs": ["10.1.0.7/24"]},
+        "IPAM": {
+            "Type": "host-local",
+            "Subnet": "10.1.0.0/24",
+            "gateway": "",
+            "rangeStart": "",
+            "DataDir": "",
+            "resolvConf": "",
+            "unknownKey": {"anything": [1, 2]},
+            "routes": [{"DST": "0.0.0.0/0", "gw": "", "mtu": 0, "table": 100, "scope": 0}]
+        }
+    });
+    let config = parse(value).unwrap();
+    assert_eq!(config.data_dir, PathBuf::from("/var/lib/cni/networks"));
+    assert_eq!(config.resolv_conf, None);
+    assert_eq!(config.requested_ips, [ip("10.1.0.7")]);
+    assert_eq!(config.range_sets[0].ranges()[0].gateway, ip("10.1.0.1"));
+    assert_eq!(
+        config.routes,
+        [Route {
+            dst: "0.0.0.0/0".parse().unwrap(),
+            gw: None,
+            mtu: None,
+            advmss: None,
+            priority: None,
+            table: Some(100),
+            scope: Some(0),
+        }]
+    );
+}
+
+#[test]
+fn last_duplicate_key_wins() {
+    let text = br#"{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.1.0.0/24","subnet":"10.2.0.0/24"}}"#;
+    let config = HostLocalConfig::parse(text, None).unwrap();
+    assert_eq!(
+        config.range_sets[0].ranges()[0].subnet.to_string(),
+        "10.2.0.0/24"
+    );
+}
+
+#[test]
+fn routes_keep_every_field_and_host_bits() {
+    let config = parse(with_ipam(json!({
+        "subnet": "10.1.0.0/24",
+        "routes": [
+            {"dst": "192.168.7.9/16", "gw": "10.1.0.254", "mtu": 1400, "advmss": 1360, "priority": 5, "table": 7, "scope": 253}
+        ]
+    })))
+    .unwrap();
+    let route = &config.routes[0];
+    assert_eq!(route.dst.to_string(), "192.168.7.9/16");
+    assert_eq!(route.gw, Some(ip("10.1.0.254")));
+    assert_eq!(
+        (route.mtu, route.advmss, route.priority),
+        (Some(1400), Some(1360), Some(5))
+    );
+    assert_eq!((route.table, route.scope), (Some(7), Some(253)));
+}
+
+#[test]
+fn data_dir_and_resolv_conf() {
+    let config = parse(with_ipam(json!({
+        "subnet": "10.1.0.0/24", "dataDir": "/tmp/x", "resolvConf": "/etc/resolv.conf"
+    })))
+    .unwrap();
+    assert_eq!(config.data_dir, PathBuf::from("/tmp/x"));
+    assert_eq!(config.resolv_conf, Some(PathBuf::from("/etc/resolv.conf")));
+}
+
+#[test]
+fn requested_ips_in_go_order_without_prefix_or_duplicates() {
+    let value = json!({
+        "cniVersion": "1.0.0", "name": "n",
+        "args": {"cni": {"ips": ["10.1.0.8", "fd00::8/64"]}},
+        "runtimeConfig": {"ips": ["10.1.0.8/24", "::ffff:10.1.0.9"]},
+        "ipam": {"subnet": "10.1.0.0/24"}
+    });
+    let config = HostLocalConfig::parse(value.to_string().as_bytes(), Some("10.1.0.7/24")).unwrap();
+    assert_eq!(
+        config.requested_ips,
+        [
+            ip("10.1.0.7"),
+            ip("10.1.0.8"),
+            ip("fd00::8"),
+            ip("10.1.0.9")
+        ]
+    );
+    // An empty CNI_ARGS `IP=` requests nothing.
+    let config = HostLocalConfig::parse(value.to_string().as_bytes(), Some("")).unwrap();
+    assert_eq!(config.requested_ips.len(), 3);
+}
+
+#[test]
+fn multiple_sets_per_family_need_cni_0_3_0() {
+    let ipam = json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "10.2.0.0/24"}]]});
+    for version in ["0.2.0", "0.1.0", "", "garbage"] {
+        let value = json!({"cniVersion": version, "name": "n", "ipam": ipam});
+        assert!(
+            matches!(err(value), ConfigError::TooManyPerFamily { .. }),
+            "{version}"
+        );
+    }
+    for version in ["0.3.0", "0.3.1", "1.1.0"] {
+        let value = json!({"cniVersion": version, "name": "n", "ipam": ipam});
+        assert!(parse(value).is_ok(), "{version}");
+    }
+    // One set per family is fine at any version.
+    let dual = json!({"cniVersion": "0.2.0", "name": "n",
+        "ipam": {"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd00::/64"}]]}});
+    assert!(parse(dual).is_ok());
+}
+
+/// Every error, its variant and its CNI code.
+#[test]
+fn every_config_error() {
+    let cases: Vec<(Value, Expect)> = vec![
+        (json!({"name": "n"}), |e| {
+            matches!(e, ConfigError::MissingIpam)
+        }),
+        (json!({"name": "n", "ipam": null}), |e| {
+            matches!(e, ConfigError::MissingIpam)
+        }),
+        (json!({"name": "n", "ipam": "x"}), |e| {
+            matches!(e, ConfigError::WrongType { .. })
+        }),
+        (
+            json!({"name": "n", "ipam": {"type": 5, "subnet": "10.0.0.0/8"}}),
+            |e| matches!(e, ConfigError::WrongType { .. }),
+        ),
+        (json!({"ipam": {"subnet": "10.0.0.0/8"}}), |e| {
+            matches!(e, ConfigError::InvalidNetworkName { .. })
+        }),
+        (
+            json!({"name": "../etc", "ipam": {"subnet": "10.0.0.0/8"}}),
+            |e| matches!(e, ConfigError::InvalidNetworkName { .. }),
+        ),
+        (
+            json!({"name": "a/b", "ipam": {"subnet": "10.0.0.0/8"}}),
+            |e| matches!(e, ConfigError::InvalidNetworkName { .. }),
+        ),
+        (with_ipam(json!({"type": "host-local"})), |e| {
+            matches!(e, ConfigError::NoRanges)
+        }),
+        (with_ipam(json!({"rangeStart": "10.0.0.5"})), |e| {
+            matches!(e, ConfigError::NoRanges)
+        }),
+        (with_ipam(json!({"subnet": ""})), |e| {
+            matches!(e, ConfigError::InvalidCidr { .. })
+        }),
+        (with_ipam(json!({"subnet": "10.0.0.0"})), |e| {
+            matches!(e, ConfigError::InvalidCidr { .. })
+        }),
+        (with_ipam(json!({"subnet": "10.0.0.0/33"})), |e| {
+            matches!(e, ConfigError::InvalidCidr { .. })
+        }),
+        (with_ipam(json!({"subnet": 10})), |e| {
+            matches!(e, ConfigError::WrongType { .. })
+        }),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "gateway": "10.0.0"})),
+            |e| matches!(e, ConfigError::InvalidIp { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "x"})),
+            |e| matches!(e, ConfigError::InvalidIp { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeEnd": "10.0.0.256"})),
+            |e| matches!(e, ConfigError::InvalidIp { .. }),
+        ),
+        (ranges(json!([[]])), |e| {
+            matches!(e, ConfigError::EmptyRangeSet { set: 0 })
+        }),
+        (ranges(json!([null])), |e| {
+            matches!(e, ConfigError::EmptyRangeSet { set: 0 })
+        }),
+        (ranges(json!("x")), |e| {
+            matches!(e, ConfigError::WrongType { .. })
+        }),
+        (ranges(json!([[{"rangeStart": "10.0.0.1"}]])), |e| {
+            matches!(e, ConfigError::MissingSubnet { set: 0, range: 0 })
+        }),
+        (
+            ranges(json!([[{"subnet": "10.0.0.0/24"}, {"gateway": "10.1.0.1"}]])),
+            |e| matches!(e, ConfigError::MissingSubnet { set: 0, range: 1 }),
+        ),
+        (
+            ranges(json!([[{"subnet": "10.0.0.0/24"}, {"subnet": "fd00::/64"}]])),
+            |e| matches!(e, ConfigError::MixedFamilies { set: 0 }),
+        ),
+        (with_ipam(json!({"subnet": "10.0.0.0/31"})), |e| {
+            matches!(e, ConfigError::SubnetTooSmall { .. })
+        }),
+        (with_ipam(json!({"subnet": "10.0.0.0/32"})), |e| {
+            matches!(e, ConfigError::SubnetTooSmall { .. })
+        }),
+        (with_ipam(json!({"subnet": "fd00::/127"})), |e| {
+            matches!(e, ConfigError::SubnetTooSmall { .. })
+        }),
+        (with_ipam(json!({"subnet": "fd00::/128"})), |e| {
+            matches!(e, ConfigError::SubnetTooSmall { .. })
+        }),
+        (with_ipam(json!({"subnet": "::ffff:10.0.0.0/120"})), |e| {
+            matches!(e, ConfigError::SubnetFamilyMismatch { .. })
+        }),
+        (with_ipam(json!({"subnet": "10.0.0.1/24"})), |e| {
+            matches!(e, ConfigError::HostBitsSet { .. })
+        }),
+        (with_ipam(json!({"subnet": "fd00::1/64"})), |e| {
+            matches!(e, ConfigError::HostBitsSet { .. })
+        }),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.1.5"})),
+            |e| matches!(e, ConfigError::RangeStartOutside { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "fd00::5"})),
+            |e| matches!(e, ConfigError::RangeStartOutside { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeEnd": "10.0.1.5"})),
+            |e| matches!(e, ConfigError::RangeEndOutside { .. }),
+        ),
+        (
+            with_ipam(
+                json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.50", "rangeEnd": "10.0.0.40"}),
+            ),
+            |e| matches!(e, ConfigError::RangeStartAfterEnd { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.255"})),
+            |e| matches!(e, ConfigError::RangeStartAfterEnd { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "gateway": "fd00::1"})),
+            |e| matches!(e, ConfigError::GatewayFamilyMismatch { .. }),
+        ),
+        (
+            ranges(json!([[
+                {"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.10", "rangeEnd": "10.0.0.20"},
+                {"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.20", "rangeEnd": "10.0.0.30"}
+            ]])),
+            |e| matches!(e, ConfigError::RangesOverlap { set: 0, .. }),
+        ),
+        (
+            ranges(json!([[{"subnet": "10.0.0.0/16"}, {"subnet": "10.0.5.0/24"}]])),
+            |e| matches!(e, ConfigError::RangesOverlap { set: 0, .. }),
+        ),
+        (
+            ranges(
+                json!([[{"subnet": "10.0.0.0/24"}], [{"subnet": "fd00::/64"}], [{"subnet": "10.0.0.0/25"}]]),
+            ),
+            |e| {
+                matches!(
+                    e,
+                    ConfigError::RangeSetsOverlap {
+                        first: 0,
+                        second: 2
+                    }
+                )
+            },
+        ),
+        (
+            json!({"cniVersion": "1.0.0", "name": "n",
+                   "runtimeConfig": {"ipRanges": [[{"subnet": "10.0.0.0/24"}]]},
+                   "ipam": {"subnet": "10.0.0.0/24"}}),
+            |e| {
+                matches!(
+                    e,
+                    ConfigError::RangeSetsOverlap {
+                        first: 0,
+                        second: 1
+                    }
+                )
+            },
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "routes": [{"gw": "10.0.0.1"}]})),
+            |e| matches!(e, ConfigError::MissingRouteDst { index: 0 }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "routes": [{"dst": ""}]})),
+            |e| matches!(e, ConfigError::InvalidCidr { .. }),
+        ),
+        (
+            with_ipam(
+                json!({"subnet": "10.0.0.0/24", "routes": [{"dst": "0.0.0.0/0", "mtu": 1.5}]}),
+            ),
+            |e| matches!(e, ConfigError::InvalidInteger { .. }),
+        ),
+        (
+            with_ipam(
+                json!({"subnet": "10.0.0.0/24", "routes": [{"dst": "0.0.0.0/0", "table": "7"}]}),
+            ),
+            |e| matches!(e, ConfigError::WrongType { .. }),
+        ),
+        (
+            with_ipam(json!({"subnet": "10.0.0.0/24", "routes": {"dst": "0.0.0.0/0"}})),
+            |e| matches!(e, ConfigError::WrongType { .. }),
+        ),
+        (
+            json!({"name": "n", "runtimeConfig": {"ips": ["nope"]}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            |e| matches!(e, ConfigError::InvalidRequestedIp { .. }),
+        ),
+        (
+            json!({"name": "n", "args": {"cni": {"ips": [""]}}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            |e| matches!(e, ConfigError::InvalidRequestedIp { .. }),
+        ),
+        (
+            json!({"name": "n", "args": {"cni": {"ips": [null]}}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            |e| matches!(e, ConfigError::InvalidRequestedIp { .. }),
+        ),
+        (
+            json!({"name": "n", "runtimeConfig": {"ips": [7]}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            |e| matches!(e, ConfigError::WrongType { .. }),
+        ),
+        (
+            json!({"name": "n", "runtimeConfig": 3, "ipam": {"subnet": "10.0.0.0/24"}}),
+            |e| matches!(e, ConfigError::WrongType { .. }),
+        ),
+    ];
+    for (index, (value, check)) in cases.into_iter().enumerate() {
+        let error = err(value.clone());
+        assert!(check(&error), "case {index}: {value} gave {error:?}");
+        assert_eq!(error.cni_code(), 7, "case {index}: {error}");
+        assert!(!error.to_string().is_empty());
+    }
+}
+
+#[test]
+fn malformed_json_is_a_decoding_error() {
+    let error = HostLocalConfig::parse(b"{\"name\": ", None).unwrap_err();
+    assert!(matches!(error, ConfigError::Json(_)));
+    assert_eq!(error.cni_code(), 6);
+}
+
+#[test]
+fn invalid_cni_args_ip() {
+    let value = with_ipam(json!({"subnet": "10.0.0.0/24"}));
+    let error = HostLocalConfig::parse(value.to_string().as_bytes(), Some("10.0.0.x")).unwrap_err();
+    assert!(matches!(error, ConfigError::InvalidRequestedIp { .. }));
+}
+
+#[test]
+fn go_error_messages_are_kept_where_go_has_them() {
+    let e = err(with_ipam(json!({"subnet": "10.0.0.0/32"})));
+    assert_eq!(
+        e.to_string(),
+        "invalid range set 0: Network 10.0.0.0/32 too small to allocate from"
+    );
+    let e = err(with_ipam(json!({"subnet": "10.0.0.1/24"})));
+    assert_eq!(
+        e.to_string(),
+        "invalid range set 0: Network has host bits set. For a subnet mask of length 24 the network address is 10.0.0.0"
+    );
+    let e = err(with_ipam(json!({"type": "host-local"})));
+    assert_eq!(e.to_string(), "no IP ranges specified");
+}
+
+/// Requested-IP problems are found at ADD time, so that DEL with the same inputs still works.
+#[test]
+fn requested_ip_errors_surface_at_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = json!({"cniVersion": "1.0.0", "name": "n", "ipam": {
+        "dataDir": dir.path(),
+        "ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.10", "rangeEnd": "10.0.0.255"}],
+                   [{"subnet": "fd00::/120"}]]}});
+    let cases: Vec<(Vec<&str>, Expect)> = vec![
+        (vec!["10.0.0.5"], |e| {
+            matches!(e, ConfigError::RequestedIpNotInRange { .. })
+        }),
+        (vec!["10.9.0.5"], |e| {
+            matches!(e, ConfigError::RequestedIpNotInRange { .. })
+        }),
+        (vec!["10.0.0.20", "10.0.0.21"], |e| {
+            matches!(e, ConfigError::RequestedIpsShareRangeSet { set: 0, .. })
+        }),
+        (vec!["fd00::1"], |e| {
+            matches!(e, ConfigError::RequestedIpIsGateway { .. })
+        }),
+        (vec!["10.0.0.255"], |e| {
+            matches!(e, ConfigError::RequestedIpReserved { .. })
+        }),
+    ];
+    for (requested, check) in cases {
+        let mut value = base.clone();
+        value["runtimeConfig"] = json!({"ips": requested});
+        let config = parse(value).unwrap();
+        let ipam = HostLocal::new(&config).unwrap();
+        let error = ipam
+            .allocate("ctr", "eth0", &config.requested_ips)
+            .unwrap_err();
+        match &error {
+            IpamError::Config(inner) => assert!(check(inner), "{requested:?}: {inner:?}"),
+            other => panic!("{requested:?}: unexpected {other:?}"),
+        }
+        assert_eq!(error.cni_code(), 7);
+        ipam.release("ctr", "eth0").unwrap();
+    }
+}
+
+mod never_panics {
+    use cni_ipam::{HostLocalConfig, StaticConfig};
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// JSON values built from the keys the parsers look at, with values of every type.
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            prop_oneof![
+                Just("10.0.0.0/24".to_string()),
+                Just("fd00::/64".to_string()),
+                Just("10.0.0.5".to_string()),
+                Just(String::new()),
+                "[0-9a-f:./]{0,20}",
+            ]
+            .prop_map(Value::from),
+        ];
+        let keys = prop_oneof![
+            Just("subnet"),
+            Just("rangeStart"),
+            Just("rangeEnd"),
+            Just("gateway"),
+            Just("ranges"),
+            Just("routes"),
+            Just("dst"),
+            Just("gw"),
+            Just("mtu"),
+            Just("ips"),
+            Just("ipRanges"),
+            Just("dataDir"),
+            Just("resolvConf"),
+            Just("addresses"),
+            Just("address"),
+            Just("dns"),
+            Just("cni"),
+            Just("table"),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((keys.clone(), inner), 0..5).prop_map(|pairs| {
+                    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_return_errors_instead_of_panicking(
+            ipam in value(), runtime in value(), args in value(), bytes in proptest::collection::vec(any::<u8>(), 0..64)
+        ) {
+            let doc = json!({"cniVersion": "1.0.0", "name": "n", "ipam": ipam,
+                             "runtimeConfig": runtime, "args": args});
+            let _ = HostLocalConfig::from_value(&doc, Some("10.0.0.9"));
+            let _ = StaticConfig::from_value(&doc, Some("10.0.0.9/24"), Some("10.0.0.1"));
+            let _ = HostLocalConfig::parse(&bytes, None);
+            let _ = StaticConfig::parse(&bytes, None, None);
+        }
+    }
+}
