@@ -1,1 +1,42 @@
-//! cni-runtime
+//! The runtime side of CNI (what libcni and go-cni are for Go runtimes): config discovery,
+//! plugin chains for ADD/DEL/CHECK/STATUS/GC/VERSION, a result cache Go libcni can read and
+//! write, GC exclusion, rollback of failed ADDs, and multi-network sandboxes. Synchronous.
+//!
+//! ```no_run
+//! use cni_runtime::{discover, Attachment, Runtime};
+//! let found = discover("/etc/cni/net.d".as_ref())?;
+//! let net = found.require("mynet")?;
+//! let rt = Runtime::new(vec!["/opt/cni/bin".into()], "/var/lib/cni");
+//! let att = Attachment::new("c1", "/run/netns/pod1", "eth0");
+//! let result = rt.add(net, &att)?;
+//! rt.check(net, &att)?;
+//! rt.del(net, &att)?;
+//! # let _ = result;
+//! # Ok::<(), cni_runtime::RuntimeError>(())
+//! ```
+
+mod attachment;
+pub mod cache;
+mod discovery;
+mod error;
+pub mod gojson;
+mod lock;
+mod network;
+pub mod request;
+mod runtime;
+pub mod sandbox;
+
+pub use attachment::Attachment;
+pub use cache::{CacheEntry, ResultCache, CACHE_KIND, DEFAULT_CACHE_DIR};
+pub use discovery::{conf_files, discover, load_network, ConfWarning, Discovery, CONF_EXTENSIONS};
+pub use error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
+pub use lock::NetworkLock;
+pub use network::{Network, LOOPBACK_CONFIG};
+pub use runtime::{PluginVersion, Runtime, Timeouts, ValidationReport};
+pub use sandbox::{
+    default_ifname, InterfaceConfig, Member, NetworkResult, SandboxNetworks, SandboxRequest,
+    SandboxResult, SetupMode,
+};
+
+pub use cni_invoke::ExecOptions;
+pub use cni_types::{CniError, CniResult, GcAttachment, SpecVersion};

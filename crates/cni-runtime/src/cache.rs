@@ -1,0 +1,448 @@
+//! The on-disk result cache, in libcni's exact layout (L-34 – L-38), so Go runtimes and rcni
+//! read each other's entries.
+//!
+//! Path: `<cacheDir>/results/<network>-<containerID>-<ifname>`. Content: one JSON object
+//! `{"kind":"cniCacheV1","containerId","config"(base64),"ifName","networkName","netns",
+//! "cniArgs","capabilityArgs","result"}` encoded as Go encodes it. Unlike libcni, files are
+//! written atomically (temp file in the same directory, fsync, rename) and every component of
+//! the path is validated on every command.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use cni_types::{CniResult, RawObject, SpecVersion};
+
+use crate::attachment::Attachment;
+use crate::error::RuntimeError;
+use crate::gojson;
+
+/// The only `kind` libcni writes.
+pub const CACHE_KIND: &str = "cniCacheV1";
+/// libcni's default cache directory.
+pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
+/// Prefix of our temporary files; skipped when listing.
+const TEMP_PREFIX: &str = ".rcni-tmp-";
+
+/// One cache entry (libcni's `cachedInfo` / `NetworkAttachment`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CacheEntry {
+    pub container_id: String,
+    /// The network config list bytes (stored base64-encoded).
+    pub config: Vec<u8>,
+    pub ifname: String,
+    pub network_name: String,
+    pub netns: String,
+    pub cni_args: Vec<(String, String)>,
+    pub capability_args: Map<String, Value>,
+    /// The final ADD result, as the last plugin reported it.
+    pub result: Option<Value>,
+}
+
+impl CacheEntry {
+    /// The entry as Go's `json.Marshal` writes it: struct fields in declaration order, empty
+    /// optional fields left out, maps with sorted keys.
+    pub fn to_go_json(&self) -> String {
+        let mut out = String::with_capacity(512);
+        out.push_str("{\"kind\":");
+        gojson::write_string(&mut out, CACHE_KIND);
+        out.push_str(",\"containerId\":");
+        gojson::write_string(&mut out, &self.container_id);
+        out.push_str(",\"config\":");
+        gojson::write_string(&mut out, &BASE64.encode(&self.config));
+        out.push_str(",\"ifName\":");
+        gojson::write_string(&mut out, &self.ifname);
+        out.push_str(",\"networkName\":");
+        gojson::write_string(&mut out, &self.network_name);
+        if !self.netns.is_empty() {
+            out.push_str(",\"netns\":");
+            gojson::write_string(&mut out, &self.netns);
+        }
+        if !self.cni_args.is_empty() {
+            out.push_str(",\"cniArgs\":");
+            let pairs: Vec<Value> = self
+                .cni_args
+                .iter()
+                .map(|(k, v)| Value::from(vec![k.clone(), v.clone()]))
+                .collect();
+            gojson::write_value(&mut out, &Value::Array(pairs));
+        }
+        if !self.capability_args.is_empty() {
+            out.push_str(",\"capabilityArgs\":");
+            gojson::write_value(&mut out, &Value::Object(self.capability_args.clone()));
+        }
+        if let Some(result) = self.result.as_ref().filter(|r| !r.is_null()) {
+            out.push_str(",\"result\":");
+            gojson::write_value(&mut out, result);
+        }
+        out.push('}');
+        out
+    }
+
+    /// Decodes an entry; keys match case-insensitively and unknown keys are ignored, as Go's
+    /// decoder does. Fails unless `kind` is `cniCacheV1`.
+    pub fn decode(bytes: &[u8]) -> Result<CacheEntry, String> {
+        let obj = RawObject::parse(bytes).map_err(|e| e.to_string())?;
+        let text = |key: &str| -> Result<String, String> {
+            obj.decode::<String>(key)
+                .map(Option::unwrap_or_default)
+                .map_err(|e| format!("{key}: {e}"))
+        };
+        let kind = text("kind")?;
+        if kind != CACHE_KIND {
+            return Err(format!("wrong kind: {kind:?}"));
+        }
+        let config = match text("config")? {
+            s if s.is_empty() => Vec::new(),
+            s => BASE64
+                .decode(s.as_bytes())
+                .map_err(|e| format!("config: {e}"))?,
+        };
+        let cni_args = obj
+            .decode::<Vec<Vec<String>>>("cniArgs")
+            .map_err(|e| format!("cniArgs: {e}"))?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut pair| {
+                pair.resize(2, String::new());
+                (pair[0].clone(), pair[1].clone())
+            })
+            .collect();
+        Ok(CacheEntry {
+            container_id: text("containerId")?,
+            config,
+            ifname: text("ifName")?,
+            network_name: text("networkName")?,
+            netns: text("netns")?,
+            cni_args,
+            capability_args: obj
+                .decode::<Map<String, Value>>("capabilityArgs")
+                .map_err(|e| format!("capabilityArgs: {e}"))?
+                .unwrap_or_default(),
+            result: obj
+                .decode::<Value>("result")
+                .map_err(|e| format!("result: {e}"))?,
+        })
+    }
+
+    /// The attachment parameters recorded at ADD time (what GC's stale DELs use, L-29).
+    pub fn attachment(&self) -> Attachment {
+        Attachment {
+            container_id: self.container_id.clone(),
+            netns: self.netns.clone(),
+            ifname: self.ifname.clone(),
+            args: self.cni_args.clone(),
+            capability_args: self.capability_args.clone(),
+        }
+    }
+}
+
+/// The cache under one cache directory.
+#[derive(Debug, Clone)]
+pub struct ResultCache {
+    root: PathBuf,
+}
+
+impl ResultCache {
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
+        ResultCache {
+            root: cache_dir.into(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn results_dir(&self) -> PathBuf {
+        self.root.join("results")
+    }
+
+    /// `<cacheDir>/results/<net>-<cid>-<ifname>` after validating all three (no separators).
+    pub fn path(&self, network: &str, att: &Attachment) -> Result<PathBuf, RuntimeError> {
+        att.validate(network)?;
+        Ok(self
+            .results_dir()
+            .join(format!("{network}-{}-{}", att.container_id, att.ifname)))
+    }
+
+    /// Writes an entry atomically: directory 0700, file 0600.
+    pub fn store(&self, entry: &CacheEntry) -> Result<PathBuf, RuntimeError> {
+        let att = entry.attachment();
+        let path = self.path(&entry.network_name, &att)?;
+        write_atomic(&path, entry.to_go_json().as_bytes())
+            .map_err(|e| RuntimeError::io("cannot write cached result", &path, e))?;
+        Ok(path)
+    }
+
+    /// The raw cached entry (L-37). A missing or unreadable file is `None`.
+    pub fn load_entry(
+        &self,
+        network: &str,
+        att: &Attachment,
+    ) -> Result<Option<CacheEntry>, RuntimeError> {
+        let path = self.path(network, att)?;
+        let Ok(bytes) = fs::read(&path) else {
+            return Ok(None);
+        };
+        CacheEntry::decode(&bytes)
+            .map(Some)
+            .map_err(|message| RuntimeError::BadCache {
+                network: network.to_string(),
+                message: format!("failed to unmarshal cached network config: {message}"),
+            })
+    }
+
+    /// The cached result converted to `version`, ready to send as `prevResult` (L-35). A
+    /// missing file is `None`; a file that is not an entry is read as a legacy bare result.
+    pub fn load_result(
+        &self,
+        network: &str,
+        att: &Attachment,
+        version: SpecVersion,
+    ) -> Result<Option<Value>, RuntimeError> {
+        let path = self.path(network, att)?;
+        let Ok(bytes) = fs::read(&path) else {
+            return Ok(None);
+        };
+        let bad = |message: String| RuntimeError::BadCache {
+            network: network.to_string(),
+            message,
+        };
+        let raw: Value = match CacheEntry::decode(&bytes) {
+            Ok(entry) => match entry.result {
+                Some(r) => r,
+                None => return Ok(None),
+            },
+            Err(_) => serde_json::from_slice(&bytes)
+                .map_err(|e| bad(format!("cache file is neither an entry nor a result: {e}")))?,
+        };
+        let result = CniResult::parse(&raw, SpecVersion::V0_1_0).map_err(|e| bad(e.to_string()))?;
+        result
+            .to_value(version)
+            .map(Some)
+            .map_err(|e| bad(format!("cannot convert cached result to {version}: {e}")))
+    }
+
+    /// Removes an entry, ignoring every error (L-36).
+    pub fn remove(&self, network: &str, att: &Attachment) {
+        if let Ok(path) = self.path(network, att) {
+            let _ = fs::remove_file(path);
+        }
+    }
+
+    /// Every valid entry, in file-name order, optionally only one container's (L-38). The
+    /// file name is only a pre-filter; the JSON decides.
+    pub fn attachments(&self, container_id: Option<&str>) -> Vec<CacheEntry> {
+        let Ok(dir) = fs::read_dir(self.results_dir()) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = dir
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| !n.starts_with(TEMP_PREFIX))
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .filter(|name| match container_id {
+                Some(cid) => name
+                    .find(&format!("-{cid}-"))
+                    .is_some_and(|i| i > 0 && i + cid.len() + 2 < name.len()),
+                None => true,
+            })
+            .filter_map(|name| fs::read(self.results_dir().join(name)).ok())
+            .filter_map(|bytes| CacheEntry::decode(&bytes).ok())
+            .filter(|e| container_id.is_none_or(|cid| e.container_id == cid))
+            .filter(|e| !e.ifname.is_empty() && !e.network_name.is_empty())
+            .collect()
+    }
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Temp file in the target's directory, fsync, rename, fsync the directory.
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other("cache path has no directory"))?;
+    create_private_dir(dir)?;
+    let tmp = dir.join(format!(
+        "{TEMP_PREFIX}{}-{}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut f = private_file(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    // Make the rename itself durable; not every filesystem supports syncing a directory.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Creates a directory (and parents) with mode 0700, as libcni does.
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut b = fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+}
+
+fn private_file(path: &Path) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry() -> CacheEntry {
+        CacheEntry {
+            container_id: "ctr1".into(),
+            config: br#"{"cniVersion":"1.1.0","name":"dbnet","plugins":[{"type":"bridge"}]}"#
+                .to_vec(),
+            ifname: "eth0".into(),
+            network_name: "dbnet".into(),
+            netns: "/run/netns/x".into(),
+            cni_args: vec![
+                ("IgnoreUnknown".into(), "1".into()),
+                ("K8S_POD_NAME".into(), "p".into()),
+            ],
+            capability_args: json!({"portMappings":[{"protocol":"tcp","hostPort":8080,"containerPort":80}],"mac":"00:11:22:33:44:55"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            result: Some(json!({"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/x"}],"ips":[{"interface":0,"address":"10.1.0.5/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0"}]})),
+        }
+    }
+
+    // L-34: the exact Go layout (field order, omitempty, sorted maps, std base64 with padding).
+    #[test]
+    fn l34_go_byte_layout() {
+        let e = entry();
+        let expected = format!(
+            concat!(
+                r#"{{"kind":"cniCacheV1","containerId":"ctr1","config":"{}","ifName":"eth0","networkName":"dbnet","netns":"/run/netns/x","#,
+                r#""cniArgs":[["IgnoreUnknown","1"],["K8S_POD_NAME","p"]],"#,
+                r#""capabilityArgs":{{"mac":"00:11:22:33:44:55","portMappings":[{{"containerPort":80,"hostPort":8080,"protocol":"tcp"}}]}},"#,
+                r#""result":{{"cniVersion":"1.1.0","interfaces":[{{"name":"eth0","sandbox":"/run/netns/x"}}],"ips":[{{"address":"10.1.0.5/16","gateway":"10.1.0.1","interface":0}}],"routes":[{{"dst":"0.0.0.0/0"}}]}}}}"#
+            ),
+            BASE64.encode(&e.config)
+        );
+        assert_eq!(e.to_go_json(), expected);
+        assert!(BASE64.encode(b"ab").ends_with('='));
+        let minimal = CacheEntry {
+            netns: String::new(),
+            cni_args: vec![],
+            capability_args: Map::new(),
+            result: None,
+            ..entry()
+        };
+        let s = minimal.to_go_json();
+        assert!(!s.contains("netns") && !s.contains("cniArgs") && !s.contains("capabilityArgs"));
+        assert!(!s.contains("result"));
+        assert_eq!(CacheEntry::decode(e.to_go_json().as_bytes()).unwrap(), e);
+    }
+
+    // L-34: directory 0700, file 0600, no temp files left.
+    #[cfg(unix)]
+    #[test]
+    fn l34_modes_and_atomic_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(d.path().join("cni"));
+        let path = cache.store(&entry()).unwrap();
+        assert_eq!(path, d.path().join("cni/results/dbnet-ctr1-eth0"));
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&cache.results_dir()), 0o700);
+        cache.store(&entry()).unwrap();
+        assert_eq!(fs::read_dir(cache.results_dir()).unwrap().count(), 1);
+    }
+
+    // L-35: conversion to the list version; legacy bare results; corrupt files.
+    #[test]
+    fn l35_load_converted_and_legacy() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(d.path());
+        let att = entry().attachment();
+        assert_eq!(
+            cache
+                .load_result("dbnet", &att, SpecVersion::V1_0_0)
+                .unwrap(),
+            None
+        );
+        cache.store(&entry()).unwrap();
+        let v = cache
+            .load_result("dbnet", &att, SpecVersion::V0_4_0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(v["cniVersion"], "0.4.0");
+        assert_eq!(v["ips"][0]["version"], "4");
+        let path = cache.path("dbnet", &att).unwrap();
+        fs::write(
+            &path,
+            r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.1.2.3/24"}]}"#,
+        )
+        .unwrap();
+        let v = cache
+            .load_result("dbnet", &att, SpecVersion::V1_0_0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(v["cniVersion"], "1.0.0");
+        assert!(v["ips"][0].get("version").is_none());
+        fs::write(&path, "garbage").unwrap();
+        assert!(cache
+            .load_result("dbnet", &att, SpecVersion::V1_0_0)
+            .is_err());
+        cache.remove("dbnet", &att);
+        assert!(!path.exists());
+        cache.remove("dbnet", &att); // L-36: errors ignored
+    }
+
+    // L-38 and SC §4 item 9: listing and path validation.
+    #[test]
+    fn l38_attachments_and_validation() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(d.path());
+        cache.store(&entry()).unwrap();
+        let other = CacheEntry {
+            container_id: "c-2".into(),
+            network_name: "net-b".into(),
+            ..entry()
+        };
+        cache.store(&other).unwrap();
+        fs::write(cache.results_dir().join("junk"), "{").unwrap();
+        fs::write(cache.results_dir().join("x-ctr1-y"), r#"{"kind":"other"}"#).unwrap();
+        assert_eq!(cache.attachments(None).len(), 2);
+        let only = cache.attachments(Some("c-2"));
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].network_name, "net-b");
+        let bad = Attachment::new("../../etc", "", "eth0");
+        assert!(cache.path("dbnet", &bad).is_err());
+        let bad_if = Attachment::new("c1", "", "a/b");
+        assert!(cache.path("dbnet", &bad_if).is_err());
+        assert!(cache
+            .path("../x", &Attachment::new("c1", "", "eth0"))
+            .is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! Finding networks in a config directory (L-6 – L-8).
+//!
+//! Every `.conf`, `.conflist` and `.json` file is loaded in file-name order. Unlike libcni and
+//! go-cni, a broken file does not hide the others: it becomes a [`ConfWarning`] naming the file
+//! and the parse position, and the remaining files are still loaded.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::RuntimeError;
+use crate::network::Network;
+
+/// The extensions a config directory is scanned for, as in go-cni.
+pub const CONF_EXTENSIONS: [&str; 3] = ["conf", "conflist", "json"];
+
+/// A file that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfWarning {
+    pub file: PathBuf,
+    pub message: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl fmt::Display for ConfWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, ":{l}:{c}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Everything found in one directory.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    pub dir: PathBuf,
+    /// Valid networks in file-name order; a name defined twice keeps its first file.
+    pub networks: Vec<Network>,
+    pub warnings: Vec<ConfWarning>,
+}
+
+impl Discovery {
+    /// The network called `name`.
+    pub fn find(&self, name: &str) -> Option<&Network> {
+        self.networks.iter().find(|n| n.name() == name)
+    }
+
+    /// Like [`Discovery::find`], with an error that also lists the skipped files.
+    pub fn require(&self, name: &str) -> Result<&Network, RuntimeError> {
+        self.find(name).ok_or_else(|| {
+            let not_found = RuntimeError::NetworkNotFound {
+                name: name.to_string(),
+                dir: self.dir.clone(),
+            };
+            if self.warnings.is_empty() {
+                return not_found;
+            }
+            let skipped: Vec<String> = self.warnings.iter().map(ToString::to_string).collect();
+            RuntimeError::Config {
+                file: None,
+                message: format!("{not_found} (skipped files: {})", skipped.join("; ")),
+            }
+        })
+    }
+
+    /// The default network: the first valid file in name order (go-cni's rule, L-8, but
+    /// skipping broken files instead of failing).
+    pub fn default_network(&self) -> Option<&Network> {
+        self.networks.first()
+    }
+}
+
+/// The non-directory entries of `dir` with one of `exts` (no dot), sorted by file name. A
+/// missing directory is an empty list (L-6).
+pub fn conf_files(dir: &Path, exts: &[&str]) -> io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        let matches = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| exts.contains(&e));
+        if matches {
+            files.push(path);
+        }
+    }
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    Ok(files)
+}
+
+/// Loads every network of `dir`.
+pub fn discover(dir: &Path) -> Result<Discovery, RuntimeError> {
+    let files = conf_files(dir, &CONF_EXTENSIONS)
+        .map_err(|e| RuntimeError::io("cannot read config directory", dir, e))?;
+    let mut found = Discovery {
+        dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    for file in files {
+        match Network::load_file_problem(&file) {
+            Ok(net) => {
+                if let Some(first) = found.find(net.name()) {
+                    let first = first
+                        .source
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default();
+                    found.warnings.push(ConfWarning {
+                        file,
+                        message: format!(
+                            "network {:?} is already defined in {first}; this file is ignored",
+                            net.name()
+                        ),
+                        line: None,
+                        column: None,
+                    });
+                } else {
+                    found.networks.push(net);
+                }
+            }
+            Err(p) => found.warnings.push(ConfWarning {
+                file,
+                message: p.message,
+                line: p.line,
+                column: p.column,
+            }),
+        }
+    }
+    Ok(found)
+}
+
+/// Loads the network called `name` from `dir`.
+pub fn load_network(dir: &Path, name: &str) -> Result<Network, RuntimeError> {
+    discover(dir)?.require(name).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn write(dir: &Path, name: &str, content: &str) {
+        fs::write(dir.join(name), content).unwrap();
+    }
+
+    // T26 / L-4, L-5, L-7, L-8: discovery by name, sub-directory plugins, legacy files.
+    #[test]
+    fn t26_discovery_by_name_and_subdir_plugins() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "10-a.conflist",
+            r#"{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"inline"}]}"#,
+        );
+        write(
+            d.path(),
+            "20-b.conf",
+            r#"{"cniVersion":"0.4.0","name":"b","type":"bridge","big":12345678901234567890}"#,
+        );
+        fs::create_dir(d.path().join("a")).unwrap();
+        write(&d.path().join("a"), "y.conf", r#"{"type":"y"}"#);
+        write(&d.path().join("a"), "x.conf", r#"{"type":"x"}"#);
+        write(&d.path().join("a"), "z.json", r#"{"type":"ignored"}"#);
+        let found = discover(d.path()).unwrap();
+        assert!(found.warnings.is_empty(), "{:?}", found.warnings);
+        let a = found.find("a").unwrap();
+        assert_eq!(a.plugin_types(), ["inline", "x", "y"]);
+        let b = found.find("b").unwrap();
+        assert_eq!(b.plugin_types(), ["bridge"]);
+        assert_eq!(b.version.to_string(), "0.4.0");
+        assert_eq!(
+            b.plugins()[0].get("big").unwrap().get(),
+            "12345678901234567890"
+        );
+        assert!(matches!(
+            found.require("z"),
+            Err(RuntimeError::NetworkNotFound { .. })
+        ));
+        assert_eq!(found.default_network().unwrap().name(), "a");
+    }
+
+    // L-4 with loadOnlyInlinedPlugins.
+    #[test]
+    fn t26_load_only_inlined_plugins() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "a.conflist",
+            r#"{"cniVersion":"1.1.0","name":"a","loadOnlyInlinedPlugins":true,"plugins":[{"type":"inline"}]}"#,
+        );
+        fs::create_dir(d.path().join("a")).unwrap();
+        write(&d.path().join("a"), "x.conf", r#"{"type":"x"}"#);
+        assert_eq!(
+            load_network(d.path(), "a").unwrap().plugin_types(),
+            ["inline"]
+        );
+    }
+
+    // L-4: a list without `plugins` gets them all from its sub-directory.
+    #[test]
+    fn subdir_only_list() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "a.conflist",
+            r#"{"cniVersion":"1.1.0","name":"a"}"#,
+        );
+        let found = discover(d.path()).unwrap();
+        assert!(found.find("a").is_none());
+        assert!(found.warnings[0]
+            .message
+            .contains("no plugin configs found"));
+        fs::create_dir(d.path().join("a")).unwrap();
+        write(&d.path().join("a"), "x.conf", r#"{"type":"x"}"#);
+        assert_eq!(load_network(d.path(), "a").unwrap().plugin_types(), ["x"]);
+    }
+
+    // SC §4 item 11: a broken file does not hide other networks; the warning has a position.
+    #[test]
+    fn broken_file_is_a_warning_with_position() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "00-broken.conflist",
+            "{\n  \"name\": \"x\",\n  oops\n}",
+        );
+        write(
+            d.path(),
+            "05-empty.conflist",
+            r#"{"name":"e","plugins":[]}"#,
+        );
+        write(
+            d.path(),
+            "10-good.conflist",
+            r#"{"cniVersion":"1.0.0","name":"good","plugins":[{"type":"p"}]}"#,
+        );
+        write(
+            d.path(),
+            "20-dup.conflist",
+            r#"{"cniVersion":"1.0.0","name":"good","plugins":[{"type":"q"}]}"#,
+        );
+        write(d.path(), "30-bad-sub.conflist", r#"{"name":"bs"}"#);
+        fs::create_dir(d.path().join("bs")).unwrap();
+        write(&d.path().join("bs"), "p.conf", "{bad");
+        write(d.path(), "README.md", "not a config");
+        let found = discover(d.path()).unwrap();
+        assert_eq!(found.networks.len(), 1);
+        assert_eq!(found.default_network().unwrap().name(), "good");
+        assert_eq!(found.warnings.len(), 4, "{:?}", found.warnings);
+        let w = &found.warnings[0];
+        assert!(w.file.ends_with("00-broken.conflist"));
+        assert_eq!((w.line, w.column), (Some(3), Some(3)));
+        assert!(w.to_string().contains("00-broken.conflist:3:3"), "{w}");
+        assert!(found.warnings[1].message.contains("no plugins in list"));
+        assert!(found.warnings[2].message.contains("already defined"));
+        assert!(found.warnings[3].message.contains("p.conf"));
+        let e = found.require("missing").unwrap_err().to_string();
+        assert!(e.contains("00-broken.conflist"), "{e}");
+    }
+
+    // L-6: a missing directory is empty, not an error; directories are skipped.
+    #[test]
+    fn missing_dir_and_subdirs() {
+        let d = tempfile::tempdir().unwrap();
+        let found = discover(&d.path().join("nope")).unwrap();
+        assert!(found.networks.is_empty() && found.warnings.is_empty());
+        fs::create_dir(d.path().join("x.conflist")).unwrap();
+        assert!(conf_files(d.path(), &CONF_EXTENSIONS).unwrap().is_empty());
+    }
+
+    // T25: version selection reaches the loaded network; a bad cniVersions entry fails.
+    #[test]
+    fn t25_version_selection() {
+        let n = Network::from_list_bytes(
+            br#"{"name":"n","cniVersion":"0.3.1","cniVersions":["0.4.0","1.0.0","99.0.0"],"plugins":[{"type":"p"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(n.version.to_string(), "1.0.0");
+        assert!(Network::from_list_bytes(
+            br#"{"name":"n","cniVersions":["1.0.f"],"plugins":[{"type":"p"}]}"#
+        )
+        .is_err());
+        assert!(Network::from_list_bytes(br#"{"name":"../n","plugins":[{"type":"p"}]}"#).is_err());
+    }
+
+    #[test]
+    fn loopback_network() {
+        let lo = Network::loopback();
+        assert_eq!(lo.name(), "cni-loopback");
+        assert_eq!(lo.plugin_types(), ["loopback"]);
+        let parsed = Network::from_list_bytes(lo.config_bytes()).unwrap();
+        assert_eq!(parsed.version, lo.version);
+    }
+}

@@ -1,0 +1,90 @@
+//! Per-network exclusion of GC against ADD and DEL across processes (SC item 81).
+//!
+//! One lock file per network, `<cacheDir>/locks/<network>.lock`. ADD and DEL hold it shared
+//! (they may run concurrently for different containers), GC holds it exclusive, so GC starts
+//! only after in-flight ADDs and DELs finish and no new one starts until GC is done. The lock
+//! is released when the guard is dropped (or the process dies).
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use crate::cache::create_private_dir;
+use crate::error::RuntimeError;
+
+/// A held network lock.
+#[derive(Debug)]
+pub struct NetworkLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl NetworkLock {
+    /// Path of the lock file of `network` (the name is validated by the caller).
+    pub fn path(cache_dir: &Path, network: &str) -> PathBuf {
+        cache_dir.join("locks").join(format!("{network}.lock"))
+    }
+
+    /// Blocks until the lock is held shared (ADD, DEL).
+    pub fn shared(cache_dir: &Path, network: &str) -> Result<NetworkLock, RuntimeError> {
+        NetworkLock::take(cache_dir, network, false)
+    }
+
+    /// Blocks until the lock is held exclusively (GC).
+    pub fn exclusive(cache_dir: &Path, network: &str) -> Result<NetworkLock, RuntimeError> {
+        NetworkLock::take(cache_dir, network, true)
+    }
+
+    fn take(cache_dir: &Path, network: &str, exclusive: bool) -> Result<NetworkLock, RuntimeError> {
+        let path = NetworkLock::path(cache_dir, network);
+        let fail = |e| RuntimeError::io("cannot lock network", &path, e);
+        if let Some(dir) = path.parent() {
+            create_private_dir(dir).map_err(fail)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(fail)?;
+        if exclusive {
+            file.lock().map_err(fail)?;
+        } else {
+            file.lock_shared().map_err(fail)?;
+        }
+        Ok(NetworkLock { _file: file, path })
+    }
+
+    pub fn lock_path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    // SC item 81: shared locks coexist; an exclusive lock waits for them.
+    #[test]
+    fn gc_waits_for_add_and_del() {
+        let d = tempfile::tempdir().unwrap();
+        let a = NetworkLock::shared(d.path(), "n").unwrap();
+        let b = NetworkLock::shared(d.path(), "n").unwrap();
+        let (tx, rx) = mpsc::channel();
+        let dir = d.path().to_path_buf();
+        let t = std::thread::spawn(move || {
+            let _g = NetworkLock::exclusive(&dir, "n").unwrap();
+            tx.send(()).unwrap();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        drop(a);
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        drop(b);
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        t.join().unwrap();
+        // Another network is independent.
+        let _x = NetworkLock::exclusive(d.path(), "m").unwrap();
+        let _y = NetworkLock::shared(d.path(), "n").unwrap();
+    }
+}

@@ -1,0 +1,646 @@
+//! Running a network's plugin chain (libcni's `CNIConfig`, L-25 – L-33, SC §1.5).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use cni_invoke::{
+    exec_with_result, exec_without_result, find_in_path, get_version_info, ExecOptions, Invocation,
+    InvokeError,
+};
+use cni_types::{
+    validate_network_name, CniResult, GcAttachment, RawObject, SpecVersion, VersionInfo,
+};
+
+use crate::attachment::Attachment;
+use crate::cache::{CacheEntry, ResultCache, DEFAULT_CACHE_DIR};
+use crate::error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
+use crate::lock::NetworkLock;
+use crate::network::{plugin_name, plugin_type, Network};
+use crate::request;
+
+/// Per-command plugin timeouts (libcni has none: SC §4 item 6). `None` waits forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub add: Option<Duration>,
+    pub del: Option<Duration>,
+    pub check: Option<Duration>,
+    pub status: Option<Duration>,
+    pub gc: Option<Duration>,
+    pub version: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            add: Some(Duration::from_secs(60)),
+            del: Some(Duration::from_secs(60)),
+            check: Some(Duration::from_secs(60)),
+            status: Some(Duration::from_secs(30)),
+            gc: Some(Duration::from_secs(120)),
+            version: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl Timeouts {
+    /// The same timeout for every command.
+    pub fn uniform(t: Option<Duration>) -> Self {
+        Timeouts {
+            add: t,
+            del: t,
+            check: t,
+            status: t,
+            gc: t,
+            version: t,
+        }
+    }
+
+    fn for_op(&self, op: Operation) -> Option<Duration> {
+        match op {
+            Operation::Add => self.add,
+            Operation::Del => self.del,
+            Operation::Check => self.check,
+            Operation::Status => self.status,
+            Operation::Gc => self.gc,
+            Operation::Version | Operation::Validate => self.version,
+        }
+    }
+}
+
+/// One plugin's VERSION answer.
+#[derive(Debug)]
+pub struct PluginVersion {
+    pub plugin_type: String,
+    pub info: Result<VersionInfo, RuntimeError>,
+}
+
+/// What [`Runtime::validate`] found.
+#[derive(Debug, Default)]
+pub struct ValidationReport {
+    /// Union of the capabilities the plugins declare `true` (L-33).
+    pub capabilities: BTreeSet<String>,
+    /// Problems that do not stop the network from running (reserved keys in the file).
+    pub warnings: Vec<String>,
+}
+
+/// Runs plugin chains. Cheap to share between threads.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// Directories searched for plugins, in order (CNI_PATH).
+    pub plugin_paths: Vec<PathBuf>,
+    pub cache: ResultCache,
+    /// Base options for every plugin run; the timeout comes from `timeouts`.
+    pub exec: ExecOptions,
+    pub timeouts: Timeouts,
+    /// Undo a failed ADD with a DEL of the whole chain (default on; libcni never does).
+    pub rollback: bool,
+}
+
+impl Runtime {
+    pub fn new(plugin_paths: Vec<PathBuf>, cache_dir: impl Into<PathBuf>) -> Self {
+        Runtime {
+            plugin_paths,
+            cache: ResultCache::new(cache_dir),
+            exec: ExecOptions::default(),
+            timeouts: Timeouts::default(),
+            rollback: true,
+        }
+    }
+
+    /// With libcni's default cache directory, `/var/lib/cni`.
+    pub fn with_default_cache(plugin_paths: Vec<PathBuf>) -> Self {
+        Runtime::new(plugin_paths, DEFAULT_CACHE_DIR)
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        self.cache.root()
+    }
+
+    /// `CNI_PATH`: the search path joined with `:`. Go plugins need it non-empty (SC item 33),
+    /// so an empty search path still sends something.
+    fn cni_path(&self) -> String {
+        std::env::join_paths(&self.plugin_paths)
+            .ok()
+            .and_then(|p| p.into_string().ok())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/opt/cni/bin".to_string())
+    }
+
+    fn invocation(&self, op: Operation, att: Option<&Attachment>) -> Invocation {
+        let mut inv = Invocation::new(op.command());
+        inv.path = self.cni_path();
+        if let Some(att) = att {
+            inv.container_id = att.container_id.clone();
+            inv.netns = att.netns.clone();
+            inv.ifname = att.ifname.clone();
+            inv.args = att.args_env();
+        }
+        inv
+    }
+
+    fn options(&self, op: Operation) -> ExecOptions {
+        ExecOptions {
+            timeout: self.timeouts.for_op(op),
+            ..self.exec.clone()
+        }
+    }
+
+    fn locate(&self, op: Operation, plugin: &RawObject) -> Result<PathBuf, RuntimeError> {
+        find_in_path(&plugin_type(plugin), &self.plugin_paths)
+            .map_err(|e| failure(plugin, op, Stage::Lookup, e.into()))
+    }
+
+    // ---- ADD ------------------------------------------------------------------------------
+
+    /// ADD over the chain in order, each result the next plugin's `prevResult` (converted to
+    /// the network's version, SC §4 item 2). The final result is cached and returned. On a
+    /// failure the whole chain gets DEL in reverse before the error is returned.
+    pub fn add(&self, net: &Network, att: &Attachment) -> Result<CniResult, RuntimeError> {
+        att.validate(net.name())?;
+        let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
+        let mut prev: Option<CniResult> = None;
+        for plugin in net.plugins() {
+            match self.add_one(net, plugin, att, prev.as_ref()) {
+                Ok(r) => prev = Some(r),
+                Err(e) => return Err(self.roll_back(net, att, prev.as_ref(), e)),
+            }
+        }
+        let Some(result) = prev else {
+            return Err(RuntimeError::Config {
+                file: net.source.clone(),
+                message: "no plugin configs found".into(),
+            });
+        };
+        let entry = CacheEntry {
+            container_id: att.container_id.clone(),
+            config: net.config_bytes().to_vec(),
+            ifname: att.ifname.clone(),
+            network_name: net.name().to_string(),
+            netns: att.netns.clone(),
+            cni_args: att.args.clone(),
+            capability_args: att.capability_args.clone(),
+            result: Some(render(&result, result.cni_version)),
+        };
+        if let Err(e) = self.cache.store(&entry) {
+            return Err(self.roll_back(net, att, Some(&result), e));
+        }
+        Ok(result)
+    }
+
+    fn add_one(
+        &self,
+        net: &Network,
+        plugin: &RawObject,
+        att: &Attachment,
+        prev: Option<&CniResult>,
+    ) -> Result<CniResult, RuntimeError> {
+        let op = Operation::Add;
+        let path = self.locate(op, plugin)?;
+        let prev_value = prev.map(|r| render(r, net.version));
+        let stdin = request::attachment_request(
+            plugin,
+            net.name(),
+            net.version,
+            prev_value.as_ref(),
+            &att.capability_args,
+        )
+        .map_err(|e| {
+            failure(
+                plugin,
+                op,
+                Stage::Request,
+                PluginFailure::Other(e.to_string()),
+            )
+        })?;
+        let inv = self.invocation(op, Some(att));
+        let result = exec_with_result(&path, &inv, &stdin, net.version, &self.options(op))
+            .map_err(|e| exec_failure(plugin, op, e))?;
+        Ok(normalize(result, net.version))
+    }
+
+    /// DEL of the whole chain after a failed ADD (SC §4 item 1), with the partial result as
+    /// `prevResult` where the version has DEL prevResults (0.4.0 on).
+    fn roll_back(
+        &self,
+        net: &Network,
+        att: &Attachment,
+        partial: Option<&CniResult>,
+        original: RuntimeError,
+    ) -> RuntimeError {
+        if !self.rollback {
+            return original;
+        }
+        let prev = partial
+            .filter(|_| net.version >= SpecVersion::V0_4_0)
+            .map(|r| render(r, net.version));
+        let errors = self.del_chain(net, att, prev.as_ref(), true);
+        self.cache.remove(net.name(), att);
+        RuntimeError::RolledBack {
+            original: Box::new(original),
+            rollback: errors,
+        }
+    }
+
+    // ---- DEL ------------------------------------------------------------------------------
+
+    /// DEL over the chain in reverse with the cached result as `prevResult` (L-26). A corrupt
+    /// cache is deleted and DEL goes on without one. The cache entry is removed on success and
+    /// kept on failure.
+    pub fn del(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
+        att.validate(net.name())?;
+        let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
+        self.del_locked(net, att)
+    }
+
+    /// The attachment with what the caller left empty (`CNI_ARGS`, capability args, netns)
+    /// filled in from the values cached at ADD time (L-37), so DEL and CHECK repeat what ADD
+    /// was given: plugins such as portmap only clean up when DEL carries the same
+    /// `runtimeConfig`.
+    pub fn complete_from_cache(&self, net: &Network, att: &Attachment) -> Attachment {
+        let mut att = att.clone();
+        if let Some(entry) = self.cache.load_entry(net.name(), &att).ok().flatten() {
+            if att.args.is_empty() {
+                att.args = entry.cni_args;
+            }
+            if att.capability_args.is_empty() {
+                att.capability_args = entry.capability_args;
+            }
+            if att.netns.is_empty() {
+                att.netns = entry.netns;
+            }
+        }
+        att
+    }
+
+    /// [`Runtime::del`] after [`Runtime::complete_from_cache`].
+    pub fn del_with_cached_args(
+        &self,
+        net: &Network,
+        att: &Attachment,
+    ) -> Result<(), RuntimeError> {
+        self.del(net, &self.complete_from_cache(net, att))
+    }
+
+    fn del_locked(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
+        let prev = if net.version >= SpecVersion::V0_4_0 {
+            match self.cache.load_result(net.name(), att, net.version) {
+                Ok(v) => v,
+                Err(e) => {
+                    log::warn!("{e}; deleting the cache entry and running DEL without prevResult");
+                    self.cache.remove(net.name(), att);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(e) = self
+            .del_chain(net, att, prev.as_ref(), false)
+            .into_iter()
+            .next()
+        {
+            return Err(e);
+        }
+        self.cache.remove(net.name(), att);
+        Ok(())
+    }
+
+    /// Runs DEL over every plugin in reverse. Stops at the first error unless `keep_going`.
+    fn del_chain(
+        &self,
+        net: &Network,
+        att: &Attachment,
+        prev: Option<&Value>,
+        keep_going: bool,
+    ) -> Vec<RuntimeError> {
+        let mut errors = Vec::new();
+        for plugin in net.plugins().iter().rev() {
+            if let Err(e) = self.run_without_result(Operation::Del, net, plugin, att, prev) {
+                errors.push(e);
+                if !keep_going {
+                    break;
+                }
+            }
+        }
+        errors
+    }
+
+    fn run_without_result(
+        &self,
+        op: Operation,
+        net: &Network,
+        plugin: &RawObject,
+        att: &Attachment,
+        prev: Option<&Value>,
+    ) -> Result<(), RuntimeError> {
+        let path = self.locate(op, plugin)?;
+        let stdin = request::attachment_request(
+            plugin,
+            net.name(),
+            net.version,
+            prev,
+            &att.capability_args,
+        )
+        .map_err(|e| {
+            failure(
+                plugin,
+                op,
+                Stage::Request,
+                PluginFailure::Other(e.to_string()),
+            )
+        })?;
+        exec_without_result(
+            &path,
+            &self.invocation(op, Some(att)),
+            &stdin,
+            &self.options(op),
+        )
+        .map_err(|e| exec_failure(plugin, op, e))
+    }
+
+    // ---- CHECK ----------------------------------------------------------------------------
+
+    /// CHECK over the chain in order with the cached result (L-27). Versions below 0.4.0 are
+    /// rejected before `disableCheck` is looked at; `disableCheck` succeeds without running
+    /// anything. Unlike libcni, a missing cached result is an error (the spec requires a
+    /// `prevResult`, SC §4 item 7).
+    pub fn check(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
+        att.validate(net.name())?;
+        if !net.version.allows_check() {
+            return Err(RuntimeError::CheckNotSupported(net.version.to_string()));
+        }
+        if net.list.disable_check {
+            return Ok(());
+        }
+        let prev = self
+            .cache
+            .load_result(net.name(), att, net.version)?
+            .ok_or_else(|| RuntimeError::NoCachedResult {
+                network: net.name().to_string(),
+                container_id: att.container_id.clone(),
+                ifname: att.ifname.clone(),
+            })?;
+        for plugin in net.plugins() {
+            self.run_without_result(Operation::Check, net, plugin, att, Some(&prev))?;
+        }
+        Ok(())
+    }
+
+    // ---- STATUS ---------------------------------------------------------------------------
+
+    /// STATUS over the chain in order, stopping at the first error, whose code (50/51) is kept
+    /// (L-32). Below 1.1.0 there is no STATUS: success without running anything.
+    pub fn status(&self, net: &Network) -> Result<(), RuntimeError> {
+        validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
+        if !net.version.allows_status_and_gc() {
+            return Ok(());
+        }
+        let op = Operation::Status;
+        for plugin in net.plugins() {
+            let path = self.locate(op, plugin)?;
+            let stdin = request::status_request(plugin, net.name(), net.version).map_err(|e| {
+                failure(
+                    plugin,
+                    op,
+                    Stage::Request,
+                    PluginFailure::Other(e.to_string()),
+                )
+            })?;
+            exec_without_result(&path, &self.invocation(op, None), &stdin, &self.options(op))
+                .map_err(|e| exec_failure(plugin, op, e))?;
+        }
+        Ok(())
+    }
+
+    // ---- GC -------------------------------------------------------------------------------
+
+    /// GC (L-29): DEL every cached attachment of this network that is not in `valid` (with the
+    /// parameters cached at ADD), then GC to every plugin with the valid list (1.1.0 on).
+    /// Errors are collected, not fatal. `disableGC` does nothing. Holds the network lock
+    /// exclusively, so no ADD or DEL of this network runs meanwhile (SC item 81).
+    pub fn gc(&self, net: &Network, valid: &[GcAttachment]) -> Result<(), RuntimeError> {
+        validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
+        if net.list.disable_gc {
+            return Ok(());
+        }
+        let _lock = NetworkLock::exclusive(self.cache_dir(), net.name())?;
+        let mut errors = Vec::new();
+        for entry in self.cache.attachments(None) {
+            let key = GcAttachment {
+                container_id: entry.container_id.clone(),
+                ifname: entry.ifname.clone(),
+            };
+            if entry.network_name != net.name() || valid.contains(&key) {
+                continue;
+            }
+            let att = entry.attachment();
+            let deleted = att
+                .validate(net.name())
+                .and_then(|()| self.del_locked(net, &att));
+            if let Err(e) = deleted {
+                errors.push(RuntimeError::StaleDelete {
+                    container_id: key.container_id,
+                    ifname: key.ifname,
+                    source: Box::new(e),
+                });
+            }
+        }
+        if net.version.allows_status_and_gc() {
+            let op = Operation::Gc;
+            for plugin in net.plugins() {
+                let run = || -> Result<(), RuntimeError> {
+                    let path = self.locate(op, plugin)?;
+                    let stdin = request::gc_request(plugin, net.name(), net.version, valid)
+                        .map_err(|e| {
+                            failure(
+                                plugin,
+                                op,
+                                Stage::Request,
+                                PluginFailure::Other(e.to_string()),
+                            )
+                        })?;
+                    exec_without_result(
+                        &path,
+                        &self.invocation(op, None),
+                        &stdin,
+                        &self.options(op),
+                    )
+                    .map_err(|e| exec_failure(plugin, op, e))
+                };
+                if let Err(e) = run() {
+                    errors.push(e);
+                }
+            }
+        }
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(RuntimeError::Multiple(errors)),
+        }
+    }
+
+    // ---- VERSION and validation -------------------------------------------------------------
+
+    /// Every plugin's VERSION answer, in chain order.
+    pub fn version(&self, net: &Network) -> Vec<PluginVersion> {
+        let op = Operation::Version;
+        net.plugins()
+            .iter()
+            .map(|plugin| PluginVersion {
+                plugin_type: plugin_type(plugin),
+                info: self.locate(op, plugin).and_then(|path| {
+                    get_version_info(&path, &self.options(op))
+                        .map_err(|e| exec_failure(plugin, op, e))
+                }),
+            })
+            .collect()
+    }
+
+    /// The network at the highest version that both the config offers (`cniVersion` ∪
+    /// `cniVersions`) and every plugin reports in its VERSION answer (SC item 4's "may also
+    /// take plugins into account"; libcni never does). Fails when there is none.
+    pub fn negotiate_version(&self, net: &Network) -> Result<Network, RuntimeError> {
+        let mut common: Vec<SpecVersion> = net
+            .list
+            .cni_versions
+            .iter()
+            .chain(std::iter::once(&net.list.cni_version))
+            .filter_map(|v| SpecVersion::parse(v).ok())
+            .filter(|v| v.is_known())
+            .collect();
+        for (plugin, answer) in net.plugins().iter().zip(self.version(net)) {
+            let info = answer.info?;
+            let supported: Vec<SpecVersion> = info
+                .supported_versions
+                .iter()
+                .filter_map(|v| SpecVersion::parse(v).ok())
+                .collect();
+            common.retain(|v| supported.contains(v));
+            if common.is_empty() {
+                return Err(failure(
+                    plugin,
+                    Operation::Version,
+                    Stage::Compatibility,
+                    PluginFailure::Other(format!(
+                        "no version offered by network {:?} is supported by plugin {} (supports {:?})",
+                        net.name(),
+                        answer.plugin_type,
+                        info.supported_versions
+                    )),
+                ));
+            }
+        }
+        let mut out = net.clone();
+        if let Some(best) = common.into_iter().max() {
+            out.version = best;
+        }
+        Ok(out)
+    }
+
+    /// Checks that every plugin exists and supports the network's version (L-33); all problems
+    /// are reported together. Returns the union of declared capabilities and warnings about
+    /// keys reserved for the runtime (SC item 13).
+    pub fn validate(&self, net: &Network) -> Result<ValidationReport, RuntimeError> {
+        validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
+        let mut report = ValidationReport::default();
+        let mut errors = Vec::new();
+        let wanted = net.version.to_string();
+        for (plugin, answer) in net.plugins().iter().zip(self.version(net)) {
+            match answer.info {
+                Ok(info) if info.supports(&wanted) => {}
+                Ok(info) => errors.push(failure(
+                    plugin,
+                    Operation::Validate,
+                    Stage::Compatibility,
+                    PluginFailure::Other(format!(
+                        "plugin {} does not support config version {wanted:?} (supports {:?})",
+                        answer.plugin_type, info.supported_versions
+                    )),
+                )),
+                Err(e) => errors.push(e),
+            }
+            match request::declared_capabilities(plugin) {
+                Ok(caps) => report.capabilities.extend(caps),
+                Err(e) => errors.push(failure(
+                    plugin,
+                    Operation::Validate,
+                    Stage::Request,
+                    PluginFailure::Other(format!("invalid capabilities: {e}")),
+                )),
+            }
+            for key in plugin.keys() {
+                if key == "runtimeConfig" || key == "args" || key.starts_with("cni.dev/") {
+                    report.warnings.push(format!(
+                        "plugin type={:?}: key {key:?} is reserved for the runtime",
+                        answer.plugin_type
+                    ));
+                }
+            }
+        }
+        match errors.len() {
+            0 => Ok(report),
+            1 => Err(errors.remove(0)),
+            _ => Err(RuntimeError::Multiple(errors)),
+        }
+    }
+
+    // ---- cache access -------------------------------------------------------------------------
+
+    /// Cached attachments, optionally of one container (libcni `GetCachedAttachments`).
+    pub fn cached_attachments(&self, container_id: Option<&str>) -> Vec<CacheEntry> {
+        self.cache.attachments(container_id)
+    }
+
+    /// The cached result of an attachment converted to the network's version.
+    pub fn cached_result(
+        &self,
+        net: &Network,
+        att: &Attachment,
+    ) -> Result<Option<Value>, RuntimeError> {
+        self.cache.load_result(net.name(), att, net.version)
+    }
+}
+
+/// The result stamped with `version` when it can be rendered there, else left as it is.
+fn normalize(result: CniResult, version: SpecVersion) -> CniResult {
+    if result.cni_version != version && result.to_value(version).is_ok() {
+        result.with_version(version)
+    } else {
+        result
+    }
+}
+
+/// The result as JSON in `version`, falling back to its own version.
+fn render(result: &CniResult, version: SpecVersion) -> Value {
+    result
+        .to_value(version)
+        .or_else(|_| result.to_value(result.cni_version))
+        .unwrap_or(Value::Null)
+}
+
+fn plugin_id(plugin: &RawObject) -> PluginId {
+    PluginId {
+        plugin_type: plugin_type(plugin),
+        name: plugin_name(plugin),
+    }
+}
+
+fn failure(plugin: &RawObject, op: Operation, stage: Stage, source: PluginFailure) -> RuntimeError {
+    RuntimeError::Plugin {
+        plugin: plugin_id(plugin),
+        op,
+        stage,
+        source: Box::new(source),
+    }
+}
+
+fn exec_failure(plugin: &RawObject, op: Operation, e: InvokeError) -> RuntimeError {
+    let stage = match e {
+        InvokeError::BadResult { .. } | InvokeError::BadVersionInfo { .. } => Stage::Result,
+        _ => Stage::Exec,
+    };
+    failure(plugin, op, stage, e.into())
+}

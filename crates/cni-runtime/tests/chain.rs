@@ -1,0 +1,638 @@
+//! Runtime behaviour against fake plugins (SC §5 T16–T29, §2 L-items, §1.5).
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use base64::Engine as _;
+use cni_runtime::{Attachment, GcAttachment, Network, RuntimeError, Stage};
+use common::{chain, default_result, network, Fake};
+use serde_json::{json, Value};
+
+fn att() -> Attachment {
+    Attachment::new("c1", "/run/netns/t1", "eth0")
+        .with_args(vec![
+            ("IgnoreUnknown".into(), "1".into()),
+            ("K8S_POD_NAME".into(), "p".into()),
+        ])
+        .with_capability(
+            "portMappings",
+            json!([{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]),
+        )
+        .with_capability("mac", json!("c2:11:22:33:44:55"))
+}
+
+fn abc() -> Fake {
+    let f = Fake::new();
+    f.plugins(&["A", "B", "C"]);
+    f
+}
+
+// T16, L-25, L-22, L-23, L-24 (capabilities kept), L-11 (all six CNI_* set), L-12, L-14,
+// L-18, items 16/17/19/86.
+#[test]
+fn t16_add_chain() {
+    let f = abc();
+    f.answer("C", "ADD", r#"{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/t1"}],"ips":[{"address":"10.1.0.5/16","gateway":"10.1.0.1","interface":0}],"routes":[{"dst":"0.0.0.0/0"}]}"#, 0);
+    let net = chain("1.0.0", "");
+    let rt = f.runtime();
+    let result = rt.add(&net, &att()).unwrap();
+    assert_eq!(f.calls_str(), ["A ADD", "B ADD", "C ADD"]);
+    let a = f.stdin(1);
+    assert!(a.get("prevResult").is_none());
+    assert_eq!(
+        a["runtimeConfig"],
+        json!({"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]})
+    );
+    // The plugin's own bytes reach it unchanged (no float64 round trip).
+    assert!(f.stdin_raw(1).contains(r#""big":12345678901234567890123"#));
+    let b = f.stdin(2);
+    assert_eq!(
+        b["prevResult"],
+        serde_json::from_str::<Value>(&default_result("A")).unwrap()
+    );
+    assert!(b.get("runtimeConfig").is_none());
+    for seq in 1..=3 {
+        let s = f.stdin(seq);
+        assert_eq!(s["name"], "net");
+        assert_eq!(s["cniVersion"], "1.0.0");
+        let env = f.env(seq);
+        assert_eq!(env["CNI_COMMAND"], "ADD");
+        assert_eq!(env["CNI_CONTAINERID"], "c1");
+        assert_eq!(env["CNI_NETNS"], "/run/netns/t1");
+        assert_eq!(env["CNI_IFNAME"], "eth0");
+        assert_eq!(env["CNI_ARGS"], "IgnoreUnknown=1;K8S_POD_NAME=p");
+        assert_eq!(env["CNI_PATH"], f.bin().display().to_string());
+    }
+    assert_eq!(result.ips[0].address.to_string(), "10.1.0.5/16");
+    assert_eq!(result.interfaces[0].sandbox, "/run/netns/t1");
+}
+
+// SC §4 item 2: intermediate results are converted to the list version.
+#[test]
+fn prev_result_is_converted_to_the_list_version() {
+    let f = abc();
+    f.answer(
+        "A",
+        "ADD",
+        r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.1.2.3/24"}],"dns":{}}"#,
+        0,
+    );
+    let net = chain("1.0.0", "");
+    f.runtime().add(&net, &att()).unwrap();
+    let prev = &f.stdin(2)["prevResult"];
+    assert_eq!(prev["cniVersion"], "1.0.0");
+    assert!(prev["ips"][0].get("version").is_none());
+}
+
+// T17, L-34: the cache entry.
+#[cfg(unix)]
+#[test]
+fn t17_cache_write() {
+    let f = abc();
+    let net = chain("1.0.0", "");
+    f.runtime().add(&net, &att()).unwrap();
+    let path = f.cache_file("net", "c1", "eth0");
+    let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    let raw = fs::read_to_string(&path).unwrap();
+    assert!(
+        raw.starts_with(r#"{"kind":"cniCacheV1","containerId":"c1","config":""#),
+        "{raw}"
+    );
+    let v: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(v["ifName"], "eth0");
+    assert_eq!(v["networkName"], "net");
+    assert_eq!(v["netns"], "/run/netns/t1");
+    assert_eq!(
+        v["cniArgs"],
+        json!([["IgnoreUnknown", "1"], ["K8S_POD_NAME", "p"]])
+    );
+    assert_eq!(v["capabilityArgs"]["mac"], "c2:11:22:33:44:55");
+    assert_eq!(v["result"]["interfaces"][0]["name"], "if-C");
+    let config = base64::engine::general_purpose::STANDARD
+        .decode(v["config"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(config, net.config_bytes());
+    // Keys of nested maps come out sorted, as Go writes them.
+    assert!(
+        raw.contains(r#""ips":[{"address":"10.9.0.1/24","interface":0}]"#),
+        "{raw}"
+    );
+}
+
+// T18 plus rollback (SC §4 item 1).
+#[test]
+fn t18_add_failure_rolls_back_the_whole_chain() {
+    let f = abc();
+    f.answer("B", "ADD", r#"{"code":7,"msg":"bad"}"#, 1);
+    let net = chain("1.0.0", "");
+    let err = f.runtime().add(&net, &att()).unwrap_err();
+    assert_eq!(err.code(), 7);
+    let text = err.to_string();
+    assert!(
+        text.contains(r#"type="B""#) && text.contains("(add, exec)"),
+        "{text}"
+    );
+    assert!(matches!(err, RuntimeError::RolledBack { ref rollback, .. } if rollback.is_empty()));
+    assert_eq!(f.calls_str(), ["A ADD", "B ADD", "C DEL", "B DEL", "A DEL"]);
+    // The partial result (A's) is the rollback's prevResult.
+    assert_eq!(f.stdin(3)["prevResult"]["interfaces"][0]["name"], "if-A");
+    assert_eq!(f.env(3)["CNI_COMMAND"], "DEL");
+    assert!(!f.cache_file("net", "c1", "eth0").exists());
+}
+
+// T18 with rollback off: libcni's behaviour.
+#[test]
+fn t18_add_failure_without_rollback() {
+    let f = abc();
+    f.answer("B", "ADD", r#"{"code":7,"msg":"bad"}"#, 1);
+    let mut rt = f.runtime();
+    rt.rollback = false;
+    let err = rt.add(&chain("1.0.0", ""), &att()).unwrap_err();
+    assert_eq!(err.code(), 7);
+    assert_eq!(f.calls_str(), ["A ADD", "B ADD"]);
+    assert!(!f.cache_file("net", "c1", "eth0").exists());
+}
+
+// Rollback errors are appended; the original error stays what the caller sees.
+#[test]
+fn rollback_errors_are_appended() {
+    let f = abc();
+    f.answer("C", "ADD", r#"{"code":11,"msg":"later"}"#, 1);
+    f.answer("A", "DEL", r#"{"code":5,"msg":"cannot undo"}"#, 1);
+    let err = f.runtime().add(&chain("1.0.0", ""), &att()).unwrap_err();
+    assert_eq!(err.code(), 11);
+    let text = err.to_string();
+    assert!(
+        text.contains("later") && text.contains("cannot undo"),
+        "{text}"
+    );
+    assert_eq!(
+        f.calls_str(),
+        ["A ADD", "B ADD", "C ADD", "C DEL", "B DEL", "A DEL"]
+    );
+}
+
+// T19, L-26, L-19 (DEL output ignored), L-36 (cache removed), item 88.
+#[test]
+fn t19_del_chain() {
+    let f = abc();
+    let net = chain("1.0.0", "");
+    let rt = f.runtime();
+    rt.add(&net, &att()).unwrap();
+    f.clear_log();
+    rt.del(&net, &att()).unwrap();
+    assert_eq!(f.calls_str(), ["C DEL", "B DEL", "A DEL"]);
+    for seq in 1..=3 {
+        assert_eq!(f.stdin(seq)["prevResult"]["interfaces"][0]["name"], "if-C");
+        assert_eq!(f.stdin(seq)["prevResult"]["cniVersion"], "1.0.0");
+    }
+    assert!(f.stdin(3)["runtimeConfig"]["portMappings"].is_array());
+    assert!(!f.cache_file("net", "c1", "eth0").exists());
+    f.clear_log();
+    rt.del(&net, &att()).unwrap();
+    assert!(f.stdin(1).get("prevResult").is_none());
+}
+
+// L-26: versions below 0.4.0 never send prevResult on DEL.
+#[test]
+fn del_below_040_has_no_prev_result() {
+    let f = abc();
+    let net = chain("0.3.1", "");
+    let rt = f.runtime();
+    rt.add(&net, &att()).unwrap();
+    f.clear_log();
+    rt.del(&net, &att()).unwrap();
+    assert!(f.stdin(1).get("prevResult").is_none());
+}
+
+// T20 (a): a failing DEL stops the chain and keeps the cache.
+#[test]
+fn t20a_del_failure_keeps_cache() {
+    let f = abc();
+    let net = chain("1.0.0", "");
+    let rt = f.runtime();
+    rt.add(&net, &att()).unwrap();
+    f.answer("B", "DEL", r#"{"code":100,"msg":"busy"}"#, 1);
+    f.clear_log();
+    let err = rt.del(&net, &att()).unwrap_err();
+    assert_eq!(err.code(), 100);
+    assert!(err.to_string().contains("(delete, exec)"));
+    assert_eq!(f.calls_str(), ["C DEL", "B DEL"]);
+    assert!(f.cache_file("net", "c1", "eth0").exists());
+}
+
+// T20 (b): a corrupt cache is deleted and DEL goes on without prevResult.
+#[test]
+fn t20b_corrupt_cache() {
+    let f = abc();
+    let path = f.cache_file("net", "c1", "eth0");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, "garbage").unwrap();
+    f.runtime().del(&chain("1.0.0", ""), &att()).unwrap();
+    assert_eq!(f.calls().len(), 3);
+    assert!(f.stdin(1).get("prevResult").is_none());
+    assert!(!path.exists());
+}
+
+// T21, L-27, item 89.
+#[test]
+fn t21_check() {
+    let f = abc();
+    let rt = f.runtime();
+    // (a) disableCheck: success without exec.
+    rt.check(&chain("1.0.0", r#","disableCheck":true"#), &att())
+        .unwrap();
+    // (b) 0.3.1: the version check comes first, even with disableCheck.
+    let err = rt
+        .check(&chain("0.3.1", r#","disableCheck":true"#), &att())
+        .unwrap_err();
+    assert!(err
+        .to_string()
+        .contains("does not support the CHECK command"));
+    assert_eq!(err.code(), 1);
+    assert!(f.calls().is_empty());
+    // Without a cached result CHECK is refused (better than libcni).
+    let net = chain("1.0.0", "");
+    assert!(matches!(
+        rt.check(&net, &att()),
+        Err(RuntimeError::NoCachedResult { .. })
+    ));
+    // (c) normal.
+    rt.add(&net, &att()).unwrap();
+    f.clear_log();
+    rt.check(&net, &att()).unwrap();
+    assert_eq!(f.calls_str(), ["A CHECK", "B CHECK", "C CHECK"]);
+    for seq in 1..=3 {
+        assert_eq!(f.stdin(seq)["prevResult"]["interfaces"][0]["name"], "if-C");
+        assert_eq!(f.env(seq)["CNI_COMMAND"], "CHECK");
+    }
+    f.answer("B", "CHECK", r#"{"code":101,"msg":"drift"}"#, 1);
+    f.clear_log();
+    let err = rt.check(&net, &att()).unwrap_err();
+    assert_eq!(err.code(), 101);
+    assert_eq!(f.calls_str(), ["A CHECK", "B CHECK"]);
+}
+
+fn seed(rt: &cni_runtime::Runtime, net_name: &str, cid: &str) {
+    let net = network(&format!(
+        r#"{{"cniVersion":"1.1.0","name":"{net_name}","plugins":[{{"type":"A"}},{{"type":"B"}},{{"type":"C"}}]}}"#
+    ));
+    let a = Attachment::new(cid, format!("/run/netns/{cid}"), "eth0")
+        .with_args(vec![("K8S_POD_NAME".into(), cid.into())])
+        .with_capability("mac", json!(format!("mac-{cid}")));
+    rt.add(&net, &a).unwrap();
+}
+
+// T22, L-29, L-30, L-31, item 90.
+#[test]
+fn t22_gc() {
+    let f = abc();
+    let rt = f.runtime();
+    seed(&rt, "N", "c1");
+    seed(&rt, "N", "c2");
+    seed(&rt, "M", "c3");
+    f.clear_log();
+    let net = network(
+        r#"{"cniVersion":"1.1.0","name":"N","plugins":[{"type":"A","capabilities":{"mac":true}},{"type":"B"},{"type":"C"}]}"#,
+    );
+    let valid = [GcAttachment {
+        container_id: "c1".into(),
+        ifname: "eth0".into(),
+    }];
+    rt.gc(&net, &valid).unwrap();
+    assert_eq!(
+        f.calls_str(),
+        ["C DEL", "B DEL", "A DEL", "A GC", "B GC", "C GC"]
+    );
+    let env = f.env(1);
+    assert_eq!(env["CNI_CONTAINERID"], "c2");
+    assert_eq!(env["CNI_NETNS"], "/run/netns/c2");
+    assert_eq!(env["CNI_ARGS"], "K8S_POD_NAME=c2");
+    assert_eq!(f.stdin(3)["runtimeConfig"]["mac"], "mac-c2");
+    for seq in 4..=6 {
+        let s = f.stdin(seq);
+        let expect = json!([{"containerID":"c1","ifname":"eth0"}]);
+        assert_eq!(s["cni.dev/valid-attachments"], expect);
+        assert_eq!(s["cni.dev/attachments"], expect);
+        assert!(s.get("prevResult").is_none() && s.get("runtimeConfig").is_none());
+        let env = f.env(seq);
+        assert_eq!(env["CNI_COMMAND"], "GC");
+        assert_eq!(env["CNI_CONTAINERID"], "");
+        assert_eq!(env["CNI_NETNS"], "");
+        assert!(!env["CNI_PATH"].is_empty());
+    }
+    assert!(!f.cache_file("N", "c2", "eth0").exists());
+    assert!(f.cache_file("N", "c1", "eth0").exists());
+    assert!(f.cache_file("M", "c3", "eth0").exists());
+    // disableGC: nothing at all.
+    f.clear_log();
+    let off =
+        network(r#"{"cniVersion":"1.1.0","name":"N","disableGC":true,"plugins":[{"type":"A"}]}"#);
+    rt.gc(&off, &[]).unwrap();
+    assert!(f.calls().is_empty());
+    assert!(f.cache_file("N", "c1", "eth0").exists());
+}
+
+// L-29: below 1.1.0 the stale DELs still run but no GC verb is sent.
+#[test]
+fn gc_below_110_only_deletes_stale() {
+    let f = abc();
+    let rt = f.runtime();
+    let net = chain("1.0.0", "");
+    rt.add(&net, &att()).unwrap();
+    f.clear_log();
+    rt.gc(&net, &[]).unwrap();
+    assert_eq!(f.calls_str(), ["C DEL", "B DEL", "A DEL"]);
+    assert!(!f.cache_file("net", "c1", "eth0").exists());
+}
+
+// T23: GC errors are collected; the other plugins still run.
+#[test]
+fn t23_gc_error_aggregation() {
+    let f = abc();
+    f.answer("A", "GC", r#"{"code":102,"msg":"gc broke"}"#, 1);
+    let net = chain("1.1.0", "");
+    let err = f.runtime().gc(&net, &[]).unwrap_err();
+    assert_eq!(f.calls_str(), ["A GC", "B GC", "C GC"]);
+    assert!(err.to_string().contains("gc broke"));
+    assert_eq!(err.code(), 102);
+}
+
+// T24, L-32.
+#[test]
+fn t24_status() {
+    let f = abc();
+    let rt = f.runtime();
+    rt.status(&chain("1.0.0", "")).unwrap();
+    assert!(f.calls().is_empty());
+    f.answer("B", "STATUS", r#"{"code":50,"msg":"down"}"#, 1);
+    let err = rt.status(&chain("1.1.0", "")).unwrap_err();
+    assert_eq!(f.calls_str(), ["A STATUS", "B STATUS"]);
+    assert_eq!(err.code(), 50);
+    assert_eq!(err.plugin_error().unwrap().msg, "down");
+    let env = f.env(1);
+    assert_eq!(env["CNI_COMMAND"], "STATUS");
+    assert_eq!(env["CNI_IFNAME"], "");
+    assert_eq!(f.stdin(1)["name"], "net");
+    assert!(f.stdin(1).get("runtimeConfig").is_none());
+}
+
+// T25 through the runtime: the plugin stdin carries the selected version.
+#[test]
+fn t25_selected_version_reaches_plugins() {
+    let f = abc();
+    let net = network(
+        r#"{"name":"net","cniVersion":"0.3.1","cniVersions":["0.4.0","1.0.0","99.0.0"],"plugins":[{"type":"A"}]}"#,
+    );
+    f.runtime().add(&net, &att()).unwrap();
+    assert_eq!(f.stdin(1)["cniVersion"], "1.0.0");
+}
+
+// T27 / L-13 through the runtime: lookup failures name the plugin and the stage.
+#[test]
+fn t27_lookup_errors() {
+    let f = abc();
+    let net = network(r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"missing"}]}"#);
+    let err = f.runtime().add(&net, &att()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(r#"type="missing""#) && text.contains("(add, lookup)"),
+        "{text}"
+    );
+    assert!(text.contains("failed to find plugin"), "{text}");
+    let bad = network(r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"../A"}]}"#);
+    let err = f.runtime().add(&bad, &att()).unwrap_err().to_string();
+    assert!(err.contains("invalid plugin name"), "{err}");
+    assert!(f.calls().is_empty());
+}
+
+// T28: plugin output handling (L-17 error texts, L-18 result version fallback).
+#[test]
+fn t28_plugin_output() {
+    let f = Fake::new();
+    f.plugins(&["P"]);
+    let net = network(r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"P"}]}"#);
+    let mut rt = f.runtime();
+    rt.rollback = false;
+    // (a) stderr only.
+    f.answer("P", "ADD", "", 1).stderr("P", "ADD", "boom");
+    assert!(rt
+        .add(&net, &att())
+        .unwrap_err()
+        .to_string()
+        .contains("boom"));
+    fs::remove_file(f.dir.path().join("canned/P.ADD.stderr")).unwrap();
+    // (b) undecodable stdout.
+    f.answer("P", "ADD", "not json", 1);
+    let e = rt.add(&net, &att()).unwrap_err();
+    assert!(e.to_string().contains("not json"), "{e}");
+    assert_eq!(e.code(), 0);
+    // (c) no cniVersion: parsed as the config's version.
+    f.answer("P", "ADD", r#"{"ips":[{"address":"10.0.0.2/24"}]}"#, 0);
+    let r = rt.add(&net, &att()).unwrap();
+    assert_eq!(r.cni_version.to_string(), "1.0.0");
+    assert_eq!(r.ips.len(), 1);
+    // (d) unknown result version.
+    f.answer("P", "ADD", r#"{"cniVersion":"7.0.0"}"#, 0);
+    let e = rt.add(&net, &att()).unwrap_err();
+    assert!(
+        e.to_string().contains("unsupported CNI result version"),
+        "{e}"
+    );
+    assert!(matches!(
+        e,
+        RuntimeError::Plugin {
+            stage: Stage::Result,
+            ..
+        }
+    ));
+}
+
+// T29, L-35: a legacy bare result in the cache, converted for CHECK.
+#[test]
+fn t29_legacy_cache_read() {
+    let f = abc();
+    let path = f.cache_file("net", "c1", "eth0");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(
+        &path,
+        r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.1.2.3/24"}]}"#,
+    )
+    .unwrap();
+    f.runtime().check(&chain("1.0.0", ""), &att()).unwrap();
+    let prev = &f.stdin(1)["prevResult"];
+    assert_eq!(prev["cniVersion"], "1.0.0");
+    assert_eq!(prev["ips"][0]["address"], "10.1.2.3/24");
+    assert!(prev["ips"][0].get("version").is_none());
+}
+
+// SC §4 item 9: names are validated on every command, before anything runs.
+#[test]
+fn validation_on_every_command() {
+    let f = abc();
+    let rt = f.runtime();
+    let net = chain("1.1.0", "");
+    let bad_id = Attachment::new("../../etc", "/run/netns/x", "eth0");
+    let bad_if = Attachment::new("c1", "/run/netns/x", "a/b");
+    for a in [&bad_id, &bad_if] {
+        assert!(matches!(rt.add(&net, a), Err(RuntimeError::Invalid(_))));
+        assert!(matches!(rt.del(&net, a), Err(RuntimeError::Invalid(_))));
+        assert!(matches!(rt.check(&net, a), Err(RuntimeError::Invalid(_))));
+    }
+    assert_eq!(rt.del(&net, &bad_id).unwrap_err().code(), 4);
+    assert!(f.calls().is_empty());
+}
+
+// L-16 / SC §4 item 6: a per-plugin timeout kills a hung plugin; the error names it and is
+// code 11.
+#[test]
+fn plugin_timeout() {
+    let f = abc();
+    f.sleep("B", "ADD", 30);
+    let mut rt = f.runtime();
+    rt.timeouts.add = Some(std::time::Duration::from_millis(500));
+    let start = std::time::Instant::now();
+    let err = rt.add(&chain("1.0.0", ""), &att()).unwrap_err();
+    assert!(start.elapsed().as_secs() < 20);
+    assert_eq!(err.code(), 11);
+    assert!(err.to_string().contains(r#"type="B""#), "{err}");
+}
+
+// L-20, L-33: VERSION per plugin and validation.
+#[test]
+fn version_and_validate() {
+    let f = abc();
+    let rt = f.runtime();
+    let net = network(
+        r#"{"cniVersion":"1.1.0","name":"net","plugins":[{"type":"A","capabilities":{"portMappings":true,"mac":false}},{"type":"B","capabilities":{"bandwidth":true},"runtimeConfig":{}}]}"#,
+    );
+    let versions = rt.version(&net);
+    assert_eq!(versions.len(), 2);
+    assert!(versions[0].info.as_ref().unwrap().supports("1.1.0"));
+    let env = f.env(1);
+    assert_eq!(env["CNI_COMMAND"], "VERSION");
+    assert_eq!(env["CNI_NETNS"], "dummy");
+    let report = rt.validate(&net).unwrap();
+    assert_eq!(
+        report.capabilities.into_iter().collect::<Vec<_>>(),
+        ["bandwidth", "portMappings"]
+    );
+    assert_eq!(report.warnings.len(), 1);
+    f.answer(
+        "B",
+        "VERSION",
+        r#"{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}"#,
+        0,
+    );
+    let with_missing = network(
+        r#"{"cniVersion":"1.1.0","name":"net","plugins":[{"type":"A"},{"type":"B"},{"type":"nope"}]}"#,
+    );
+    let err = rt.validate(&with_missing).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(r#"does not support config version "1.1.0""#),
+        "{text}"
+    );
+    assert!(text.contains("nope"), "{text}");
+    assert!(matches!(err, RuntimeError::Multiple(ref v) if v.len() == 2));
+}
+
+// SC item 81: GC waits for an ADD/DEL in flight on the same network.
+#[test]
+fn gc_waits_for_shared_lock() {
+    let f = abc();
+    let rt = f.runtime();
+    let net = chain("1.1.0", "");
+    let held = cni_runtime::NetworkLock::shared(rt.cache_dir(), "net").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rt.gc(&net, &[]).unwrap();
+            tx.send(()).unwrap();
+        });
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(300))
+            .is_err());
+        assert!(f.calls().is_empty());
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+    });
+    assert_eq!(f.calls().len(), 3);
+}
+
+// L-37: DEL with the arguments cached at ADD time.
+#[test]
+fn del_with_cached_args() {
+    let f = abc();
+    let rt = f.runtime();
+    let net = chain("1.0.0", "");
+    rt.add(&net, &att()).unwrap();
+    f.clear_log();
+    rt.del_with_cached_args(&net, &Attachment::new("c1", "", "eth0"))
+        .unwrap();
+    let env = f.env(1);
+    assert_eq!(env["CNI_ARGS"], "IgnoreUnknown=1;K8S_POD_NAME=p");
+    assert_eq!(env["CNI_NETNS"], "/run/netns/t1");
+    assert!(f.stdin(3)["runtimeConfig"]["portMappings"].is_array());
+}
+
+#[test]
+fn loopback_network_is_builtin() {
+    let lo = Network::loopback();
+    assert_eq!(lo.config_bytes(), cni_runtime::LOOPBACK_CONFIG.as_bytes());
+}
+
+// SC item 4: the version can be confirmed against the plugins' VERSION answers.
+#[test]
+fn negotiate_version_with_plugins() {
+    let f = abc();
+    f.answer(
+        "B",
+        "VERSION",
+        r#"{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}"#,
+        0,
+    );
+    let rt = f.runtime();
+    let net = network(
+        r#"{"cniVersion":"1.1.0","cniVersions":["0.4.0","1.0.0"],"name":"net","plugins":[{"type":"A"},{"type":"B"}]}"#,
+    );
+    assert_eq!(net.version.to_string(), "1.1.0");
+    assert_eq!(
+        rt.negotiate_version(&net).unwrap().version.to_string(),
+        "1.0.0"
+    );
+    f.answer("B", "VERSION", r#"{"cniVersion":"0.2.0"}"#, 0);
+    let err = rt.negotiate_version(&net).unwrap_err();
+    assert!(err.to_string().contains("no version offered"), "{err}");
+    assert_eq!(err.code(), 1);
+}
+
+// A failed cache write after a successful chain rolls the chain back (libcni leaves it).
+#[test]
+fn cache_write_failure_rolls_back() {
+    let f = abc();
+    fs::write(f.cache().join("results"), "not a directory").unwrap();
+    let err = f.runtime().add(&chain("1.0.0", ""), &att()).unwrap_err();
+    assert_eq!(err.code(), 5);
+    assert!(
+        err.to_string().contains("cannot write cached result"),
+        "{err}"
+    );
+    assert_eq!(
+        f.calls_str(),
+        ["A ADD", "B ADD", "C ADD", "C DEL", "B DEL", "A DEL"]
+    );
+    // The rollback DEL gets the full result as prevResult.
+    assert_eq!(f.stdin(4)["prevResult"]["interfaces"][0]["name"], "if-C");
+}
+
+// L-10: libcni's default cache directory.
+#[test]
+fn l10_default_cache_dir() {
+    let rt = cni_runtime::Runtime::with_default_cache(vec!["/opt/cni/bin".into()]);
+    assert_eq!(rt.cache_dir(), std::path::Path::new("/var/lib/cni"));
+}

@@ -1,0 +1,142 @@
+//! The command line: verbs, global flags and their cnitool-compatible environment variables.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Plugin directories used when neither `--bin-dir` nor `CNI_PATH` is given.
+pub const DEFAULT_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rcni",
+    version,
+    about = "Run CNI network configurations against network namespaces (cnitool-compatible)",
+    long_about = "Run CNI network configurations against network namespaces.\n\n\
+        Compatible with cnitool's environment: NETCONFPATH, CNI_PATH, CNI_IFNAME, CNI_ARGS and \
+        CAP_ARGS are read when the matching flag is not given. The container ID defaults to \
+        cnitool's: \"cnitool-\" plus the first 10 bytes of SHA-512 of the absolute netns path, \
+        in hex.\n\n\
+        Exit status: 0 success, 1 the operation failed (the CNI error code is printed), 2 usage."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Directory with network configurations (.conf, .conflist, .json).
+    #[arg(
+        long,
+        env = "NETCONFPATH",
+        default_value = "/etc/cni/net.d",
+        global = true
+    )]
+    pub conf_dir: PathBuf,
+
+    /// Plugin directory; repeat the flag or give a colon-separated list.
+    /// [default: /opt/cni/bin:/usr/lib/cni]
+    #[arg(
+        long = "bin-dir",
+        env = "CNI_PATH",
+        value_delimiter = ':',
+        global = true
+    )]
+    pub bin_dirs: Vec<PathBuf>,
+
+    /// Directory of the result cache (shared with Go libcni).
+    #[arg(long, default_value = "/var/lib/cni", global = true)]
+    pub cache_dir: PathBuf,
+
+    /// Interface name inside the namespace.
+    #[arg(long, env = "CNI_IFNAME", default_value = "eth0", global = true)]
+    pub ifname: String,
+
+    /// CNI_ARGS, as `KEY=VALUE;KEY=VALUE`.
+    #[arg(long, env = "CNI_ARGS", global = true)]
+    pub args: Option<String>,
+
+    /// Capability arguments as a JSON object, e.g. '{"portMappings":[...]}'.
+    #[arg(long = "capability-args", env = "CAP_ARGS", global = true)]
+    pub capability_args: Option<String>,
+
+    /// Container ID (default: derived from the netns path like cnitool).
+    #[arg(long, global = true)]
+    pub container_id: Option<String>,
+
+    /// Kill a plugin that runs longer than this many seconds (default 60 for ADD/DEL/CHECK).
+    #[arg(long, value_name = "SECONDS", global = true)]
+    pub timeout: Option<u64>,
+
+    /// Do not DEL the chain when ADD fails (libcni's behaviour).
+    #[arg(long, global = true)]
+    pub no_rollback: bool,
+
+    /// Machine-readable output; errors become a CNI error object on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// Verbs. New verbs (`lab`, `doctor`, pod-sandbox verbs) are added as variants here and
+/// dispatched in `commands::run`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// ADD: attach the namespace to the network and print the result.
+    Add(AttachArgs),
+    /// DEL: detach the namespace from the network (idempotent). CNI_ARGS and capability
+    /// args not given are taken from the cached ADD.
+    Del(AttachArgs),
+    /// CHECK: verify the attachment against the cached ADD result (missing CNI_ARGS and
+    /// capability args are taken from the cached ADD, as for DEL).
+    Check(AttachArgs),
+    /// STATUS: ask every plugin whether it can serve ADD (spec 1.1.0 networks).
+    Status(NetworkArgs),
+    /// GC: DEL cached attachments not listed with --valid, then GC every plugin.
+    Gc(GcArgs),
+    /// VERSION: show which spec versions each plugin of the network supports.
+    Version(NetworkArgs),
+    /// Check that every plugin exists and supports the network's version.
+    Validate(NetworkArgs),
+    /// List the networks in the config directory, and files that could not be loaded.
+    List,
+    /// Manage named network namespaces in /run/netns (for tests and demos).
+    #[command(subcommand)]
+    Netns(NetnsCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// Network name (the `name` in its config file).
+    pub network: String,
+    /// Network namespace: a path, or a bare name meaning /run/netns/<name>.
+    pub netns: String,
+}
+
+#[derive(Debug, Args)]
+pub struct NetworkArgs {
+    /// Network name (the `name` in its config file).
+    pub network: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Network name (the `name` in its config file).
+    pub network: String,
+    /// An attachment that is still valid, as CONTAINER_ID:IFNAME (repeatable). Without any,
+    /// every cached attachment of the network is stale (cnitool's behaviour).
+    #[arg(long = "valid", value_name = "CONTAINER_ID:IFNAME")]
+    pub valid: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetnsCommand {
+    /// Create /run/netns/<name> (like `ip netns add`).
+    Add { name: String },
+    /// Remove /run/netns/<name> (like `ip netns delete`).
+    Del { name: String },
+    /// List the named namespaces.
+    List,
+}
