@@ -1,1 +1,47 @@
-//! cni-plugin
+//! The CNI plugin skeleton (SC §1.2, §1.4, §1.10): a [`Plugin`] trait and the runner that
+//! turns environment and stdin into a callback, and the callback's outcome into stdout and an
+//! exit code, with the Go skeleton's validation order, codes and messages.
+//!
+//! ```no_run
+//! use cni_plugin::{CmdArgs, Plugin};
+//! use cni_types::{CniError, CniResult};
+//!
+//! struct Noop;
+//! impl Plugin for Noop {
+//!     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+//!         Ok(args.prev_result.clone().unwrap_or_else(|| CniResult::new(args.version)))
+//!     }
+//!     fn del(&self, _: &CmdArgs) -> Result<(), CniError> { Ok(()) }
+//!     fn check(&self, _: &CmdArgs) -> Result<(), CniError> { Ok(()) }
+//! }
+//!
+//! std::process::exit(cni_plugin::run(&Noop));
+//! ```
+//!
+//! - [`run`] for `main`; [`run_with`] for tests (environment, stdin, stdout, stderr as seams).
+//! - [`ipam`]: delegation to the IPAM plugin, with [`ipam::IpamGuard`] undoing a lease when ADD
+//!   fails later.
+//! - [`logger`]: `log` output to stderr or `RCNI_LOG_FILE`, level from `RCNI_LOG`.
+//!
+//! No Linux-specific code lives here.
+
+mod cmd_args;
+mod command;
+mod env;
+mod env_vars;
+pub mod ipam;
+pub mod logger;
+mod own_netns;
+pub mod panic_hook;
+mod plugin;
+mod runner;
+mod version_gate;
+mod version_stdin;
+
+pub use cmd_args::CmdArgs;
+pub use command::Command;
+pub use env::{Env, ProcessEnv};
+pub use plugin::{Plugin, ResultExt};
+pub use runner::{run, run_with};
+
+pub use cni_types::{CniError, CniResult, SpecVersion};

@@ -1,0 +1,130 @@
+//! Delegation to another plugin, above all IPAM (SC §1.6, items 66, 73, 92, 93).
+//!
+//! The delegate is looked up in `CNI_PATH` and run with the same `CNI_*` values and the complete
+//! request config the calling plugin received; only `CNI_COMMAND` may differ.
+//! [`IpamGuard`] gives ADD its undo: if the caller's ADD fails after the IPAM ADD succeeded,
+//! dropping the guard runs the IPAM DEL so the lease is released.
+
+use cni_invoke::{exec_with_result, exec_without_result, find_in_path, ExecOptions};
+use cni_types::{CniError, CniResult};
+
+use crate::cmd_args::CmdArgs;
+use crate::command::Command;
+
+/// Runs ADD of the plugin `plugin_type` and returns its result (parsed at the request version
+/// when it carries none).
+pub fn delegate_add(plugin_type: &str, args: &CmdArgs) -> Result<CniResult, CniError> {
+    let plugin = find_in_path(plugin_type, &args.path_dirs()).map_err(|e| e.to_cni_error())?;
+    exec_with_result(
+        &plugin,
+        &args.invocation(Command::Add),
+        &args.stdin,
+        args.version,
+        &ExecOptions::default(),
+    )
+    .map_err(|e| e.to_cni_error())
+}
+
+/// Runs DEL, CHECK, STATUS or GC of the plugin `plugin_type`.
+pub fn delegate(plugin_type: &str, command: Command, args: &CmdArgs) -> Result<(), CniError> {
+    let plugin = find_in_path(plugin_type, &args.path_dirs()).map_err(|e| e.to_cni_error())?;
+    exec_without_result(
+        &plugin,
+        &args.invocation(command),
+        &args.stdin,
+        &ExecOptions::default(),
+    )
+    .map_err(|e| e.to_cni_error())
+}
+
+/// `ipam.type`, code 7 when the config has none.
+fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
+    if args.conf.ipam_type.is_empty() {
+        return Err(CniError::invalid_config(
+            "missing IPAM plugin type (\"ipam\": {\"type\": ...})",
+        ));
+    }
+    Ok(&args.conf.ipam_type)
+}
+
+/// IPAM ADD. Prefer [`IpamGuard::add`] when more work follows that can fail.
+pub fn ipam_add(args: &CmdArgs) -> Result<CniResult, CniError> {
+    delegate_add(ipam_type(args)?, args)
+}
+
+/// IPAM DEL.
+pub fn ipam_del(args: &CmdArgs) -> Result<(), CniError> {
+    delegate(ipam_type(args)?, Command::Del, args)
+}
+
+/// IPAM CHECK.
+pub fn ipam_check(args: &CmdArgs) -> Result<(), CniError> {
+    delegate(ipam_type(args)?, Command::Check, args)
+}
+
+/// IPAM STATUS.
+pub fn ipam_status(args: &CmdArgs) -> Result<(), CniError> {
+    delegate(ipam_type(args)?, Command::Status, args)
+}
+
+/// IPAM GC.
+pub fn ipam_gc(args: &CmdArgs) -> Result<(), CniError> {
+    delegate(ipam_type(args)?, Command::Gc, args)
+}
+
+/// The result of an IPAM ADD that is released again (IPAM DEL) when dropped, unless
+/// [`IpamGuard::commit`] was called.
+///
+/// ```no_run
+/// # use cni_plugin::{CmdArgs, ipam::IpamGuard};
+/// # fn configure(_: &cni_types::CniResult) -> Result<(), cni_types::CniError> { Ok(()) }
+/// # fn add(args: &CmdArgs) -> Result<cni_types::CniResult, cni_types::CniError> {
+/// let lease = IpamGuard::add(args)?;
+/// configure(lease.result())?; // on error the guard drops and the lease is released
+/// Ok(lease.commit())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct IpamGuard<'a> {
+    args: &'a CmdArgs,
+    result: CniResult,
+    armed: bool,
+}
+
+impl<'a> IpamGuard<'a> {
+    /// Runs the IPAM ADD and arms the guard.
+    pub fn add(args: &'a CmdArgs) -> Result<IpamGuard<'a>, CniError> {
+        let result = ipam_add(args)?;
+        Ok(IpamGuard {
+            args,
+            result,
+            armed: true,
+        })
+    }
+
+    /// The IPAM result.
+    pub fn result(&self) -> &CniResult {
+        &self.result
+    }
+
+    /// Keeps the lease: the ADD succeeded. Returns the IPAM result.
+    pub fn commit(mut self) -> CniResult {
+        self.armed = false;
+        std::mem::replace(&mut self.result, CniResult::new(self.args.version))
+    }
+}
+
+impl Drop for IpamGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        log::info!("ADD failed after IPAM ADD: running IPAM DEL");
+        if let Err(e) = ipam_del(self.args) {
+            log::error!("IPAM DEL after a failed ADD failed too: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,228 @@
+//! The runner: from environment and stdin to stdout and an exit code (SC §1.2, §1.10).
+//!
+//! [`run`] wires the real process; [`run_with`] takes every input and output as a seam so the
+//! whole protocol can be tested without processes. Nothing but the result, the VERSION answer or
+//! the error object is ever written to stdout; diagnostics go to the log (stderr or a file).
+
+use std::io::{self, Read, Write};
+
+use cni_types::{pretty_json, CniError, SpecVersion, VersionInfo};
+
+use crate::cmd_args::{parse_conf, parse_prev_result, CmdArgs};
+use crate::command::Command;
+use crate::env::{Env, ProcessEnv};
+use crate::env_vars::{netns_override, read_env};
+use crate::own_netns::ensure_not_own_netns;
+use crate::plugin::Plugin;
+use crate::version_gate::negotiate;
+use crate::{logger, panic_hook, version_stdin};
+
+/// Runs `plugin` as the process: installs logging and the panic hook, reads the real
+/// environment and stdin, writes stdout. Returns the exit code for `std::process::exit`.
+pub fn run(plugin: &dyn Plugin) -> i32 {
+    logger::init(&program_name());
+    panic_hook::install();
+    let env = ProcessEnv;
+    let mut stdin: Box<dyn Read> = if env.var("CNI_COMMAND").as_deref() == Some("VERSION") {
+        Box::new(io::Cursor::new(version_stdin::read()))
+    } else {
+        Box::new(io::stdin().lock())
+    };
+    // Not locked for the whole run: the panic hook must be able to write from any thread
+    // (a namespace worker) while this thread waits for it.
+    let mut stdout = io::stdout();
+    let mut stderr = io::stderr();
+    run_with(plugin, &env, &mut stdin, &mut stdout, &mut stderr)
+}
+
+/// The basename of argv[0], for log lines.
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .as_deref()
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "cni-plugin".into())
+}
+
+/// The whole protocol over injectable seams. Returns the exit code: 0 on success, 1 on error
+/// (the error object has then been written to `stdout`).
+pub fn run_with(
+    plugin: &dyn Plugin,
+    env: &dyn Env,
+    stdin: &mut dyn Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    // The version errors are stamped with: the request's once it is known.
+    let mut stamp = SpecVersion::CURRENT;
+    match dispatch(plugin, env, stdin, stderr, &mut stamp) {
+        Ok(None) => 0,
+        Ok(Some(text)) => match write_all(stdout, &text) {
+            Ok(()) => 0,
+            Err(e) => {
+                log::error!("cannot write the result to stdout: {e}");
+                1
+            }
+        },
+        Err(err) => {
+            log::warn!("failed: code {}: {err}", err.code);
+            let mut stamped = err;
+            stamped.cni_version = Some(stamp.to_string());
+            if let Err(e) = write_all(stdout, &pretty_json(&stamped)) {
+                log::error!("cannot write the error to stdout: {e}");
+            }
+            1
+        }
+    }
+}
+
+fn write_all(out: &mut dyn Write, text: &str) -> io::Result<()> {
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Everything up to the text for stdout (`None`: nothing to print).
+fn dispatch(
+    plugin: &dyn Plugin,
+    env: &dyn Env,
+    stdin: &mut dyn Read,
+    stderr: &mut dyn Write,
+    stamp: &mut SpecVersion,
+) -> Result<Option<String>, CniError> {
+    // 1. Environment (SC items 32, 33, 121, 123).
+    let vars = match read_env(env) {
+        Ok(vars) => vars,
+        Err(e) => {
+            let about = plugin.about();
+            if env.var("CNI_COMMAND").unwrap_or_default().is_empty() && !about.is_empty() {
+                print_about(stderr, &about, &plugin.supported_versions());
+                return Ok(None);
+            }
+            return Err(e);
+        }
+    };
+    let command = Command::parse(&vars.command);
+
+    // VERSION answers before any config check (SC item 68).
+    if command == Some(Command::Version) {
+        let mut body = Vec::new();
+        // A stdin we cannot read only means we do not know the caller's version.
+        let _ = stdin.read_to_end(&mut body);
+        return Ok(Some(version_answer(&body, &plugin.supported_versions())));
+    }
+
+    // 2. stdin (SC item 45), 3. config (SC items 46, 47).
+    let mut bytes = Vec::new();
+    stdin
+        .read_to_end(&mut bytes)
+        .map_err(|e| CniError::io(format!("error reading from stdin: {e}")))?;
+    let conf = parse_conf(&bytes)?;
+    *stamp = known_or_current(&conf.cni_version);
+
+    // Unknown commands are reported after the config checks, as Go does (SC item 122).
+    let Some(command) = command else {
+        return Err(CniError::invalid_environment(format!(
+            "unknown CNI_COMMAND: {}",
+            vars.command
+        )));
+    };
+
+    // 4. gates, 5. reconciliation (SC items 67, 77, 78, 118).
+    let version = negotiate(command, &conf.cni_version, &plugin.supported_versions())?;
+    *stamp = version;
+    panic_hook::set_request_version(version);
+
+    let prev_result = match parse_prev_result(&conf, version) {
+        Ok(prev) => prev,
+        // DEL is best effort: an unusable prevResult must not block cleanup (SC item 57).
+        Err(e) if command == Command::Del => {
+            log::warn!("DEL ignores an unusable prevResult: {e}");
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let args = CmdArgs {
+        command,
+        container_id: vars.container_id,
+        netns: vars.netns,
+        ifname: vars.ifname,
+        args: vars.args,
+        path: vars.path,
+        stdin: bytes,
+        conf,
+        version,
+        prev_result,
+    };
+    log::debug!(
+        "{command} container={} netns={} ifname={} network={} version={version}",
+        args.container_id,
+        args.netns,
+        args.ifname,
+        args.conf.name
+    );
+
+    // 6. the callback. The own-netns check runs *before* ADD and DEL so a plugin can never
+    // change the namespace it runs in (Go checks after the callback, SC item 125).
+    let guard_netns = || {
+        if netns_override(&vars.netns_override) {
+            Ok(())
+        } else {
+            ensure_not_own_netns(&args.netns)
+        }
+    };
+    match command {
+        Command::Add => {
+            guard_netns()?;
+            let result = plugin.add(&args)?;
+            let text = result.to_json_pretty(version).map_err(|e| {
+                CniError::internal(format!("cannot render the result as {version}: {e}"))
+            })?;
+            Ok(Some(text))
+        }
+        Command::Del => {
+            guard_netns()?;
+            plugin.del(&args).map(|()| None)
+        }
+        Command::Check => plugin.check(&args).map(|()| None),
+        Command::Status => plugin.status(&args).map(|()| None),
+        Command::Gc => plugin.gc(&args).map(|()| None),
+        Command::Version => Ok(Some(version_answer(b"", &plugin.supported_versions()))),
+    }
+}
+
+/// The request's version if it is one of the seven known ones, else the current one.
+fn known_or_current(version: &str) -> SpecVersion {
+    SpecVersion::parse(version)
+        .ok()
+        .filter(|v| v.is_known())
+        .unwrap_or(SpecVersion::CURRENT)
+}
+
+/// `{"cniVersion":<request's version>,"supportedVersions":[...]}` plus a newline, compact as
+/// Go prints it. An unreadable or unknown request version answers with 1.1.0.
+fn version_answer(stdin: &[u8], supported: &[SpecVersion]) -> String {
+    let requested = serde_json::from_slice::<serde_json::Value>(stdin)
+        .ok()
+        .and_then(|v| v.get("cniVersion")?.as_str().map(known_or_current))
+        .unwrap_or(SpecVersion::CURRENT);
+    let info = VersionInfo::new(requested, supported);
+    let mut text = serde_json::to_string(&info).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The "about" text for a run without `CNI_COMMAND` (SC item 123).
+fn print_about(stderr: &mut dyn Write, about: &str, supported: &[SpecVersion]) {
+    let list: Vec<String> = supported.iter().map(ToString::to_string).collect();
+    let _ = writeln!(stderr, "{about}");
+    let _ = writeln!(
+        stderr,
+        "CNI protocol versions supported: {}",
+        list.join(", ")
+    );
+}
+
+#[cfg(test)]
+mod tests;
