@@ -105,6 +105,18 @@ pub enum Command {
     /// Manage named network namespaces in /run/netns (for tests and demos).
     #[command(subcommand)]
     Netns(NetnsCommand),
+    /// Prove a pod attachment end to end in throwaway namespaces: the plugin result, the
+    /// kernel objects, the IPAM leases and a real HTTP request between two pods; then delete
+    /// everything and prove nothing is left. Exit status 1 if any check fails.
+    Lab(LabArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// A conflist to prove instead of the built-in bridge + host-local network. host-local
+    /// leases are kept in the lab's scratch directory when the config sets no dataDir.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -26,6 +26,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Validate(n) => validate(g, &n.network),
         Command::List => list(g),
         Command::Netns(c) => netns::run(c, g.json),
+        Command::Lab(l) => lab(g, l),
     }
 }
 
@@ -221,4 +222,18 @@ fn list(g: &Global) -> Result<(), Failure> {
         println!("error: {w}");
     }
     Ok(())
+}
+
+/// `rcni lab`: the report is printed as the lab goes; a failed check only sets the exit code.
+fn lab(g: &Global, l: &crate::cli::LabArgs) -> Result<(), Failure> {
+    let opts = crate::lab::LabOptions {
+        config: l.config.clone(),
+        bin_dir: g.bin_dirs.first().cloned(),
+        json: g.json,
+    };
+    if crate::lab::run(&opts).ok() {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
+    }
 }

@@ -10,6 +10,8 @@ pub enum Failure {
     Usage(String),
     /// The operation ran and failed (exit 1).
     Failed { verb: String, error: CniError },
+    /// Failed, and the verb has already told the user how (exit 1, nothing more printed).
+    Reported,
 }
 
 impl Failure {
@@ -34,13 +36,14 @@ impl Failure {
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Usage(_) => 2,
-            Failure::Failed { .. } => 1,
+            Failure::Failed { .. } | Failure::Reported => 1,
         }
     }
 
     /// Prints the failure: a CNI error object on stdout with `--json`, text on stderr otherwise.
     pub fn report(&self, json: bool) {
         match self {
+            Failure::Reported => {}
             Failure::Usage(msg) => {
                 eprintln!("rcni: {msg}\nTry 'rcni --help' for more information.")
             }

@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod failure;
+mod lab;
 mod logger;
 mod netns;
 mod setup;
