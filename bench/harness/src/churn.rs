@@ -53,10 +53,18 @@ fn lease_files(data: &Path, network: &str) -> usize {
         .unwrap_or(0)
 }
 
-pub fn run_one(imp: &Impl, slot: u8, n: usize, workers: usize, data: &Path) -> Result<ChurnOutcome> {
+pub fn run_one(
+    imp: &Impl,
+    slot: u8,
+    n: usize,
+    workers: usize,
+    data: &Path,
+) -> Result<ChurnOutcome> {
     let list = conflist(ChainKind::Bridge, imp.label, slot, data);
     let network = list["name"].as_str().unwrap_or_default().to_string();
-    let namespaces: Vec<NamedNs> = (0..n).map(|_| NamedNs::create("k")).collect::<Result<_>>()?;
+    let namespaces: Vec<NamedNs> = (0..n)
+        .map(|_| NamedNs::create("k"))
+        .collect::<Result<_>>()?;
     let results: Mutex<Vec<Option<Value>>> = Mutex::new(vec![None; n]);
     let failures = AtomicUsize::new(0);
     let empty = serde_json::Map::new();
@@ -131,7 +139,10 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, n: usize, data: &Pat
         };
         let note = format!("{}; {}", detail("rcni", &a), detail("Go", &b));
         for (what, f) in [
-            ("ADD", (|o: &ChurnOutcome| o.add_per_sec) as fn(&ChurnOutcome) -> f64),
+            (
+                "ADD",
+                (|o: &ChurnOutcome| o.add_per_sec) as fn(&ChurnOutcome) -> f64,
+            ),
             ("DEL", |o: &ChurnOutcome| o.del_per_sec),
         ] {
             report.add_row(Row {

@@ -51,7 +51,13 @@ fn one(imp: &Impl, list: &serde_json::Value, i: usize, s: &mut Samples) -> Resul
     Ok(())
 }
 
-pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, runs: usize, data: &Path) -> Result<()> {
+pub fn measure(
+    report: &mut Report,
+    rcni: &Impl,
+    go: &Impl,
+    runs: usize,
+    data: &Path,
+) -> Result<()> {
     for kind in ChainKind::ALL {
         let lists = [
             conflist(kind, "rcni", 0, data),
@@ -73,8 +79,22 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, runs: usize, data: &
             .filter_map(|(who, e)| e.as_ref().map(|e| format!("{who} failed: {}", short(e))))
             .collect::<Vec<_>>()
             .join("; ");
-        report.add_pair("latency", &format!("ADD {}", kind.label()), "ms", a.add, b.add, &note);
-        report.add_pair("latency", &format!("DEL {}", kind.label()), "ms", a.del, b.del, &note);
+        report.add_pair(
+            "latency",
+            &format!("ADD {}", kind.label()),
+            "ms",
+            a.add,
+            b.add,
+            &note,
+        );
+        report.add_pair(
+            "latency",
+            &format!("DEL {}", kind.label()),
+            "ms",
+            a.del,
+            b.del,
+            &note,
+        );
     }
     Ok(())
 }
@@ -97,7 +117,10 @@ pub fn through_runtime(
     std::fs::create_dir_all(&conf_dir)?;
     let list = conflist(ChainKind::Bridge, "rt", 2, data);
     let name = list["name"].as_str().unwrap_or_default().to_string();
-    std::fs::write(conf_dir.join("10-bench.conflist"), serde_json::to_vec(&list)?)?;
+    std::fs::write(
+        conf_dir.join("10-bench.conflist"),
+        serde_json::to_vec(&list)?,
+    )?;
     let (mut add, mut del) = (Vec::new(), Vec::new());
     let mut note = String::new();
     for _ in 0..runs {
@@ -137,14 +160,23 @@ pub fn through_runtime(
         }
     }
     for (verb, samples) in [("ADD", add), ("DEL", del)] {
-        let direct = median(&direct_samples(report, &format!("{verb} bridge+host-local")));
+        let direct = median(&direct_samples(
+            report,
+            &format!("{verb} bridge+host-local"),
+        ));
         let overhead = match (median(&samples), direct) {
-            (Some(rt), Some(d)) => format!("direct rcni plugins: {d:.2} ms; runtime overhead {:.2} ms", rt - d),
+            (Some(rt), Some(d)) => format!(
+                "direct rcni plugins: {d:.2} ms; runtime overhead {:.2} ms",
+                rt - d
+            ),
             _ => note.clone(),
         };
         report.add_row(Row {
             figure: "runtime",
-            item: format!("{verb} bridge+host-local through `rcni {}`", verb.to_lowercase()),
+            item: format!(
+                "{verb} bridge+host-local through `rcni {}`",
+                verb.to_lowercase()
+            ),
             unit: "ms",
             rcni: median(&samples),
             go: None,

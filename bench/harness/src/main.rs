@@ -8,6 +8,7 @@ mod chain;
 mod churn;
 mod configs;
 mod exec;
+mod floor;
 mod latency;
 mod ns;
 mod report;
@@ -66,11 +67,25 @@ fn loadavg() -> String {
 
 /// A directory of links named after every plugin, all pointing at the multi-call binary.
 fn rcni_plugin_dir(bin: &std::path::Path, dir: &std::path::Path) -> Result<PathBuf> {
-    let target = std::fs::canonicalize(bin)
-        .with_context(|| format!("{} not found: build with cargo build --release", bin.display()))?;
+    let target = std::fs::canonicalize(bin).with_context(|| {
+        format!(
+            "{} not found: build with cargo build --release",
+            bin.display()
+        )
+    })?;
     let d = dir.join("rcni-bin");
     std::fs::create_dir_all(&d)?;
-    for name in ["loopback", "bridge", "host-local", "ptp", "portmap", "static", "firewall", "tuning", "bandwidth"] {
+    for name in [
+        "loopback",
+        "bridge",
+        "host-local",
+        "ptp",
+        "portmap",
+        "static",
+        "firewall",
+        "tuning",
+        "bandwidth",
+    ] {
         let link = d.join(name);
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&target, &link)?;
@@ -97,10 +112,19 @@ fn run() -> Result<()> {
     let o = parse_args()?;
     let (runs_version, runs_latency, churn_n) = if o.quick { (5, 3, 4) } else { (300, 60, 100) };
     let work = tempdir()?;
-    let rcni = Impl { label: "rcni", dir: rcni_plugin_dir(&o.rcni_plugins, &work.0)? };
-    let go = Impl { label: "go", dir: o.go_dir.clone() };
+    let rcni = Impl {
+        label: "rcni",
+        dir: rcni_plugin_dir(&o.rcni_plugins, &work.0)?,
+    };
+    let go = Impl {
+        label: "go",
+        dir: o.go_dir.clone(),
+    };
     if !go.plugin("bridge").exists() {
-        bail!("Go reference plugins not found in {} (apt-get install containernetworking-plugins)", o.go_dir.display());
+        bail!(
+            "Go reference plugins not found in {} (apt-get install containernetworking-plugins)",
+            o.go_dir.display()
+        );
     }
     let rcni_cli = std::fs::canonicalize(&o.rcni_cli).unwrap_or(o.rcni_cli.clone());
     let out = std::env::current_dir()?.join(&o.out);
@@ -113,6 +137,8 @@ fn run() -> Result<()> {
     startup::measure(&mut report, &rcni, &go, runs_version)?;
     eprintln!("rcni-bench: figure 2 (attachment latency)");
     latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
+    eprintln!("rcni-bench: figure 3 (kernel floor)");
+    floor::measure(&mut report, runs_latency)?;
     latency::through_runtime(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
     eprintln!("rcni-bench: figure 4 (churn)");
     churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;

@@ -51,7 +51,10 @@ impl Drop for NamedNs {
 }
 
 fn run_ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(args).output().context("running ip")?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .context("running ip")?;
     if !out.status.success() {
         bail!(
             "ip {}: {}",

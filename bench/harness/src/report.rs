@@ -65,6 +65,41 @@ impl Report {
         }
     }
 
+    /// The in-process kernel floor for a latency item, shown against the plugins' medians.
+    pub fn add_floor(&mut self, item: &str, samples: Vec<f64>) {
+        let floor = median(&samples);
+        let find = |imp: &str| {
+            self.series
+                .iter()
+                .find(|s| s.figure == "latency" && s.item == item && s.implementation == imp)
+                .and_then(|s| median(&s.samples))
+        };
+        let (rcni, go) = (find("rcni"), find("go"));
+        let times = |v: Option<f64>| match (v, floor) {
+            (Some(v), Some(f)) if f > 0.0 => format!("{:.2}x", v / f),
+            _ => "n/a".into(),
+        };
+        self.rows.push(Row {
+            figure: "kernel floor",
+            item: format!("{item}: kernel work only, in-process"),
+            unit: "ms",
+            rcni: floor,
+            go: None,
+            note: format!(
+                "rcni plugins at {} of the floor, Go at {}",
+                times(rcni),
+                times(go)
+            ),
+        });
+        self.series.push(Series {
+            figure: "kernel floor",
+            item: item.to_string(),
+            implementation: "rcni",
+            unit: "ms",
+            samples,
+        });
+    }
+
     pub fn add_row(&mut self, row: Row) {
         self.rows.push(row);
     }

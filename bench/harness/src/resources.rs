@@ -19,7 +19,13 @@ pub fn rss_probe() -> Result<()> {
     let spec: Value = serde_json::from_reader(std::io::stdin())?;
     let s = |k: &str| spec[k].as_str().unwrap_or_default().to_string();
     let mut cmd = Command::new(s("bin"));
-    for k in ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"] {
+    for k in [
+        "CNI_COMMAND",
+        "CNI_CONTAINERID",
+        "CNI_NETNS",
+        "CNI_IFNAME",
+        "CNI_PATH",
+    ] {
         cmd.env(k, s(k));
     }
     cmd.env("CNI_ARGS", "");
@@ -53,7 +59,10 @@ fn rss_of(call: &Call) -> Result<f64> {
         serde_json::to_writer(i, &spec)?;
     }
     let out = child.wait_with_output()?;
-    let kib: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().context("rss probe")?;
+    let kib: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .context("rss probe")?;
     Ok(kib / 1024.0)
 }
 
@@ -73,7 +82,10 @@ fn execs_of(call: &Call, trace: &Path) -> Result<f64> {
     }
     child.wait()?;
     let text = std::fs::read_to_string(trace)?;
-    Ok(text.lines().filter(|l| l.contains("execve(") && l.trim_end().ends_with("= 0")).count() as f64)
+    Ok(text
+        .lines()
+        .filter(|l| l.contains("execve(") && l.trim_end().ends_with("= 0"))
+        .count() as f64)
 }
 
 /// Peak RSS and exec counts of a bridge ADD and a portmap ADD (portmap after the bridge ADD).
@@ -105,10 +117,18 @@ fn per_operation(imp: &Impl, slot: u8, data: &Path, strace: bool) -> Result<[Opt
     // The RSS probe did the ADD; its result is needed for portmap, so run ADD again (idempotent
     // for host-local would not be: DEL first, then a traced/untimed ADD that keeps its output).
     let del = |req: &[u8]| {
-        let _ = crate::exec::run(&Call { command: "DEL", stdin: req, ..call_clone(&call) });
+        let _ = crate::exec::run(&Call {
+            command: "DEL",
+            stdin: req,
+            ..call_clone(&call)
+        });
     };
     del(&bridge_req);
-    let bridge_execs = if strace { execs_of(&call, &data.join("trace-bridge")).ok() } else { None };
+    let bridge_execs = if strace {
+        execs_of(&call, &data.join("trace-bridge")).ok()
+    } else {
+        None
+    };
     del(&bridge_req);
     let out = crate::exec::run(&call)?;
     if !out.ok {
@@ -117,17 +137,35 @@ fn per_operation(imp: &Impl, slot: u8, data: &Path, strace: bool) -> Result<[Opt
     let prev: Value = serde_json::from_slice(&out.stdout)?;
     let pm_req = request(&list, &plugins[1], Some(&prev), &att);
     let pm_bin = imp.plugin("portmap");
-    let pm_call = Call { bin: &pm_bin, stdin: &pm_req, ..call_clone(&call) };
+    let pm_call = Call {
+        bin: &pm_bin,
+        stdin: &pm_req,
+        ..call_clone(&call)
+    };
     let pm_rss = rss_of(&pm_call).ok();
-    let pm_execs = if strace { execs_of(&pm_call, &data.join("trace-portmap")).ok() } else { None };
-    let _ = crate::exec::run(&Call { command: "DEL", ..call_clone(&pm_call) });
+    let pm_execs = if strace {
+        execs_of(&pm_call, &data.join("trace-portmap")).ok()
+    } else {
+        None
+    };
+    let _ = crate::exec::run(&Call {
+        command: "DEL",
+        ..call_clone(&pm_call)
+    });
     del(&request(&list, &plugins[0], Some(&prev), &att));
     Ok([bridge_rss, pm_rss, bridge_execs, pm_execs])
 }
 
 fn call_clone<'a>(c: &Call<'a>) -> Call<'a> {
-    Call { bin: c.bin, command: c.command, container_id: c.container_id, netns: c.netns,
-           ifname: c.ifname, path: c.path, stdin: c.stdin }
+    Call {
+        bin: c.bin,
+        command: c.command,
+        container_id: c.container_id,
+        netns: c.netns,
+        ifname: c.ifname,
+        path: c.path,
+        stdin: c.stdin,
+    }
 }
 
 fn dir_size(dir: &Path) -> f64 {
@@ -174,7 +212,11 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, data: &Path) -> Resu
             unit,
             rcni: a[k],
             go: b[k],
-            note: if !strace && k >= 2 { "strace not installed".into() } else { String::new() },
+            note: if !strace && k >= 2 {
+                "strace not installed".into()
+            } else {
+                String::new()
+            },
         });
     }
     Ok(())

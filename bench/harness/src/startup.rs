@@ -32,16 +32,36 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, runs: usize) -> Resu
             let order = if i % 2 == 0 { [rcni, go] } else { [go, rcni] };
             for imp in order {
                 if let Some(t) = version_ms(&imp.plugin(plugin))? {
-                    if imp.label == "rcni" { a.push(t) } else { b.push(t) }
+                    if imp.label == "rcni" {
+                        a.push(t)
+                    } else {
+                        b.push(t)
+                    }
                 }
             }
         }
-        let note = if a.is_empty() { "rcni has no such plugin yet" } else { "" };
+        let note = if a.is_empty() {
+            "rcni has no such plugin yet"
+        } else {
+            ""
+        };
         report.add_pair("startup", &format!("VERSION {plugin}"), "ms", a, b, note);
     }
     let floor: Vec<f64> = (0..runs)
-        .map(|_| version_ms(Path::new("/bin/true")).ok().flatten().unwrap_or(0.0))
+        .map(|_| {
+            version_ms(Path::new("/bin/true"))
+                .ok()
+                .flatten()
+                .unwrap_or(0.0)
+        })
         .collect();
-    report.add_pair("startup", "process floor (/bin/true)", "ms", floor.clone(), floor, "same binary");
+    report.add_pair(
+        "startup",
+        "process floor (/bin/true)",
+        "ms",
+        floor.clone(),
+        floor,
+        "same binary",
+    );
     Ok(())
 }
