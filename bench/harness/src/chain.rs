@@ -59,29 +59,40 @@ fn plugins(list: &Value) -> &[Value] {
     list["plugins"].as_array().map(Vec::as_slice).unwrap_or(&[])
 }
 
+/// Runs one plugin of the chain and returns its time and stdout.
+fn step(
+    imp: &Impl,
+    command: &str,
+    list: &Value,
+    plugin: &Value,
+    prev: Option<&Value>,
+    att: &Attachment,
+) -> Result<(Duration, Vec<u8>)> {
+    let ty = plugin["type"].as_str().unwrap_or_default();
+    let stdin = request(list, plugin, prev, att);
+    let out = run(&Call {
+        bin: &imp.plugin(ty),
+        command,
+        container_id: att.container_id,
+        netns: &att.netns.display().to_string(),
+        ifname: att.ifname,
+        path: &imp.dir.display().to_string(),
+        stdin: &stdin,
+    })?;
+    if !out.ok {
+        bail!("{} {ty} {command} failed: {}", imp.label, out.describe());
+    }
+    Ok((out.elapsed, out.stdout))
+}
+
 /// Runs ADD over the chain; returns the summed plugin time and the final result.
 pub fn add(imp: &Impl, list: &Value, att: &Attachment) -> Result<(Duration, Value)> {
     let mut total = Duration::ZERO;
     let mut prev: Option<Value> = None;
-    let path = imp.dir.display().to_string();
-    let netns = att.netns.display().to_string();
     for p in plugins(list) {
-        let ty = p["type"].as_str().unwrap_or_default();
-        let stdin = request(list, p, prev.as_ref(), att);
-        let out = run(&Call {
-            bin: &imp.plugin(ty),
-            command: "ADD",
-            container_id: att.container_id,
-            netns: &netns,
-            ifname: att.ifname,
-            path: &path,
-            stdin: &stdin,
-        })?;
-        total += out.elapsed;
-        if !out.ok {
-            bail!("{} {ty} ADD failed: {}", imp.label, out.describe());
-        }
-        prev = Some(serde_json::from_slice(&out.stdout)?);
+        let (t, out) = step(imp, "ADD", list, p, prev.as_ref(), att)?;
+        total += t;
+        prev = Some(serde_json::from_slice(&out)?);
     }
     Ok((total, prev.unwrap_or(json!({}))))
 }
@@ -89,24 +100,8 @@ pub fn add(imp: &Impl, list: &Value, att: &Attachment) -> Result<(Duration, Valu
 /// Runs DEL over the chain in reverse with the final ADD result.
 pub fn del(imp: &Impl, list: &Value, att: &Attachment, result: &Value) -> Result<Duration> {
     let mut total = Duration::ZERO;
-    let path = imp.dir.display().to_string();
-    let netns = att.netns.display().to_string();
     for p in plugins(list).iter().rev() {
-        let ty = p["type"].as_str().unwrap_or_default();
-        let stdin = request(list, p, Some(result), att);
-        let out = run(&Call {
-            bin: &imp.plugin(ty),
-            command: "DEL",
-            container_id: att.container_id,
-            netns: &netns,
-            ifname: att.ifname,
-            path: &path,
-            stdin: &stdin,
-        })?;
-        total += out.elapsed;
-        if !out.ok {
-            bail!("{} {ty} DEL failed: {}", imp.label, out.describe());
-        }
+        total += step(imp, "DEL", list, p, Some(result), att)?.0;
     }
     Ok(total)
 }
