@@ -170,9 +170,10 @@ impl Nft {
             }
             log::debug!("{what}: dump interrupted by a concurrent change, retrying");
         }
-        Err(Error::Decode(format!(
-            "{what}: dump interrupted {DUMP_ATTEMPTS} times by concurrent changes"
-        )))
+        Err(Error::DumpInterrupted {
+            what: what.to_string(),
+            attempts: DUMP_ATTEMPTS,
+        })
     }
 
     /// One dump attempt; `None` if the kernel flagged it interrupted.

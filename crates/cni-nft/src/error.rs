@@ -19,6 +19,9 @@ pub enum Error {
         /// The kernel's extended-ACK text, when it sent one.
         message: Option<String>,
     },
+    /// Concurrent ruleset changes kept interrupting a dump; trying again later can succeed.
+    #[error("{what}: dump interrupted {attempts} times by concurrent changes")]
+    DumpInterrupted { what: String, attempts: usize },
     /// A reply could not be decoded, or did not follow the protocol.
     #[error("malformed netfilter netlink reply: {0}")]
     Decode(String),
@@ -40,6 +43,12 @@ impl Error {
     /// True if the kernel answered ENOENT (missing table, chain, rule, set or conntrack entry).
     pub fn is_not_found(&self) -> bool {
         self.errno() == Some(libc::ENOENT)
+    }
+
+    /// True for failures caused by concurrent changes, where a later attempt can succeed:
+    /// an interrupted dump, or EBUSY from a colliding transaction.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::DumpInterrupted { .. }) || self.errno() == Some(libc::EBUSY)
     }
 
     /// True if the kernel answered EEXIST.
