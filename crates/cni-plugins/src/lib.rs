@@ -1,1 +1,25 @@
-//! cni-plugins
+//! rcni's CNI plugins, one module per plugin, all implementing [`cni_plugin::Plugin`], and
+//! the registry the multi-call executable `rcni-plugins` dispatches with.
+
+pub mod bridge;
+pub mod common;
+pub mod firewall;
+pub mod host_local;
+pub mod install;
+mod ipam_shared;
+pub mod loopback;
+mod netns;
+pub mod portmap;
+pub mod ptp;
+mod registry;
+pub mod static_ipam;
+
+pub use registry::{plugin_by_name, PluginEntry, PLUGINS};
+
+/// The "about" line every plugin prints when run without `CNI_COMMAND`.
+pub fn about(plugin: &str) -> String {
+    format!(
+        "CNI {plugin} plugin (rcni-plugins v{})",
+        env!("CARGO_PKG_VERSION")
+    )
+}

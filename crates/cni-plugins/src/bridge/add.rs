@@ -1,0 +1,415 @@
+//! bridge ADD (PL §3.1), as a transaction: each step that creates something registers its
+//! undo, and any failure removes the veth pair and releases the IPAM lease before the error
+//! is returned. The bridge, its gateway address and the VLAN gateway helper are shared by
+//! every attachment of the network and stay, as in Go.
+
+use std::time::Duration;
+
+use cni_linux::rtnl::link::{BridgePortOptions, BridgeSpec, Link, LinkSpec};
+use cni_linux::{sysctl, Handle, NetNs};
+use cni_plugin::{ipam, CmdArgs, ResultExt};
+use cni_types::{CniError, CniResult};
+use ipnet::IpNet;
+
+use super::conf::BridgeConf;
+use super::gateway::{calc_gateways, ensure_addr, Gateways};
+use super::vlan;
+use crate::common::fault;
+use crate::common::iface_config::{configure_iface, ConfigureOptions};
+use crate::common::link_info::{interface_of, mac_string};
+use crate::common::undo::Undo;
+use crate::common::veth::{self, ContainerEnd, Target};
+use crate::common::{masquerade, spoofcheck};
+use crate::netns;
+
+/// Sleeps between looks at the host port's operational state (Go's retry schedule).
+const PORT_STATE_WAITS_MS: [u64; 5] = [0, 50, 500, 1000, 1000];
+
+pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
+    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
+    conf.validate_for_add()?;
+    masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
+
+    // Opened before the bridge is made, so a vanished container changes nothing on the host.
+    let netns = netns::open_required(&args.netns)?;
+    let host_ns = NetNs::current().or_internal("cannot open the host network namespace")?;
+    let mut host = Handle::new().or_internal("cannot open netlink")?;
+    let mut in_container =
+        Handle::in_netns(&netns).or_internal("cannot open netlink in the container namespace")?;
+
+    let bridge = ensure_bridge(&mut host, &conf)?;
+    let mut undo = Undo::new();
+
+    let pair = veth::create_pair(
+        &mut host,
+        &host_ns,
+        Target::Netns(&mut in_container),
+        &ContainerEnd {
+            name: &args.ifname,
+            mtu: conf.mtu,
+            mac: conf.mac,
+        },
+    )?;
+    let host_veth = pair.host.name.clone();
+    veth::push_undo(&mut undo, &host_veth);
+    fault::inject("bridge", "veth")?;
+    configure_host_port(
+        &mut host,
+        &pair.host,
+        &bridge,
+        &PortConfig {
+            hairpin: conf.hairpin_mode,
+            isolated: conf.port_isolation,
+            vlan: conf.vlan,
+            trunk: &conf.vlan_trunk,
+            preserve_default_vlan: conf.preserve_default_vlan,
+        },
+    )?;
+    fault::inject("bridge", "port")?;
+
+    let mut result = CniResult::new(args.version);
+    result.interfaces = vec![
+        interface_of(&bridge, ""),
+        interface_of(&pair.host, ""),
+        interface_of(&pair.container, &args.netns),
+    ];
+
+    if conf.macspoofchk {
+        let (cid, ifname) = (&args.container_id, &args.ifname);
+        spoofcheck::setup_spoofcheck(cid, ifname, &host_veth, &result.interfaces[2].mac)?;
+        undo.push("spoof check", move || {
+            spoofcheck::teardown_spoofcheck(cid, ifname).map_err(|e| e.msg)
+        });
+    }
+
+    if conf.layer3 {
+        let ctx = HostSide {
+            handle: &mut host,
+            netns: &host_ns,
+            bridge: &bridge,
+        };
+        apply_ipam(args, &conf, &netns, ctx, &mut result, &mut undo)?;
+    } else if !conf.disable_container_interface {
+        // Layer 2 only: the container end still has to come up.
+        in_container
+            .link_by_name(&args.ifname)
+            .and_then(|link| in_container.set_link_up(link.index))
+            .or_internal(&format!("failed to set {:?} up", args.ifname))?;
+    }
+
+    let host_link = if conf.disable_container_interface {
+        host.link_by_name(&host_veth)
+            .or_internal("failed to look up the host veth")?
+    } else {
+        wait_port_up(&mut host, &host_veth)?
+    };
+    // MACs can change while ports come and go: report the current ones.
+    result.interfaces[1].mac = mac_string(&host_link);
+    let bridge_now = bridge_by_name(&mut host, &conf.bridge)?;
+    result.interfaces[0].mac = mac_string(&bridge_now);
+
+    if !conf.dns.is_empty() {
+        result.dns = conf.dns.clone();
+    }
+    fault::inject("bridge", "done")?;
+    undo.commit();
+    Ok(result)
+}
+
+/// The host namespace side of an ADD: its netlink handle and namespace, and the bridge.
+struct HostSide<'h> {
+    handle: &'h mut Handle,
+    netns: &'h NetNs,
+    bridge: &'h Link,
+}
+
+/// §3.1 step 9: the IPAM lease (undone by IPAM DEL), gateways, the container's addresses and
+/// routes, the gateway addresses on the bridge, and masquerading.
+fn apply_ipam<'a>(
+    args: &'a CmdArgs,
+    conf: &BridgeConf,
+    netns: &NetNs,
+    host: HostSide<'_>,
+    result: &mut CniResult,
+    undo: &mut Undo<'a>,
+) -> Result<(), CniError> {
+    let lease = ipam::ipam_add(args)?;
+    undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
+    fault::inject("bridge", "ipam")?;
+    result.ips = lease.ips;
+    result.routes = lease.routes;
+    result.dns = lease.dns;
+    if result.ips.is_empty() {
+        return Err(CniError::internal("IPAM plugin returned missing IP config"));
+    }
+    let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
+    configure_container(netns, &args.ifname, result, conf.enable_dad)?;
+    fault::inject("bridge", "container")?;
+    if conf.is_gateway {
+        add_gateways(
+            host.handle,
+            host.netns,
+            host.bridge,
+            conf,
+            &gateways,
+            result,
+        )?;
+    }
+    fault::inject("bridge", "gateway")?;
+    if conf.ip_masq {
+        let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
+        masquerade::setup_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
+        undo.push("masquerade rules", move || {
+            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
+                .map_err(|e| e.msg)
+        });
+    }
+    Ok(())
+}
+
+/// Looks the bridge up; a link of another kind with that name is an error.
+fn bridge_by_name(h: &mut Handle, name: &str) -> Result<Link, CniError> {
+    let link = h
+        .link_by_name(name)
+        .map_err(|e| CniError::internal(format!("could not lookup {name:?}: {e}")))?;
+    if link.kind.as_deref() != Some("bridge") {
+        return Err(CniError::internal(format!(
+            "{name:?} already exists but is not a bridge"
+        )));
+    }
+    Ok(link)
+}
+
+/// Creates the bridge unless it exists (MTU and VLAN filtering only apply to a new one),
+/// turns promiscuous mode on when asked, and sets it up with `accept_ra=0`.
+fn ensure_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<Link, CniError> {
+    let name = &conf.bridge;
+    let fail = |msg: String| CniError::internal(format!("failed to create bridge {name:?}: {msg}"));
+    let spec = BridgeSpec {
+        link: LinkSpec {
+            name: name.clone(),
+            mtu: conf.mtu,
+            mac: None,
+        },
+        vlan_filtering: conf.vlan_filtering(),
+    };
+    match h.create_bridge(&spec) {
+        Ok(()) => {}
+        Err(e) if e.is_exists() => {}
+        Err(e) => {
+            let hint = if conf.vlan_filtering() && e.errno() == Some(95) {
+                " (vlan/vlanTrunk need bridge VLAN filtering, CONFIG_BRIDGE_VLAN_FILTERING, which this kernel lacks)"
+            } else {
+                ""
+            };
+            return Err(fail(format!("could not add {name:?}: {e}{hint}")));
+        }
+    }
+    if conf.promisc_mode {
+        let link = h
+            .link_by_name(name)
+            .map_err(|e| fail(format!("could not lookup {name:?}: {e}")))?;
+        h.set_link_promisc(link.index, true)
+            .map_err(|e| fail(format!("could not set promiscuous mode on {name:?}: {e}")))?;
+    }
+    let bridge = bridge_by_name(h, name).map_err(|e| fail(e.msg))?;
+    // We want to own the routes of this interface.
+    let _ = sysctl::write(&sysctl::iface_key("ipv6", name, "accept_ra"), "0");
+    h.set_link_up(bridge.index)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(bridge)
+}
+
+/// Settings of a host-side bridge port.
+pub(super) struct PortConfig<'a> {
+    pub hairpin: bool,
+    pub isolated: bool,
+    pub vlan: u16,
+    pub trunk: &'a [u16],
+    pub preserve_default_vlan: bool,
+}
+
+/// Enslaves `port` to `bridge` and writes its flags and VLANs (§3.1 step 6). Hairpin and
+/// isolated are written every time, true or false.
+fn configure_host_port(
+    h: &mut Handle,
+    port: &Link,
+    bridge: &Link,
+    cfg: &PortConfig<'_>,
+) -> Result<(), CniError> {
+    h.set_link_master(port.index, Some(bridge.index))
+        .map_err(|e| {
+            CniError::internal(format!(
+                "failed to connect {:?} to bridge {}: {e}",
+                port.name, bridge.name
+            ))
+        })?;
+    h.set_bridge_port(
+        port.index,
+        &BridgePortOptions {
+            hairpin: Some(cfg.hairpin),
+            isolated: Some(cfg.isolated),
+            learning: None,
+        },
+    )
+    .map_err(|e| {
+        CniError::internal(format!(
+            "failed to set hairpin/isolated flags of {:?}: {e}",
+            port.name
+        ))
+    })?;
+    vlan::configure_port(
+        h,
+        port.index,
+        &port.name,
+        cfg.vlan,
+        cfg.trunk,
+        cfg.preserve_default_vlan,
+    )
+}
+
+/// Container-side settings (§3.1 step 9.3): DAD sysctls, `arp_notify`, then the IPAM result.
+fn configure_container(
+    netns: &NetNs,
+    ifname: &str,
+    result: &CniResult,
+    enable_dad: bool,
+) -> Result<(), CniError> {
+    let ifname = ifname.to_string();
+    let result = result.clone();
+    netns
+        .run(move || -> Result<(), CniError> {
+            // Failures of these writes are ignored, as in Go (IPv6 may be off).
+            if enable_dad {
+                let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "enhanced_dad"), "1");
+                let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "accept_dad"), "1");
+            } else {
+                let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "accept_dad"), "0");
+            }
+            let _ = sysctl::write(&sysctl::iface_key("ipv4", &ifname, "arp_notify"), "1");
+            let mut h = Handle::new().or_internal("cannot open netlink")?;
+            configure_iface(
+                &mut h,
+                &ifname,
+                &result,
+                ConfigureOptions {
+                    ipv6_nodad: !enable_dad,
+                },
+            )
+        })
+        .or_internal("cannot enter the container namespace")?
+}
+
+/// §3.1 step 9.4: gateway addresses on the bridge (or on the `<bridge>.<vlan>` helper) and
+/// forwarding for each family that has a gateway.
+fn add_gateways(
+    host: &mut Handle,
+    host_ns: &NetNs,
+    bridge: &Link,
+    conf: &BridgeConf,
+    gateways: &Gateways,
+    result: &mut CniResult,
+) -> Result<(), CniError> {
+    let mut helper_reported = false;
+    for (family_gws, v6) in [(&gateways.v4, false), (&gateways.v6, true)] {
+        for gw in family_gws {
+            if conf.vlan != 0 {
+                let helper = ensure_vlan_interface(host, host_ns, bridge, conf).map_err(|e| {
+                    CniError::internal(format!("failed to create vlan interface: {}", e.msg))
+                })?;
+                if !helper_reported {
+                    result.interfaces.push(interface_of(&helper, ""));
+                    helper_reported = true;
+                }
+                ensure_addr(host, &helper, *gw, conf.force_address).map_err(|e| {
+                    CniError::internal(format!(
+                        "failed to set vlan interface for bridge with addr: {}",
+                        e.msg
+                    ))
+                })?;
+            } else {
+                ensure_addr(host, bridge, *gw, conf.force_address).map_err(|e| {
+                    CniError::internal(format!("failed to set bridge addr: {}", e.msg))
+                })?;
+            }
+        }
+        if !family_gws.is_empty() {
+            sysctl::enable_ip_forwarding(!v6, v6)
+                .map_err(|e| CniError::internal(format!("failed to enable forwarding: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// The `<bridge>.<vlan>` gateway helper: a veth pair in the host namespace whose peer is a
+/// port of the bridge in the access VLAN. Created once and shared.
+fn ensure_vlan_interface(
+    host: &mut Handle,
+    host_ns: &NetNs,
+    bridge: &Link,
+    conf: &BridgeConf,
+) -> Result<Link, CniError> {
+    let name = format!("{}.{}", bridge.name, conf.vlan);
+    match host.link_by_name(&name) {
+        Ok(link) => return Ok(link),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => {
+            return Err(CniError::internal(format!(
+                "failed to find interface {name:?}: {e}"
+            )))
+        }
+    }
+    let pair = veth::create_pair(
+        host,
+        host_ns,
+        Target::Host,
+        &ContainerEnd {
+            name: &name,
+            mtu: Some(bridge.mtu),
+            mac: None,
+        },
+    )
+    .map_err(|e| CniError::internal(format!("faild to create vlan gateway {name:?}: {}", e.msg)))?;
+    let configured = configure_host_port(
+        host,
+        &pair.host,
+        bridge,
+        &PortConfig {
+            hairpin: false,
+            isolated: false,
+            vlan: conf.vlan,
+            trunk: &[],
+            preserve_default_vlan: conf.preserve_default_vlan,
+        },
+    )
+    .and_then(|()| {
+        host.set_link_up(pair.container.index)
+            .or_internal(&format!("failed to up {name:?}"))
+    });
+    if let Err(e) = configured {
+        let _ = veth::delete(host, &pair.host.name);
+        return Err(e);
+    }
+    host.link_by_name(&name)
+        .or_internal(&format!("failed to lookup {name:?}"))
+}
+
+/// Polls the host port until it is operationally up (§3.1 step 11).
+fn wait_port_up(h: &mut Handle, name: &str) -> Result<Link, CniError> {
+    let mut last = None;
+    for wait in PORT_STATE_WAITS_MS {
+        std::thread::sleep(Duration::from_millis(wait));
+        let link = h
+            .link_by_name(name)
+            .or_internal(&format!("failed to look up {name:?}"))?;
+        if link.oper_up {
+            return Ok(link);
+        }
+        last = Some(link);
+    }
+    let up = last.map(|l| l.up).unwrap_or(false);
+    Err(CniError::internal(format!(
+        "bridge port in error state: {}",
+        if up { "lowerlayerdown" } else { "down" }
+    )))
+}

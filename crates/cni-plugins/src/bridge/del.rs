@@ -1,0 +1,55 @@
+//! bridge DEL (PL §3.6): delete the container interface (its host peer goes with it) and
+//! then IPAM DEL, then the spoof-check and masquerade teardown. Both teardowns select rules
+//! by attachment, so they need neither the addresses nor the netns (no #810 leak).
+//!
+//! Idempotent and best effort: an empty CNI_NETNS, a namespace that is gone, or an interface
+//! that is already deleted still runs IPAM DEL, and a failing step does not stop the later
+//! ones; all errors are reported together at the end.
+
+use cni_plugin::{ipam, CmdArgs};
+use cni_types::CniError;
+
+use super::conf::BridgeConf;
+use crate::common::errors::combine;
+use crate::common::veth::delete_in_container;
+use crate::common::{masquerade, spoofcheck};
+use crate::netns::{self, Opened};
+
+pub fn del(args: &CmdArgs) -> Result<(), CniError> {
+    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
+    let mut errors: Vec<CniError> = Vec::new();
+
+    if !args.netns.is_empty() {
+        match netns::open(&args.netns) {
+            Ok(Opened::Ns(ns)) => {
+                if let Err(e) = delete_in_container(&ns, &args.ifname) {
+                    errors.push(e);
+                }
+            }
+            Ok(Opened::Gone(e)) => log::info!("DEL: {e}; only releasing the IPAM lease"),
+            Err(e) => errors.push(e),
+        }
+    }
+
+    if conf.layer3 {
+        if let Err(e) = ipam::ipam_del(args) {
+            errors.push(e);
+        }
+    }
+
+    if conf.macspoofchk {
+        if let Err(e) = spoofcheck::teardown_spoofcheck(&args.container_id, &args.ifname) {
+            // Logged only, as in Go.
+            log::warn!("spoof check teardown: {}", e.msg);
+        }
+    }
+
+    if conf.layer3 && conf.ip_masq {
+        if let Err(e) =
+            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
+        {
+            errors.push(e);
+        }
+    }
+    combine(errors)
+}

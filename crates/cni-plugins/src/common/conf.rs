@@ -1,0 +1,158 @@
+//! Decoding plugin-specific config keys the way Go's `encoding/json` does (PL §0.2): keys match
+//! case-insensitively (an exact match first), unknown keys are ignored, `null` is unset,
+//! booleans reject strings and integers reject fractions.
+
+use cni_linux::MacAddr;
+use cni_types::{CniArgs, CniError, NetConf, RawObject};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// `key` of the top-level config, decoded; a value of the wrong type is code 7.
+pub fn field<T: DeserializeOwned>(raw: &RawObject, key: &str) -> Result<Option<T>, CniError> {
+    raw.decode::<T>(key)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {key}: {e}")))
+}
+
+/// A boolean key; absent or `null` is false.
+pub fn flag(raw: &RawObject, key: &str) -> Result<bool, CniError> {
+    Ok(field::<bool>(raw, key)?.unwrap_or(false))
+}
+
+/// `key` of a JSON object, matched exactly first and then ASCII case-insensitively.
+pub fn get_ci<'v>(obj: &'v Value, key: &str) -> Option<&'v Value> {
+    let map = obj.as_object()?;
+    map.get(key).or_else(|| {
+        map.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    })
+}
+
+/// A string at `path` below a top-level key (e.g. `args` → `cni` → `mac`); `null` or a
+/// missing step is `None`, a non-string value is code 7.
+pub fn nested_string(
+    raw: &RawObject,
+    top: &str,
+    path: &[&str],
+) -> Result<Option<String>, CniError> {
+    let Some(mut v) = field::<Value>(raw, top)? else {
+        return Ok(None);
+    };
+    for step in path {
+        match get_ci(&v, step) {
+            Some(next) => v = next.clone(),
+            None => return Ok(None),
+        }
+    }
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        other => Err(CniError::invalid_config(format!(
+            "failed to load netconf: {top}.{}: expected a string, got {other}",
+            path.join(".")
+        ))),
+    }
+}
+
+/// The container MAC of the `mac` capability (PL §1.1): CNI_ARGS `MAC`, then `args.cni.mac`,
+/// then `runtimeConfig.mac`, the later source winning. CNI_ARGS other than `MAC` are an error
+/// unless `IgnoreUnknown` is set, as Go's `LoadArgs` does.
+pub fn container_mac(conf: &NetConf, cni_args: &CniArgs) -> Result<Option<MacAddr>, CniError> {
+    cni_args
+        .check_known(&["MAC"])
+        .map_err(|e| e.to_cni_error())?;
+    let mut mac = cni_args
+        .get("MAC")
+        .filter(|m| !m.is_empty())
+        .map(str::to_string);
+    if let Some(m) = nested_string(&conf.raw, "args", &["cni", "mac"])?.filter(|m| !m.is_empty()) {
+        mac = Some(m);
+    }
+    if let Some(m) = nested_string(&conf.raw, "runtimeConfig", &["mac"])?.filter(|m| !m.is_empty())
+    {
+        mac = Some(m);
+    }
+    mac.map(|m| {
+        m.parse::<MacAddr>()
+            .map_err(|_| CniError::invalid_config(format!("invalid MAC address {m:?}")))
+    })
+    .transpose()
+}
+
+/// The `mtu` key: a positive MTU, or `None` for the kernel default (absent, 0 or negative).
+pub fn mtu(raw: &RawObject) -> Result<Option<u32>, CniError> {
+    let mtu = field::<i64>(raw, "mtu")?.unwrap_or(0);
+    if mtu <= 0 {
+        return Ok(None);
+    }
+    u32::try_from(mtu)
+        .map(Some)
+        .map_err(|_| CniError::invalid_config(format!("invalid MTU {mtu}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(json: &str) -> NetConf {
+        NetConf::parse(json.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn keys_are_case_insensitive_and_typed() {
+        let c = conf(r#"{"name":"n","IsGateway":true,"hairpinMode":null,"mtu":1400}"#);
+        assert!(flag(&c.raw, "isGateway").unwrap());
+        assert!(!flag(&c.raw, "hairpinMode").unwrap());
+        assert!(!flag(&c.raw, "promiscMode").unwrap());
+        assert_eq!(mtu(&c.raw).unwrap(), Some(1400));
+
+        let c = conf(r#"{"name":"n","isGateway":"true","mtu":1.5}"#);
+        assert_eq!(flag(&c.raw, "isGateway").unwrap_err().code, 7);
+        assert_eq!(mtu(&c.raw).unwrap_err().code, 7);
+        assert_eq!(mtu(&conf(r#"{"name":"n","mtu":-1}"#).raw).unwrap(), None);
+    }
+
+    #[test]
+    fn mac_sources_later_wins() {
+        let none = CniArgs::default();
+        let c = conf(r#"{"name":"n"}"#);
+        assert_eq!(container_mac(&c, &none).unwrap(), None);
+
+        let env = CniArgs::parse("IgnoreUnknown=1;K8S_POD_NAME=p;MAC=02:00:00:00:00:01").unwrap();
+        assert_eq!(
+            container_mac(&c, &env).unwrap().unwrap().to_string(),
+            "02:00:00:00:00:01"
+        );
+        let c = conf(r#"{"name":"n","Args":{"CNI":{"Mac":"02:00:00:00:00:02"}}}"#);
+        assert_eq!(
+            container_mac(&c, &env).unwrap().unwrap().to_string(),
+            "02:00:00:00:00:02"
+        );
+        let c = conf(
+            r#"{"name":"n","args":{"cni":{"mac":"02:00:00:00:00:02"}},"RuntimeConfig":{"mac":"02:00:00:00:00:03"}}"#,
+        );
+        assert_eq!(
+            container_mac(&c, &env).unwrap().unwrap().to_string(),
+            "02:00:00:00:00:03"
+        );
+    }
+
+    #[test]
+    fn mac_errors() {
+        let c = conf(r#"{"name":"n"}"#);
+        let unknown = CniArgs::parse("FOO=bar").unwrap();
+        assert_eq!(container_mac(&c, &unknown).unwrap_err().code, 4);
+        let bad = conf(r#"{"name":"n","runtimeConfig":{"mac":"zz"}}"#);
+        assert_eq!(
+            container_mac(&bad, &CniArgs::default()).unwrap_err().code,
+            7
+        );
+        let wrong_type = conf(r#"{"name":"n","runtimeConfig":{"mac":5}}"#);
+        assert_eq!(
+            container_mac(&wrong_type, &CniArgs::default())
+                .unwrap_err()
+                .code,
+            7
+        );
+    }
+}

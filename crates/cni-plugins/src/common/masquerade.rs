@@ -1,0 +1,182 @@
+//! `ipMasq` for bridge and ptp (PL §3.3) on nf_tables, in the layout of the Go plugins'
+//! nftables backend: table `inet cni_plugins_masquerade`, a regular chain `masq_checks` with
+//! one rule per container address (`ip[6] saddr <ip> ip[6] daddr != <its subnet>
+//! masquerade`), and a base chain `postrouting` that skips multicast and goes to
+//! `masq_checks`. Rule comments follow [`AttachmentTag`], byte-identical to Go's, so either
+//! implementation can tear down the other's rules.
+//!
+//! All three functions work in the calling thread's network namespace (the host side) and
+//! apply each change as one atomic batch. Teardown and GC need no addresses and no netns
+//! (fixing the Go iptables backend's leak, upstream #810).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+
+use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
+use cni_types::{CniError, GcAttachment};
+
+use super::nft_tag::{nft_error, open_host, retry_transient, AttachmentTag};
+
+/// The table, shared with the Go plugins' nftables backend.
+pub const TABLE: &str = "cni_plugins_masquerade";
+/// The per-address rules.
+pub const CHECKS_CHAIN: &str = "masq_checks";
+/// The base chain.
+pub const POSTROUTING_CHAIN: &str = "postrouting";
+const FAMILY: Family = Family::Inet;
+
+fn multicast_v4() -> IpNet {
+    IpNet::V4(Ipv4Net::new(Ipv4Addr::new(224, 0, 0, 0), 4).unwrap_or_default())
+}
+
+fn multicast_v6() -> IpNet {
+    IpNet::V6(Ipv6Net::new(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8).unwrap_or_default())
+}
+
+/// The table, both chains, and the constant content of `postrouting` (flushed and rewritten:
+/// the same three rules every time, so concurrent ADDs always leave exactly one copy).
+fn skeleton(batch: &mut Batch) -> Result<(), cni_nft::Error> {
+    batch.add_table(FAMILY, TABLE)?;
+    batch.add_chain(&Chain::regular(FAMILY, TABLE, CHECKS_CHAIN))?;
+    batch.add_chain(&Chain::base(
+        FAMILY,
+        TABLE,
+        POSTROUTING_CHAIN,
+        ChainType::Nat,
+        Hook::Postrouting,
+        priority::SRCNAT,
+    ))?;
+    batch.flush_chain(FAMILY, TABLE, POSTROUTING_CHAIN)?;
+    for multicast in [multicast_v4(), multicast_v6()] {
+        batch.add_rule(
+            &Rule::builder(FAMILY, TABLE, POSTROUTING_CHAIN)
+                .daddr(multicast)
+                .ret()
+                .build()?,
+        );
+    }
+    batch.add_rule(
+        &Rule::builder(FAMILY, TABLE, POSTROUTING_CHAIN)
+            .goto(CHECKS_CHAIN)
+            .build()?,
+    );
+    Ok(())
+}
+
+/// The masquerade rule of one container address: everything leaving the subnet is
+/// masqueraded (multicast was skipped by `postrouting`).
+fn address_rule(addr: &IpNet, comment: &str) -> Result<Rule, cni_nft::Error> {
+    Rule::builder(FAMILY, TABLE, CHECKS_CHAIN)
+        .saddr(addr.addr())
+        .daddr_not(addr.trunc())
+        .masquerade()
+        .comment(comment)
+        .build()
+}
+
+/// GC for a plugin whose config has `ipMasq` set: the network's rules whose attachment is not
+/// in the request's valid list go. Without `ipMasq` there is nothing of ours to collect.
+pub fn gc_for(args: &cni_plugin::CmdArgs, ip_masq: bool) -> Result<(), CniError> {
+    if !ip_masq {
+        return Ok(());
+    }
+    let valid = args.conf.valid_attachments.as_deref().unwrap_or_default();
+    gc_masquerade(&args.conf.name, valid)
+}
+
+/// Validates `ipMasqBackend`; like Go, only when masquerading is on. Both backends Go knows
+/// are served by rcni's nftables implementation, so a config written for either works.
+pub fn check_backend(plugin: &str, ip_masq: bool, backend: Option<&str>) -> Result<(), CniError> {
+    match backend {
+        _ if !ip_masq => Ok(()),
+        None | Some("iptables") | Some("nftables") => Ok(()),
+        Some(other) => Err(CniError::invalid_config(format!(
+            "{plugin}: unknown ipMasqBackend {other:?} (expected \"iptables\" or \"nftables\")"
+        ))),
+    }
+}
+
+/// Installs masquerading for the container addresses `ips` of one attachment, replacing any
+/// rules an earlier ADD of the same attachment left (so repeating it is harmless).
+pub fn setup_masquerade(
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+    ips: &[IpNet],
+) -> Result<(), CniError> {
+    let tag = AttachmentTag::new(network, container_id, ifname);
+    let mut nft = open_host("ipMasq")?;
+    retry_transient(|| try_setup(&mut nft, &tag, ips))
+        .map_err(|e| nft_error("setting up ipMasq rules", e))
+}
+
+fn try_setup(nft: &mut Nft, tag: &AttachmentTag, ips: &[IpNet]) -> Result<(), cni_nft::Error> {
+    let mut batch = Batch::new();
+    skeleton(&mut batch)?;
+    for stale in nft.list_rules(FAMILY, TABLE, CHECKS_CHAIN)? {
+        if tag.owns(&stale) {
+            batch.delete_rule(FAMILY, TABLE, CHECKS_CHAIN, stale.handle)?;
+        }
+    }
+    let comment = tag.comment();
+    for ip in ips {
+        batch.add_rule(&address_rule(ip, &comment)?);
+    }
+    nft.commit(&batch)
+}
+
+/// Removes every masquerade rule of one attachment; nothing to remove is success.
+pub fn teardown_masquerade(
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+) -> Result<(), CniError> {
+    let tag = AttachmentTag::new(network, container_id, ifname);
+    let mut nft = open_host("ipMasq teardown")?;
+    super::nft_tag::delete_selected(&mut nft, &[(FAMILY, TABLE)], &[CHECKS_CHAIN], &|r| {
+        tag.owns(r)
+    })
+    .map(drop)
+    .map_err(|e| nft_error("removing ipMasq rules", e))
+}
+
+/// Removes the masquerade rules of `network` whose attachment is not in `valid`.
+pub fn gc_masquerade(network: &str, valid: &[GcAttachment]) -> Result<(), CniError> {
+    let select = super::nft_tag::stale_in_network(network, valid);
+    let mut nft = open_host("ipMasq GC")?;
+    super::nft_tag::delete_selected(&mut nft, &[(FAMILY, TABLE)], &[CHECKS_CHAIN], &select)
+        .map(drop)
+        .map_err(|e| nft_error("garbage-collecting ipMasq rules", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    #[test]
+    fn address_rule_excludes_its_own_subnet() {
+        let ip: IpNet = "10.88.0.5/16".parse().unwrap();
+        let rule = address_rule(&ip, "c").unwrap();
+        let want = Rule::builder(FAMILY, TABLE, CHECKS_CHAIN)
+            .saddr("10.88.0.5".parse::<IpAddr>().unwrap())
+            .daddr_not("10.88.0.0/16".parse::<IpNet>().unwrap())
+            .masquerade()
+            .comment("c")
+            .build()
+            .unwrap();
+        assert_eq!(rule, want);
+    }
+
+    #[test]
+    fn skeleton_rewrites_postrouting_with_constant_rules() {
+        let mut a = Batch::new();
+        skeleton(&mut a).unwrap();
+        let mut b = Batch::new();
+        skeleton(&mut b).unwrap();
+        assert_eq!(a, b);
+        // table, 2 chains, flush, 3 rules
+        assert_eq!(a.len(), 7);
+    }
+}

@@ -1,0 +1,26 @@
+//! Helpers shared by the interface plugins (bridge, ptp, and later macvlan, ipvlan, ...).
+//!
+//! - [`undo`]: the undo stack that makes ADD transactional.
+//! - [`veth`]: veth pairs with a random `vethXXXXXXXX` host end (PL §0.4).
+//! - [`iface_config`]: applying an IPAM result to an interface (Go's `ipam.ConfigureIface`).
+//! - [`link_info`]: result `interfaces` entries from kernel links.
+//! - [`validate`]: CHECK helpers comparing a `prevResult` with the kernel.
+//! - [`masquerade`]: per-attachment `ipMasq` rules on nf_tables (set up, tear down, GC).
+//! - [`spoofcheck`]: bridge `macspoofchk` rules on nf_tables.
+//! - [`conf`]: case-insensitive decoding of plugin keys, the way Go's `encoding/json` reads them.
+//! - [`errors`]: several DEL errors reported as one.
+//! - [`fault`]: test-only failure injection at named ADD steps (debug builds).
+//! - [`random`]: random bytes for interface names and MACs.
+
+pub mod conf;
+pub mod errors;
+pub mod fault;
+pub mod iface_config;
+pub mod link_info;
+pub mod masquerade;
+pub mod nft_tag;
+pub mod random;
+pub mod spoofcheck;
+pub mod undo;
+pub mod validate;
+pub mod veth;

@@ -1,0 +1,185 @@
+//! bridge `macspoofchk` (PL §3.4): frames arriving from the container's host veth must carry
+//! the container's MAC as source, or they are dropped before the bridge forwards them.
+//!
+//! Layout of the Go plugin (so either can tear down the other's attachment): table
+//! `bridge nat`, base chain `PREROUTING` (filter, prerouting, priority -300, policy accept),
+//! and per attachment the chains `cni-br-iface-<cid>-<ifname>` and `...-mac`, every rule
+//! commented `macspoofchk-<cid>-<ifname>`:
+//! `PREROUTING: iifname <veth> jump <iface>`, `<iface>: jump <mac>`,
+//! `<mac>: ether saddr <mac> return; drop`.
+//!
+//! Works in the calling thread's namespace (the host side); each change is one batch.
+
+use cni_linux::MacAddr;
+use cni_nft::{
+    priority, Batch, Chain, ChainType, CmpOp, Expr, Family, Hook, Nft, PayloadBase, Policy, Reg,
+    Rule,
+};
+use cni_types::CniError;
+
+use super::nft_tag::{nft_error, open_host, retry_transient};
+
+/// The table, shared with the Go bridge plugin.
+pub const TABLE: &str = "nat";
+/// The base chain.
+pub const PREROUTING_CHAIN: &str = "PREROUTING";
+const FAMILY: Family = Family::Bridge;
+
+/// The per-attachment names: (iface chain, mac chain, comment).
+fn names(container_id: &str, ifname: &str) -> (String, String, String) {
+    let iface = format!("cni-br-iface-{container_id}-{ifname}");
+    let mac = format!("{iface}-mac");
+    (iface, mac, format!("macspoofchk-{container_id}-{ifname}"))
+}
+
+/// `ether saddr <mac>`.
+fn ether_saddr(mac: MacAddr) -> [Expr; 2] {
+    [
+        Expr::Payload {
+            dreg: Reg::R1,
+            base: PayloadBase::Link,
+            offset: 6,
+            len: 6,
+        },
+        Expr::Cmp {
+            sreg: Reg::R1,
+            op: CmpOp::Eq,
+            data: mac.octets().to_vec(),
+        },
+    ]
+}
+
+fn setup_batch(
+    nft: &mut Nft,
+    container_id: &str,
+    ifname: &str,
+    host_veth: &str,
+    mac: MacAddr,
+) -> Result<Batch, cni_nft::Error> {
+    let (iface, mac_chain, comment) = names(container_id, ifname);
+    let mut b = Batch::new();
+    b.add_table(FAMILY, TABLE)?;
+    b.add_chain(
+        &Chain::base(
+            FAMILY,
+            TABLE,
+            PREROUTING_CHAIN,
+            ChainType::Filter,
+            Hook::Prerouting,
+            priority::RAW,
+        )
+        .with_policy(Policy::Accept),
+    )?;
+    // A repeated ADD replaces its own jump rule instead of adding a second one.
+    for old in nft.list_rules(FAMILY, TABLE, PREROUTING_CHAIN)? {
+        if old.comment.as_deref() == Some(comment.as_str()) {
+            b.delete_rule(FAMILY, TABLE, PREROUTING_CHAIN, old.handle)?;
+        }
+    }
+    for chain in [&iface, &mac_chain] {
+        b.add_chain(&Chain::regular(FAMILY, TABLE, chain))?;
+        b.flush_chain(FAMILY, TABLE, chain)?;
+    }
+    let [load, cmp] = ether_saddr(mac);
+    b.add_rule(
+        &Rule::builder(FAMILY, TABLE, &mac_chain)
+            .expr(load)
+            .expr(cmp)
+            .ret()
+            .comment(&comment)
+            .build()?,
+    );
+    b.add_rule(
+        &Rule::builder(FAMILY, TABLE, &mac_chain)
+            .drop()
+            .comment(&comment)
+            .build()?,
+    );
+    b.add_rule(
+        &Rule::builder(FAMILY, TABLE, &iface)
+            .jump(&mac_chain)
+            .comment(&comment)
+            .build()?,
+    );
+    b.add_rule(
+        &Rule::builder(FAMILY, TABLE, PREROUTING_CHAIN)
+            .iifname(host_veth)
+            .jump(&iface)
+            .comment(&comment)
+            .build()?,
+    );
+    Ok(b)
+}
+
+/// Drops frames from `host_veth` whose source MAC is not `container_mac`.
+pub fn setup_spoofcheck(
+    container_id: &str,
+    ifname: &str,
+    host_veth: &str,
+    container_mac: &str,
+) -> Result<(), CniError> {
+    let mac: MacAddr = container_mac.parse().map_err(|e| {
+        CniError::internal(format!(
+            "macspoofchk: invalid container MAC {container_mac:?}: {e:?}"
+        ))
+    })?;
+    let mut nft = open_host("macspoofchk")?;
+    retry_transient(|| {
+        let batch = setup_batch(&mut nft, container_id, ifname, host_veth, mac)?;
+        nft.commit(&batch)
+    })
+    .map_err(|e| nft_error("setting up macspoofchk rules", e))
+}
+
+/// Removes the spoof check of one attachment; nothing to remove is success.
+pub fn teardown_spoofcheck(container_id: &str, ifname: &str) -> Result<(), CniError> {
+    let mut nft = open_host("macspoofchk teardown")?;
+    teardown_with(&mut nft, container_id, ifname)
+        .map_err(|e| nft_error("removing macspoofchk rules", e))
+}
+
+fn teardown_with(nft: &mut Nft, container_id: &str, ifname: &str) -> Result<(), cni_nft::Error> {
+    let (iface, mac_chain, comment) = names(container_id, ifname);
+    if !nft.table_exists(FAMILY, TABLE)? {
+        return Ok(());
+    }
+    retry_transient(|| {
+        let mut b = Batch::new();
+        for rule in nft.list_rules(FAMILY, TABLE, PREROUTING_CHAIN)? {
+            if rule.comment.as_deref() == Some(comment.as_str()) {
+                b.delete_rule(FAMILY, TABLE, PREROUTING_CHAIN, rule.handle)?;
+            }
+        }
+        // Flush both before deleting either: the iface chain jumps to the mac chain.
+        let mut present = Vec::new();
+        for chain in [&iface, &mac_chain] {
+            if nft.chain_exists(FAMILY, TABLE, chain)? {
+                b.flush_chain(FAMILY, TABLE, chain)?;
+                present.push(chain);
+            }
+        }
+        for chain in present {
+            b.delete_chain(FAMILY, TABLE, chain)?;
+        }
+        nft.commit(&b)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_go_plugin() {
+        let (i, m, c) = names("c1", "eth0");
+        assert_eq!(i, "cni-br-iface-c1-eth0");
+        assert_eq!(m, "cni-br-iface-c1-eth0-mac");
+        assert_eq!(c, "macspoofchk-c1-eth0");
+    }
+
+    #[test]
+    fn bad_mac_is_an_error_before_any_kernel_call() {
+        let e = setup_spoofcheck("c1", "eth0", "veth1", "zz").unwrap_err();
+        assert!(e.msg.contains("invalid container MAC"), "{}", e.msg);
+    }
+}

@@ -1,0 +1,171 @@
+//! `rcni-plugins`: every rcni CNI plugin in one executable, chosen by the name it is run as
+//! (`/opt/cni/bin/loopback -> rcni-plugins`). Under any other name it is a small front end:
+//! `--help` lists the plugins, `install <dir> [--force]` creates the links.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use cni_plugins::install::{install, Outcome};
+use cni_plugins::{plugin_by_name, PLUGINS};
+use cni_types::{pretty_json, CniError};
+
+fn main() {
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_default();
+    let name = Path::new(&argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some(plugin) = plugin_by_name(&name) {
+        let plugin = test_panic::wrap(plugin);
+        std::process::exit(cni_plugin::run(&*plugin));
+    }
+    let rest: Vec<OsString> = argv.collect();
+    std::process::exit(front_end(&name, &rest));
+}
+
+fn front_end(name: &str, args: &[OsString]) -> i32 {
+    // A runtime executing us under a name we do not know gets a CNI error, not help text.
+    if std::env::var_os("CNI_COMMAND").is_some_and(|c| !c.is_empty()) && args.is_empty() {
+        let e = CniError::internal(format!(
+            "rcni-plugins was run as {name:?}, which is not a plugin it contains"
+        ))
+        .with_details(format!("plugins: {}", plugin_names().join(", ")));
+        print!("{}", pretty_json(&e));
+        return 1;
+    }
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| a.to_str().unwrap_or("\u{fffd}"))
+        .collect();
+    match args.as_slice() {
+        [] | ["--help" | "-h" | "help"] => {
+            print!("{}", help());
+            0
+        }
+        ["--version" | "-V"] => {
+            println!("rcni-plugins v{}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        ["install", dir] => run_install(dir, false),
+        ["install", dir, "--force"] | ["install", "--force", dir] => run_install(dir, true),
+        _ => {
+            eprintln!("rcni-plugins: unknown arguments {args:?}\n\n{}", help());
+            2
+        }
+    }
+}
+
+fn plugin_names() -> Vec<&'static str> {
+    PLUGINS.iter().map(|p| p.name).collect()
+}
+
+fn help() -> String {
+    let mut s = format!(
+        "rcni-plugins v{}: CNI plugins in one executable.\n\
+         Run it under a plugin's name, e.g. /opt/cni/bin/loopback -> rcni-plugins.\n\nPlugins:\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for p in PLUGINS {
+        let versions: Vec<String> = (p.make)()
+            .supported_versions()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        s.push_str(&format!(
+            "  {:<14}{}\n  {:<14}CNI spec versions: {}\n",
+            p.name,
+            p.summary,
+            "",
+            versions.join(", ")
+        ));
+    }
+    s.push_str(
+        "\nUsage:\n  \
+         rcni-plugins install <dir> [--force]  link every plugin name in <dir> to this executable\n  \
+         rcni-plugins --help                   this text\n\n\
+         Logging: RCNI_LOG=off|error|warn|info|debug|trace (default warn), RCNI_LOG_FILE=<path>\n",
+    );
+    s
+}
+
+fn run_install(dir: &str, force: bool) -> i32 {
+    let target = match std::env::current_exe().and_then(std::fs::canonicalize) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rcni-plugins: cannot find this executable: {e}");
+            return 1;
+        }
+    };
+    match install(&PathBuf::from(dir), &target, &plugin_names(), force) {
+        Ok(done) => {
+            let mut status = 0;
+            for (link, outcome) in done {
+                let what = match outcome {
+                    Outcome::Created => "created",
+                    Outcome::Replaced => "replaced",
+                    Outcome::Unchanged => "up to date",
+                    Outcome::Conflict => {
+                        status = 1;
+                        "exists and is not ours (use --force to replace)"
+                    }
+                };
+                println!("{} -> {}: {what}", link.display(), target.display());
+            }
+            status
+        }
+        Err(e) => {
+            eprintln!("rcni-plugins: install into {dir}: {e}");
+            1
+        }
+    }
+}
+
+/// Debug builds only: `RCNI_TEST_PANIC=1` makes ADD, DEL and CHECK panic (CHECK on a worker thread), to test the panic hook
+/// against the real binary. Release builds ignore the variable.
+#[cfg(debug_assertions)]
+mod test_panic {
+    use cni_plugin::{CmdArgs, Plugin};
+    use cni_types::{CniError, CniResult, SpecVersion};
+
+    pub fn wrap(plugin: Box<dyn Plugin>) -> Box<dyn Plugin> {
+        if std::env::var_os("RCNI_TEST_PANIC").is_some_and(|v| v == "1") {
+            Box::new(Panicking(plugin))
+        } else {
+            plugin
+        }
+    }
+
+    struct Panicking(Box<dyn Plugin>);
+
+    impl Plugin for Panicking {
+        fn add(&self, _: &CmdArgs) -> Result<CniResult, CniError> {
+            panic!("RCNI_TEST_PANIC in ADD")
+        }
+        fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
+            panic!("RCNI_TEST_PANIC in DEL")
+        }
+        /// Panics on another thread, as work inside a network namespace does.
+        fn check(&self, _: &CmdArgs) -> Result<(), CniError> {
+            std::thread::scope(|s| {
+                let _ = s
+                    .spawn(|| panic!("RCNI_TEST_PANIC in CHECK (worker thread)"))
+                    .join();
+            });
+            Ok(())
+        }
+        fn supported_versions(&self) -> Vec<SpecVersion> {
+            self.0.supported_versions()
+        }
+        fn about(&self) -> String {
+            self.0.about()
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+mod test_panic {
+    pub fn wrap(plugin: Box<dyn cni_plugin::Plugin>) -> Box<dyn cni_plugin::Plugin> {
+        plugin
+    }
+}

@@ -1,0 +1,69 @@
+//! Host-side settings portmap needs besides its rules (PL §4.2): `route_localnet` on the
+//! interface that routes to the container, and the flush of stale UDP conntrack entries.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use cni_linux::{sysctl, Handle};
+use cni_nft::{ConntrackFilter, Family, Nft};
+use cni_plugin::ResultExt;
+use cni_types::CniError;
+
+use super::conf::PortMapping;
+
+/// The interface of the most specific main-table route to `addr` (what `ip route get`
+/// would pick for a directly connected container).
+fn route_interface(h: &mut Handle, addr: IpAddr) -> Result<Option<String>, CniError> {
+    let routes = h
+        .routes(addr.is_ipv6(), None)
+        .or_internal("cannot list routes")?;
+    let best = routes
+        .iter()
+        .filter(|r| r.oif.is_some() && r.dst.contains(&addr))
+        .max_by_key(|r| r.dst.prefix_len());
+    let Some(oif) = best.and_then(|r| r.oif) else {
+        return Ok(None);
+    };
+    let link = h
+        .link_by_index(oif)
+        .or_internal("cannot read the interface routing to the container")?;
+    Ok(Some(link.name))
+}
+
+/// Lets connections to 127.0.0.1 be DNATed to `container` by setting `route_localnet=1` on
+/// the interface routing to it (IPv4 only; the kernel has no IPv6 equivalent).
+pub fn enable_localnet_routing(container: IpNet) -> Result<(), CniError> {
+    let mut h = Handle::new().or_internal("cannot open netlink")?;
+    let Some(ifname) = route_interface(&mut h, container.addr())? else {
+        // Like Go: without a route there is no interface to enable it on.
+        log::warn!(
+            "portmap: no route to container address {}: route_localnet not enabled",
+            container.addr()
+        );
+        return Ok(());
+    };
+    let key = sysctl::iface_key("ipv4", &ifname, "route_localnet");
+    sysctl::ensure(&key, "1").or_internal("unable to enable route_localnet")?;
+    Ok(())
+}
+
+/// Deletes UDP conntrack entries whose original destination port is a mapped host port, so
+/// a client that sent before the mapping existed reaches the container. Best effort.
+pub fn flush_udp_conntrack(nft: &mut Nft, ipv6: bool, mappings: &[PortMapping]) {
+    let family = if ipv6 { Family::Ip6 } else { Family::Ip };
+    for m in mappings
+        .iter()
+        .filter(|m| m.protocol == cni_nft::L4Proto::Udp && m.applies_to(ipv6))
+    {
+        let filter = ConntrackFilter::new(family)
+            .protocol(cni_nft::L4Proto::Udp)
+            .dst_port(m.host_port);
+        if let Err(e) = nft.delete_conntrack(&filter) {
+            log::warn!(
+                "portmap: could not flush UDP conntrack entries for port {}: {e}",
+                m.host_port
+            );
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! ptp DEL (PL §1.6) in Go's order: IPAM DEL, then (with a netns) delete the container veth,
+//! which takes the host end with its address and route, then the masquerade teardown (by
+//! attachment, so it runs even when the netns is gone: no #810 leak).
+//! Best effort: a failing step does not stop the later ones, and the errors are reported
+//! together. A missing netns or interface is success.
+
+use cni_plugin::{ipam, CmdArgs};
+use cni_types::CniError;
+
+use super::PtpConf;
+use crate::common::errors::combine;
+use crate::common::masquerade;
+use crate::common::veth::delete_in_container;
+use crate::netns::{self, Opened};
+
+pub fn del(args: &CmdArgs) -> Result<(), CniError> {
+    let conf = PtpConf::parse(&args.conf)?;
+    let mut errors = Vec::new();
+    if let Err(e) = ipam::ipam_del(args) {
+        errors.push(e);
+    }
+    if !args.netns.is_empty() {
+        match netns::open(&args.netns) {
+            Ok(Opened::Ns(ns)) => {
+                if let Err(e) = delete_in_container(&ns, &args.ifname) {
+                    errors.push(e);
+                }
+            }
+            Ok(Opened::Gone(e)) => log::info!("DEL: {e}; nothing to delete in it"),
+            Err(e) => errors.push(e),
+        }
+    }
+    if conf.ip_masq {
+        if let Err(e) =
+            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
+        {
+            errors.push(e);
+        }
+    }
+    combine(errors)
+}

@@ -1,0 +1,92 @@
+//! The plugins this executable contains, by the name it is invoked as.
+//!
+//! Adding a plugin: declare its module in `lib.rs` and add one `entry(...)` line here.
+
+use cni_plugin::Plugin;
+
+use crate::loopback;
+
+/// One plugin of the multi-call binary.
+#[derive(Clone, Copy)]
+pub struct PluginEntry {
+    /// The executable name (`CNI "type"`), e.g. `host-local`.
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub summary: &'static str,
+    /// Makes the plugin.
+    pub make: fn() -> Box<dyn Plugin>,
+}
+
+const fn entry(
+    name: &'static str,
+    summary: &'static str,
+    make: fn() -> Box<dyn Plugin>,
+) -> PluginEntry {
+    PluginEntry {
+        name,
+        summary,
+        make,
+    }
+}
+
+/// Every plugin, in `--help` order.
+pub const PLUGINS: &[PluginEntry] = &[
+    entry("loopback", "set the loopback interface up", || {
+        Box::new(loopback::Loopback)
+    }),
+    entry(
+        "bridge",
+        "connect the container to a Linux bridge through a veth pair",
+        || Box::new(crate::bridge::Bridge),
+    ),
+    entry(
+        "ptp",
+        "routed veth pair between the container and the host",
+        || Box::new(crate::ptp::Ptp),
+    ),
+    entry(
+        "portmap",
+        "forward host ports to the container (nftables)",
+        || Box::new(crate::portmap::Portmap),
+    ),
+    entry(
+        "firewall",
+        "accept forwarded container traffic, isolate bridges (nftables)",
+        || Box::new(crate::firewall::Firewall),
+    ),
+    entry(
+        "host-local",
+        "allocate addresses from ranges, leases kept on disk",
+        || Box::new(crate::host_local::HostLocal),
+    ),
+    entry(
+        "static",
+        "fixed addresses, routes and DNS from the config",
+        || Box::new(crate::static_ipam::StaticIpam),
+    ),
+];
+
+/// The plugin called `name`, if this binary contains it.
+pub fn plugin_by_name(name: &str) -> Option<Box<dyn Plugin>> {
+    PLUGINS.iter().find(|p| p.name == name).map(|p| (p.make)())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_and_unique_names() {
+        assert!(plugin_by_name("loopback").is_some());
+        assert!(plugin_by_name("rcni-plugins").is_none());
+        assert!(plugin_by_name("").is_none());
+        let mut names: Vec<&str> = PLUGINS.iter().map(|p| p.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PLUGINS.len());
+        for name in names {
+            assert!(!name.contains('/') && !name.is_empty());
+            assert!(plugin_by_name(name).unwrap().about().contains(name));
+        }
+    }
+}

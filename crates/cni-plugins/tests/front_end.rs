@@ -1,0 +1,112 @@
+//! The multi-call front end of `rcni-plugins`: help, install, unknown names. No root needed.
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rcni-plugins");
+
+fn run(program: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("CNI_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(args).envs(envs.iter().copied()).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+// Under its own name (no arguments or --help) it lists the plugins and their versions.
+#[test]
+fn help_lists_plugins_and_versions() {
+    for args in [&[][..], &["--help"][..]] {
+        let out = run(Path::new(BIN), args, &[]);
+        assert!(out.status.success());
+        let help = text(&out.stdout);
+        for p in cni_plugins::PLUGINS {
+            assert!(help.contains(p.name), "{help}");
+        }
+        assert!(help.contains("CNI spec versions: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"));
+        assert!(help.contains("install <dir>"));
+    }
+    let out = run(Path::new(BIN), &["bogus"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown arguments"));
+}
+
+// install creates one link per plugin to the canonical binary; a linked name runs the plugin.
+#[test]
+fn install_links_every_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("opt/cni/bin");
+    let out = run(Path::new(BIN), &["install", bin_dir.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let canonical = std::fs::canonicalize(BIN).unwrap();
+    for p in cni_plugins::PLUGINS {
+        assert_eq!(std::fs::read_link(bin_dir.join(p.name)).unwrap(), canonical);
+    }
+    // A foreign file is kept without --force and reported.
+    let lo = bin_dir.join("loopback");
+    std::fs::remove_file(&lo).unwrap();
+    std::fs::write(&lo, "foreign").unwrap();
+    let out = run(Path::new(BIN), &["install", bin_dir.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("--force"));
+    let out = run(
+        Path::new(BIN),
+        &["install", bin_dir.to_str().unwrap(), "--force"],
+        &[],
+    );
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_link(&lo).unwrap(), canonical);
+
+    // The link dispatches to the plugin.
+    let out = run(&lo, &[], &[("CNI_COMMAND", "VERSION")]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).starts_with("{\"cniVersion\":\"1.1.0\",\"supportedVersions\""));
+}
+
+// A runtime executing the binary under a name it does not contain gets a CNI error object.
+#[test]
+fn unknown_name_with_cni_command_is_a_cni_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("no-such-plugin");
+    symlink(BIN, &link).unwrap();
+    let out = run(&link, &[], &[("CNI_COMMAND", "ADD")]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], 999);
+    assert!(v["msg"].as_str().unwrap().contains("no-such-plugin"));
+}
+
+// VERSION reads stdin to echo the caller's version but never hangs on a stdin left open.
+#[test]
+fn version_does_not_hang_on_open_stdin() {
+    use std::io::Write;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("loopback");
+    symlink(BIN, &link).unwrap();
+    let mut child = Command::new(&link)
+        .env("CNI_COMMAND", "VERSION")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(br#"{"cniVersion":"0.3.1"}"#).unwrap();
+    let start = Instant::now();
+    let out = child.wait_with_output().unwrap(); // stdin is still open here
+    assert!(start.elapsed() < Duration::from_secs(5));
+    drop(stdin);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["cniVersion"], "0.3.1");
+}

@@ -1,0 +1,485 @@
+//! portmap end to end: the real `rcni-plugins` binary chained after Debian's Go bridge +
+//! host-local inside throwaway namespaces, checked with real traffic and `nft -j`.
+
+mod nft_common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use cni_testkit::{http_get, http_server, HTTP_BODY};
+use nft_common::*;
+use serde_json::{json, Value};
+
+const NET: &str = "pmnet";
+
+fn portmap_keys() -> Value {
+    json!({ "type": "portmap", "capabilities": { "portMappings": true } })
+}
+
+fn mappings(list: Value) -> Option<Value> {
+    Some(json!({ "portMappings": list }))
+}
+
+fn tag_rules(lab: &Lab, cid: &str) -> usize {
+    rules_with(&lab.host().name, "cni_hostport", &format!("id: {cid}"))
+}
+
+#[test]
+fn tcp_mapping_reaches_the_pod_from_everywhere() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let (pod_a, res_a) = lab.add_pod("pod-a", &conf);
+    let (pod_b, _res_b) = lab.add_pod("pod-b", &conf);
+    let _srv = http_server(&pod_a.name, [0, 0, 0, 0], 80).unwrap();
+
+    let stdin = chained(
+        NET,
+        portmap_keys(),
+        Some(&res_a),
+        mappings(json!([{ "hostPort": 8080, "containerPort": 80, "protocol": "tcp" }])),
+    );
+    let out = lab.rcni(
+        "portmap",
+        "ADD",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &stdin,
+    );
+    out.assert_success();
+    // The result is prevResult passed through.
+    let got = out.json().unwrap();
+    assert_eq!(got["ips"], res_a["ips"], "{out}");
+    assert_eq!(got["interfaces"], res_a["interfaces"]);
+
+    let host = lab.host().name.clone();
+    let url = format!("http://{HOST_IP4}:8080/");
+    let from_host = eventually("host -> hostIP:hostPort", || http_get(&host, &url));
+    assert_eq!(from_host, HTTP_BODY);
+    let from_outside = eventually("outside -> hostIP:hostPort", || {
+        http_get(&outside.name, &url)
+    });
+    assert_eq!(from_outside, HTTP_BODY);
+    let from_b = eventually("other pod -> hostIP:hostPort", || {
+        http_get(&pod_b.name, &url)
+    });
+    assert_eq!(from_b, HTTP_BODY);
+    let hairpin = eventually("hairpin pod -> own host port", || {
+        http_get(&pod_a.name, &url)
+    });
+    assert_eq!(hairpin, HTTP_BODY);
+    let localhost = eventually("host -> 127.0.0.1:hostPort", || {
+        http_get(&host, "http://127.0.0.1:8080/")
+    });
+    assert_eq!(localhost, HTTP_BODY);
+    assert_eq!(
+        lab.host_sh("cat /proc/sys/net/ipv4/conf/cni0/route_localnet")
+            .trim(),
+        "1"
+    );
+
+    // CHECK passes for this IPv4-only attachment (Go fails here, upstream #819).
+    let out = lab.rcni(
+        "portmap",
+        "CHECK",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &stdin,
+    );
+    assert_eq!(out.stdout, "", "{out}");
+    out.assert_success();
+
+    // A repeated ADD replaces, it does not duplicate.
+    let before = tag_rules(&lab, "pod-a");
+    lab.rcni(
+        "portmap",
+        "ADD",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &stdin,
+    )
+    .assert_success();
+    assert_eq!(tag_rules(&lab, "pod-a"), before);
+    assert_eq!(chain_rules(&host, "ip", "cni_hostport", "prerouting"), 2);
+
+    // DEL without portMappings (and without prevResult) removes everything of the pod.
+    let bare = chained(NET, portmap_keys(), None, None);
+    let out = lab.rcni(
+        "portmap",
+        "DEL",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &bare,
+    );
+    assert_eq!(out.stdout, "", "{out}");
+    out.assert_success();
+    assert_eq!(tag_rules(&lab, "pod-a"), 0, "{:#?}", rules(&host));
+    assert!(
+        http_get(&outside.name, &url).is_err(),
+        "mapping survived DEL"
+    );
+    // CHECK now fails.
+    let out = lab.rcni(
+        "portmap",
+        "CHECK",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &stdin,
+    );
+    assert!(!out.success(), "{out}");
+    // DEL again is fine.
+    lab.rcni(
+        "portmap",
+        "DEL",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &bare,
+    )
+    .assert_success();
+}
+
+#[test]
+fn udp_and_ipv6_mappings() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", Some("fd00:88::/64"));
+    let (pod, res) = lab.add_pod("pod-6", &conf);
+    let ip6 = result_ip(&res, true);
+    udp_echo(&pod, "0.0.0.0:5353".parse().unwrap());
+    let _srv6 = http_server(&pod.name, "::".parse::<std::net::IpAddr>().unwrap(), 80).unwrap();
+
+    let stdin = chained(
+        NET,
+        portmap_keys(),
+        Some(&res),
+        mappings(json!([
+            { "hostPort": 5353, "containerPort": 5353, "protocol": "udp" },
+            { "hostPort": 8086, "containerPort": 80, "protocol": "tcp", "hostIP": HOST_IP6 }
+        ])),
+    );
+    let netns = pod.path.display().to_string();
+    lab.rcni("portmap", "ADD", "pod-6", &netns, &stdin)
+        .assert_success();
+
+    let udp_to: SocketAddr = format!("{HOST_IP4}:5353").parse().unwrap();
+    let echo = eventually("UDP outside -> hostIP:5353", || {
+        udp_roundtrip(&outside, udp_to, "ping")
+    });
+    assert_eq!(echo, "ping");
+
+    // The pod answers on its IPv6 address directly, then through the mapping.
+    eventually("pod IPv6 reachable", || {
+        http_get(&outside.name, &format!("http://[{ip6}]:80/"))
+    });
+    let url6 = format!("http://[{HOST_IP6}]:8086/");
+    let body = eventually("outside -> [hostIP6]:8086", || {
+        http_get(&outside.name, &url6)
+    });
+    assert_eq!(body, HTTP_BODY);
+    // The IPv6-only mapping is not installed for IPv4.
+    assert!(http_get(&outside.name, &format!("http://{HOST_IP4}:8086/")).is_err());
+
+    lab.rcni("portmap", "CHECK", "pod-6", &netns, &stdin)
+        .assert_success();
+    let host = lab.host().name.clone();
+    assert!(chain_rules(&host, "ip6", "cni_hostport", "hostip_hostports") >= 1);
+
+    // DEL after the pod's namespace is gone.
+    lab.sb.remove_container(&pod).unwrap();
+    let out = lab.rcni("portmap", "DEL", "pod-6", &netns, &stdin);
+    out.assert_success();
+    assert_eq!(tag_rules(&lab, "pod-6"), 0, "{:#?}", rules(&host));
+    // Tables and base chains stay; no per-attachment rule is left.
+    for chain in ["hostports", "hostip_hostports", "masquerading"] {
+        assert_eq!(chain_rules(&host, "ip", "cni_hostport", chain), 0);
+        assert_eq!(chain_rules(&host, "ip6", "cni_hostport", chain), 0);
+    }
+}
+
+/// A prevResult for a fabricated container address (portmap only reads its addresses).
+fn fake_result(ip: &str) -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/run/netns/fake" }],
+        "ips": [{ "address": format!("{ip}/16"), "interface": 1, "gateway": "10.99.0.1" }]
+    })
+}
+
+/// A lab with a bridge routing 10.99.0.0/16 (for route_localnet) and one empty pod
+/// namespace whose path the fabricated attachments use as CNI_NETNS.
+fn fake_lab() -> (Lab, String) {
+    let lab = Lab::new();
+    lab.host_sh(
+        "ip link add cni0 type bridge && ip addr add 10.99.0.1/16 dev cni0 && ip link set cni0 up",
+    );
+    let ns = lab.sb.add_container().unwrap().path.display().to_string();
+    (lab, ns)
+}
+
+#[test]
+fn gc_removes_only_stale_attachments_of_its_network() {
+    let (lab, ns) = fake_lab();
+    let map = mappings(json!([{ "hostPort": 9000, "containerPort": 80 }]));
+    for (net, cid, ip) in [
+        (NET, "keep", "10.99.0.2"),
+        (NET, "gone", "10.99.0.3"),
+        ("other", "gone", "10.99.0.4"),
+    ] {
+        let stdin = chained(net, portmap_keys(), Some(&fake_result(ip)), map.clone());
+        lab.rcni("portmap", "ADD", cid, &ns, &stdin)
+            .assert_success();
+    }
+    let host = lab.host().name.clone();
+    let count = |net: &str, cid: &str| {
+        rules(&host)
+            .iter()
+            .filter(|(_, t, _, c)| {
+                t == "cni_hostport"
+                    && c.contains(&format!("net: {net},"))
+                    && c.ends_with(&format!("id: {cid}"))
+            })
+            .count()
+    };
+    assert!(count(NET, "keep") > 0 && count(NET, "gone") > 0 && count("other", "gone") > 0);
+    let gc = json!({
+        "cniVersion": "1.1.0", "name": NET, "type": "portmap",
+        "cni.dev/valid-attachments": [{ "containerID": "keep", "ifname": "eth0" }]
+    });
+    let out = lab
+        .sb
+        .run_plugin(
+            lab.rcni_dir.join("portmap"),
+            &cni_testkit::PluginCall::new("GC")
+                .path(&lab.cni_path)
+                .stdin(gc.to_string()),
+        )
+        .unwrap();
+    assert_eq!(out.stdout, "", "{out}");
+    out.assert_success();
+    assert!(count(NET, "keep") > 0);
+    assert_eq!(count(NET, "gone"), 0);
+    assert!(
+        count("other", "gone") > 0,
+        "GC must not touch another network"
+    );
+    // DEL with an empty CNI_NETNS (nerdctl, upstream #810) still removes the rules.
+    let bare = chained(NET, portmap_keys(), None, None);
+    lab.rcni("portmap", "DEL", "keep", "", &bare)
+        .assert_success();
+    assert_eq!(count(NET, "keep"), 0);
+}
+
+#[test]
+fn concurrent_add_and_del_lose_and_duplicate_nothing() {
+    let (lab, ns) = fake_lab();
+    let (lab, ns) = (Arc::new(lab), Arc::new(ns));
+    let map = json!([
+        { "hostPort": 10000, "containerPort": 80, "protocol": "tcp" },
+        { "hostPort": 10001, "containerPort": 53, "protocol": "udp" }
+    ]);
+    let threads: Vec<_> = (0..100)
+        .map(|i| {
+            let lab = Arc::clone(&lab);
+            let ns = Arc::clone(&ns);
+            let map = map.clone();
+            std::thread::spawn(move || {
+                let cid = format!("ctr{i}");
+                let ip = format!("10.99.{}.{}", 1 + i / 200, 2 + i % 200);
+                // Two networks share the tables.
+                let net = if i % 4 < 2 { NET } else { "pmnet2" };
+                let stdin = chained(net, portmap_keys(), Some(&fake_result(&ip)), mappings(map));
+                let out = lab.rcni("portmap", "ADD", &cid, &ns, &stdin);
+                if !out.success() {
+                    return Err(format!("ADD {cid}: {out}"));
+                }
+                if i % 2 == 0 {
+                    let out = lab.rcni("portmap", "DEL", &cid, &ns, &stdin);
+                    if !out.success() {
+                        return Err(format!("DEL {cid}: {out}"));
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    // Join every thread before asserting, so the sandbox is always dropped.
+    let failures: Vec<String> = threads
+        .into_iter()
+        .filter_map(|t| {
+            t.join()
+                .unwrap_or_else(|_| Err("thread panicked".into()))
+                .err()
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let host = lab.host().name.clone();
+    let all = rules(&host);
+    // Per kept attachment: 2 mappings * (2 marks + dnat) + 1 masquerade = 7 rules.
+    for i in 0..100 {
+        let n = all
+            .iter()
+            .filter(|(_, _, _, c)| c.ends_with(&format!("id: ctr{i}")))
+            .count();
+        assert_eq!(n, if i % 2 == 0 { 0 } else { 7 }, "ctr{i}");
+    }
+    assert_eq!(chain_rules(&host, "ip", "cni_hostport", "prerouting"), 2);
+    assert_eq!(chain_rules(&host, "ip", "cni_hostport", "output"), 2);
+}
+
+#[test]
+fn bad_inputs_get_cni_error_codes() {
+    let (lab, ns) = fake_lab();
+    let prev = fake_result("10.99.0.9");
+    let code = |stdin: String| -> u64 {
+        let out = lab.rcni("portmap", "ADD", "bad", &ns, &stdin);
+        assert!(!out.success(), "{out}");
+        assert!(!out.stdout.contains("panicked"), "{out}");
+        out.json().unwrap()["code"].as_u64().unwrap()
+    };
+    let m = |v: Value| mappings(json!([v]));
+    assert_eq!(
+        code(chained(
+            NET,
+            portmap_keys(),
+            None,
+            m(json!({"hostPort": 80, "containerPort": 80}))
+        )),
+        7
+    );
+    assert_eq!(
+        code(chained(
+            NET,
+            portmap_keys(),
+            Some(&prev),
+            m(json!({"hostPort": 80, "containerPort": 80, "protocol": "icmp"}))
+        )),
+        7
+    );
+    assert_eq!(
+        code(chained(
+            NET,
+            portmap_keys(),
+            Some(&prev),
+            m(json!({"hostPort": 0, "containerPort": 80}))
+        )),
+        7
+    );
+    assert_eq!(
+        code(chained(
+            NET,
+            portmap_keys(),
+            Some(&prev),
+            m(json!({"hostPort": 70000, "containerPort": 80}))
+        )),
+        7
+    );
+    let keys = json!({ "type": "portmap", "conditionsV4": ["-m", "conntrack"] });
+    assert_eq!(
+        code(chained(
+            NET,
+            keys,
+            Some(&prev),
+            m(json!({"hostPort": 80, "containerPort": 80}))
+        )),
+        7
+    );
+    // Nothing was installed by the failed ADDs.
+    assert_eq!(tag_rules(&lab, "bad"), 0);
+    // No mappings: prevResult passes through and nothing is installed.
+    let out = lab.rcni(
+        "portmap",
+        "ADD",
+        "none",
+        &ns,
+        &chained(NET, portmap_keys(), Some(&prev), None),
+    );
+    out.assert_success();
+    assert_eq!(out.json().unwrap()["ips"], prev["ips"]);
+    assert_eq!(tag_rules(&lab, "none"), 0);
+}
+
+#[test]
+fn conditions_restrict_the_mapping() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let (pod, res) = lab.add_pod("pod-c", &conf);
+    let _srv = http_server(&pod.name, [0, 0, 0, 0], 80).unwrap();
+    let keys = json!({ "type": "portmap", "conditionsV4": ["!", "-s", OUTSIDE_IP4] });
+    let stdin = chained(
+        NET,
+        keys,
+        Some(&res),
+        mappings(json!([{ "hostPort": 8081, "containerPort": 80 }])),
+    );
+    lab.rcni(
+        "portmap",
+        "ADD",
+        "pod-c",
+        &pod.path.display().to_string(),
+        &stdin,
+    )
+    .assert_success();
+    let url = format!("http://{HOST_IP4}:8081/");
+    let host = lab.host().name.clone();
+    eventually("host allowed by the condition", || http_get(&host, &url));
+    assert!(
+        http_get(&outside.name, &url).is_err(),
+        "excluded source got through"
+    );
+}
+
+#[test]
+fn udp_conntrack_entries_are_flushed_on_add() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let (pod, res) = lab.add_pod("pod-u", &conf);
+    udp_echo(&pod, "0.0.0.0:5454".parse().unwrap());
+    let netns = pod.path.display().to_string();
+    let tcp_only = mappings(json!([{ "hostPort": 8090, "containerPort": 80 }]));
+    // A first ADD turns on NAT (and so connection tracking) in the host namespace.
+    lab.rcni(
+        "portmap",
+        "ADD",
+        "pod-u",
+        &netns,
+        &chained(NET, portmap_keys(), Some(&res), tcp_only),
+    )
+    .assert_success();
+
+    // A client talks to the port before it is mapped: conntrack remembers an un-NATed flow.
+    let client = udp_client(&outside, format!("{OUTSIDE_IP4}:40000").parse().unwrap());
+    let to: SocketAddr = format!("{HOST_IP4}:5454").parse().unwrap();
+    assert!(udp_exchange(&client, to, "early").is_err());
+
+    let with_udp = mappings(json!([
+        { "hostPort": 8090, "containerPort": 80 },
+        { "hostPort": 5454, "containerPort": 5454, "protocol": "udp" }
+    ]));
+    lab.rcni(
+        "portmap",
+        "ADD",
+        "pod-u",
+        &netns,
+        &chained(NET, portmap_keys(), Some(&res), with_udp),
+    )
+    .assert_success();
+    // Same client socket (same 5-tuple): it reaches the pod only if the stale entry is gone.
+    let echo = eventually("UDP from the same source after ADD", || {
+        udp_exchange(&client, to, "late")
+    });
+    assert_eq!(echo, "late");
+}
