@@ -204,9 +204,9 @@ impl LockedStore<'_> {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(IpamError::io("create", &path, e)),
         };
-        let written = file
-            .write_all(lease_content(container_id, ifname).as_bytes())
-            .and_then(|()| file.sync_data());
+        // No fsync, as in Go: leases only matter while their containers live, and none outlive
+        // a crash; the flock, not durability, is what prevents double allocation.
+        let written = file.write_all(lease_content(container_id, ifname).as_bytes());
         if let Err(e) = written {
             drop(file);
             let _ = fs::remove_file(&path);
@@ -234,8 +234,9 @@ impl LockedStore<'_> {
         self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_id}"))
     }
 
-    /// Replaces the hint atomically (temp file, fsync, rename). Go readers never see the temp
-    /// file because they only look while holding the lock we hold.
+    /// Replaces the hint atomically (temp file, rename), so a reader never sees half a hint. Go
+    /// readers never see the temp file because they only look while holding the lock we hold.
+    /// Not fsynced: the hint only steers round-robin, and after a crash any value is fine.
     fn write_last_reserved(&self, range_id: usize, addr: IpAddr) -> Result<(), IpamError> {
         let path = self.last_reserved_path(range_id);
         let temp = self
@@ -247,10 +248,7 @@ impl LockedStore<'_> {
             .truncate(true)
             .mode(0o600)
             .open(&temp)
-            .and_then(|mut file| {
-                file.write_all(ip::go_string(addr).as_bytes())?;
-                file.sync_data()
-            })
+            .and_then(|mut file| file.write_all(ip::go_string(addr).as_bytes()))
             .and_then(|()| fs::rename(&temp, &path));
         result.map_err(|e| {
             let _ = fs::remove_file(&temp);
