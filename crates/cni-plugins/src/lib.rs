@@ -13,6 +13,7 @@ pub mod portmap;
 pub mod ptp;
 mod registry;
 pub mod static_ipam;
+pub mod tuning;
 
 pub use registry::{plugin_by_name, PluginEntry, PLUGINS};
 

@@ -55,6 +55,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         || Box::new(crate::firewall::Firewall),
     ),
     entry(
+        "tuning",
+        "container sysctls and link attributes, restored on DEL",
+        || Box::new(crate::tuning::Tuning),
+    ),
+    entry(
         "host-local",
         "allocate addresses from ranges, leases kept on disk",
         || Box::new(crate::host_local::HostLocal),

@@ -1,5 +1,5 @@
 //! Link operations: look-up and listing, up/down, delete, veth and bridge creation, master,
-//! MTU, MAC, name, promiscuity, moving to another namespace, bridge-port flags and bridge VLANs.
+//! MTU, MAC, name, promiscuity, all-multicast, transmit queue length, moving to another namespace, bridge-port flags and bridge VLANs.
 
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -37,6 +37,10 @@ pub struct Link {
     pub oper_up: bool,
     /// Promiscuous mode (`IFF_PROMISC`).
     pub promisc: bool,
+    /// Receive all multicast (`IFF_ALLMULTI`).
+    pub allmulti: bool,
+    /// Transmit queue length (`IFLA_TXQLEN`).
+    pub txqlen: u32,
     /// Link kind from `IFLA_INFO_KIND` (`"veth"`, `"bridge"`, ...); `None` for plain devices
     /// such as `lo`.
     pub kind: Option<String>,
@@ -132,6 +136,8 @@ impl Link {
             up: msg.header.flags.contains(LinkFlags::Up),
             oper_up: false,
             promisc: msg.header.flags.contains(LinkFlags::Promisc),
+            allmulti: msg.header.flags.contains(LinkFlags::Allmulti),
+            txqlen: 0,
             kind: None,
             master: None,
             link: None,
@@ -144,6 +150,7 @@ impl Link {
                 LinkAttribute::IfName(name) => link.name = name,
                 LinkAttribute::Address(bytes) => link.mac = MacAddr::from_slice(&bytes),
                 LinkAttribute::Mtu(mtu) => link.mtu = mtu,
+                LinkAttribute::TxQueueLen(len) => link.txqlen = len,
                 LinkAttribute::OperState(state) => link.oper_up = state == State::Up,
                 LinkAttribute::Controller(index) => link.master = Some(index),
                 LinkAttribute::Link(index) => link.link = Some(index),
@@ -292,6 +299,16 @@ impl Handle {
     /// Turns promiscuous mode on or off.
     pub fn set_link_promisc(&mut self, index: u32, on: bool) -> Result<(), Error> {
         self.set_flag(index, LinkFlags::Promisc, on)
+    }
+
+    /// Turns all-multicast reception on or off.
+    pub fn set_link_allmulti(&mut self, index: u32, on: bool) -> Result<(), Error> {
+        self.set_flag(index, LinkFlags::Allmulti, on)
+    }
+
+    /// Sets the transmit queue length.
+    pub fn set_link_txqlen(&mut self, index: u32, len: u32) -> Result<(), Error> {
+        self.set_link(link_message(index, vec![LinkAttribute::TxQueueLen(len)]))
     }
 
     /// Deletes a link (for a veth, both ends go).

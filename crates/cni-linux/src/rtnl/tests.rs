@@ -103,6 +103,36 @@ fn link_by_name_decodes_the_reply_and_maps_enodev() {
 }
 
 #[test]
+fn allmulti_and_txqlen_are_decoded_and_set() {
+    let (mut h, fake) = handle();
+    let RouteNetlinkMessage::NewLink(mut reply) = link_reply(5, "eth0") else {
+        unreachable!()
+    };
+    reply.header.flags = LinkFlags::Up | LinkFlags::Allmulti;
+    reply.attributes.push(LinkAttribute::TxQueueLen(1000));
+    fake.push_reply(RouteNetlinkMessage::NewLink(reply));
+    let link = h.link_by_name("eth0").unwrap();
+    assert!(link.allmulti && !link.promisc);
+    assert_eq!(link.txqlen, 1000);
+
+    fake.push_ack();
+    fake.push_ack();
+    h.set_link_allmulti(5, false).unwrap();
+    h.set_link_txqlen(5, 42).unwrap();
+    let sent: Vec<_> = fake.sent().into_iter().skip(1).collect();
+    let NetlinkPayload::InnerMessage(RouteNetlinkMessage::SetLink(off)) = &sent[0].payload else {
+        panic!("not RTM_SETLINK")
+    };
+    assert_eq!(off.header.change_mask, LinkFlags::Allmulti);
+    assert!(off.header.flags.is_empty());
+    let NetlinkPayload::InnerMessage(RouteNetlinkMessage::SetLink(len)) = &sent[1].payload else {
+        panic!("not RTM_SETLINK")
+    };
+    assert_eq!(len.header.index, 5);
+    assert_eq!(len.attributes, vec![LinkAttribute::TxQueueLen(42)]);
+}
+
+#[test]
 fn kernel_errors_carry_errno_and_request() {
     let (mut h, fake) = handle();
     fake.push_errno(libc::EEXIST);

@@ -289,6 +289,19 @@ pub fn tcp_connect(ns: &Netns, addr: SocketAddr) -> std::io::Result<TcpStream> {
         .expect("enter namespace")
 }
 
+/// The source address a listener at `target` in `outside` sees for a TCP connection from
+/// `from` (a few attempts while neighbours settle); `None` when no connection arrives.
+pub fn source_seen(from: &Netns, outside: &Netns, target: SocketAddr) -> Option<std::net::IpAddr> {
+    let probe = peer_probe(outside, target);
+    for _ in 0..3 {
+        if tcp_connect(from, target).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    probe.join().expect("probe thread").map(|peer| peer.ip())
+}
+
 /// A UDP echo server in `ns`; runs until the test process ends.
 pub fn udp_echo(ns: &Netns, addr: SocketAddr) {
     let sock = open(ns)

@@ -1,0 +1,323 @@
+//! tuning (PL §1.14): a chained plugin that writes network sysctls in the container namespace
+//! and changes the MAC, promiscuous mode, MTU, all-multicast mode and transmit queue length of
+//! `CNI_IFNAME`, saving the old link attributes first so DEL can put them back.
+//!
+//! - [`conf`]: keys, `args.cni` overrides, MAC precedence; [`sysctl`]: key to file, the
+//!   `/proc/sys/net/` restriction, the allowlist; [`backup`]: the Go-compatible backup file.
+//! - ADD needs `prevResult` and returns it, with the new MAC on the interfaces named
+//!   `CNI_IFNAME`. DEL restores the backup and always succeeds. CHECK is as strict as Go's
+//!   (`promisc: false` requires promiscuous mode off). STATUS and GC are no-ops, as in Go.
+//!
+//! Deliberate differences from the Go plugin:
+//! - invalid input is code 7 (Go: 999): a key outside `/proc/sys/net/`, a duplicated or
+//!   disallowed key, a value of the wrong type, a missing `prevResult`; every key is checked
+//!   before anything is written;
+//! - a failed ADD undoes what it did (sysctls, link attributes, the backup file);
+//! - a null `sysctl` with `args.cni.sysctl` set works (Go panics);
+//! - DEL never fails and drops the backup file when there is nothing left to restore it to
+//!   (netns or interface gone) or it does not decode (Go leaves it behind);
+//! - MACs are compared as addresses and reported in the kernel's lower-case form (Go compares
+//!   strings, so an upper-case MAC fails its CHECK); only 6-byte MACs are accepted;
+//! - CHECK compares multi-value sysctls field by field (`tcp_rmem` reads back tab-separated);
+//! - the backup directory is created 0700 (Go: 0600).
+
+pub mod backup;
+pub mod conf;
+pub mod sysctl;
+
+use std::path::Path;
+
+use cni_linux::{Handle, NetlinkError, NsError};
+use cni_plugin::{CmdArgs, Plugin, ResultExt};
+use cni_types::{CniError, CniResult};
+
+use crate::common::undo::Undo;
+use crate::netns::{self, Opened};
+use backup::{Backup, Saved};
+use conf::TuningConf;
+use sysctl::SysctlTarget;
+
+/// The tuning plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tuning;
+
+fn internal(msg: impl Into<String>) -> CniError {
+    CniError::internal(msg)
+}
+
+fn ns_error(e: NsError) -> CniError {
+    CniError::invalid_netns(format!("tuning: cannot enter the container namespace: {e}"))
+}
+
+fn link_error(what: &str, ifname: &str, e: NetlinkError) -> CniError {
+    internal(format!("tuning: failed to {what} of {ifname:?}: {e}"))
+}
+
+/// Parsed config and resolved sysctl files: everything ADD and CHECK check before acting.
+struct Request {
+    conf: TuningConf,
+    sysctls: Vec<(SysctlTarget, String)>,
+    prev: CniResult,
+}
+
+impl Request {
+    fn parse(args: &CmdArgs) -> Result<Request, CniError> {
+        let conf = TuningConf::parse(&args.conf, &args.stdin, &args.cni_args()?)?;
+        if args.ifname.contains('/') {
+            return Err(CniError::invalid_environment(format!(
+                "Interface name ({}) contains an invalid character /",
+                args.ifname
+            )));
+        }
+        let sysctls = conf
+            .sysctl
+            .iter()
+            .map(|(k, v)| Ok((sysctl::resolve(k, &args.ifname)?, v.clone())))
+            .collect::<Result<_, CniError>>()?;
+        let prev = args
+            .prev_result
+            .clone()
+            .ok_or_else(|| CniError::invalid_config("tuning: Required prevResult missing"))?;
+        Ok(Request {
+            conf,
+            sysctls,
+            prev,
+        })
+    }
+}
+
+/// ADD inside the container namespace: sysctls, then the backup, then the link attributes.
+/// Every step registers its undo, so a failure leaves things as they were.
+fn apply(req: &Request, ifname: &str, backup_file: &Path) -> Result<(), CniError> {
+    let mut undo = Undo::new();
+    for (target, value) in &req.sysctls {
+        // Write-only keys (e.g. route/flush) cannot be read back, so they have no undo.
+        let old = cni_linux::sysctl::read(&target.name).ok();
+        cni_linux::sysctl::write(&target.name, value)
+            .map_err(|e| internal(format!("tuning: {e}")))?;
+        if let Some(old) = old {
+            let name = target.name.clone();
+            undo.push(format!("sysctl {}", target.path.display()), move || {
+                cni_linux::sysctl::write(&name, &old).map_err(|e| e.to_string())
+            });
+        }
+    }
+    let conf = &req.conf;
+    if conf.changes_link() {
+        let mut h = Handle::new().or_internal("tuning: netlink in the container")?;
+        let link = h
+            .link_by_name(ifname)
+            .map_err(|e| link_error("get the link", ifname, e))?;
+        let saved = Backup::of(&link, conf);
+        backup::write(backup_file, &saved).map_err(|e| {
+            CniError::io(format!(
+                "tuning: failed to save {}: {e}",
+                backup_file.display()
+            ))
+        })?;
+        let index = link.index;
+        let file = backup_file.to_path_buf();
+        undo.push("link attributes and backup file", move || {
+            let mut h = Handle::new().map_err(|e| e.to_string())?;
+            let errors = saved.restore(&mut h, index);
+            let removed = backup::remove(&file).map_err(|e| e.to_string());
+            match errors.is_empty() {
+                true => removed,
+                false => Err(errors.join("; ")),
+            }
+        });
+        if let Some(mac) = conf.mac {
+            h.set_link_mac(index, mac)
+                .map_err(|e| link_error("set the MAC address", ifname, e))?;
+        }
+        if conf.promisc {
+            h.set_link_promisc(index, true)
+                .map_err(|e| link_error("set promiscuous mode", ifname, e))?;
+        }
+        if let Some(mtu) = conf.mtu {
+            h.set_link_mtu(index, mtu)
+                .map_err(|e| link_error("set the MTU", ifname, e))?;
+        }
+        if let Some(on) = conf.allmulti {
+            h.set_link_allmulti(index, on)
+                .map_err(|e| link_error("set all-multicast mode", ifname, e))?;
+        }
+        if let Some(len) = conf.tx_qlen {
+            h.set_link_txqlen(index, len)
+                .map_err(|e| link_error("set the transmit queue length", ifname, e))?;
+        }
+    }
+    undo.commit();
+    Ok(())
+}
+
+/// CHECK inside the container namespace: every sysctl and link attribute as configured.
+fn verify(req: &Request, ifname: &str) -> Result<(), CniError> {
+    for (target, want) in &req.sysctls {
+        let have =
+            cni_linux::sysctl::read(&target.name).map_err(|e| internal(format!("tuning: {e}")))?;
+        if !sysctl::same_value(want, &have) {
+            return Err(internal(format!(
+                "Error: Tuning configured value of {} is {want}, current value is {have}",
+                target.path.display()
+            )));
+        }
+    }
+    let conf = &req.conf;
+    let mut h = Handle::new().or_internal("tuning: netlink in the container")?;
+    let link = h
+        .link_by_name(ifname)
+        .map_err(|_| internal(format!("Cannot find container link {ifname}")))?;
+    let mismatch = |what: &str, want: String, have: String| {
+        Err(internal(format!(
+            "Error: Tuning configured {what} of {ifname} is {want}, current value is {have}"
+        )))
+    };
+    if let Some(mac) = conf.mac {
+        if link.mac != Some(mac) {
+            let have = crate::common::link_info::mac_string(&link);
+            return mismatch("Ethernet", mac.to_string(), have);
+        }
+    }
+    if link.promisc != conf.promisc {
+        return mismatch(
+            "promisc",
+            conf.promisc.to_string(),
+            link.promisc.to_string(),
+        );
+    }
+    if let Some(mtu) = conf.mtu.filter(|m| *m != link.mtu) {
+        return mismatch("MTU", mtu.to_string(), link.mtu.to_string());
+    }
+    if let Some(on) = conf.allmulti.filter(|on| *on != link.allmulti) {
+        return mismatch(
+            "all-multicast mode",
+            on.to_string(),
+            link.allmulti.to_string(),
+        );
+    }
+    if let Some(len) = conf.tx_qlen.filter(|l| *l != link.txqlen) {
+        return mismatch(
+            "transmit queue length",
+            len.to_string(),
+            link.txqlen.to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// What DEL found in the container namespace.
+enum Restore {
+    Done,
+    LinkGone,
+    Failed(String),
+}
+
+fn restore_in_netns(saved: &Backup, ifname: &str) -> Restore {
+    let mut h = match Handle::new() {
+        Ok(h) => h,
+        Err(e) => return Restore::Failed(e.to_string()),
+    };
+    match h.link_by_name(ifname) {
+        Ok(link) => {
+            let errors = saved.restore(&mut h, link.index);
+            match errors.is_empty() {
+                true => Restore::Done,
+                false => Restore::Failed(errors.join("; ")),
+            }
+        }
+        Err(e) if e.is_not_found() => Restore::LinkGone,
+        Err(e) => Restore::Failed(e.to_string()),
+    }
+}
+
+/// DEL: puts the saved attributes back and removes the backup. Never fails: problems are
+/// logged; the file stays only when restoring failed, so a retried DEL can try again.
+fn del(args: &CmdArgs) {
+    if args.ifname.contains('/') {
+        return;
+    }
+    let file = backup::path(
+        &conf::data_dir(&args.conf),
+        &args.container_id,
+        &args.ifname,
+    );
+    let saved = match backup::read(&file) {
+        Saved::None => return,
+        Saved::Backup(b) => b,
+        Saved::Unreadable(e) => {
+            log::warn!("tuning: dropping unreadable backup {}: {e}", file.display());
+            remove_logged(&file);
+            return;
+        }
+    };
+    let opened = match args.netns.is_empty() {
+        true => Ok(None),
+        false => netns::open(&args.netns).map(|o| match o {
+            Opened::Ns(ns) => Some(ns),
+            Opened::Gone(_) => None,
+        }),
+    };
+    let outcome = match opened {
+        Ok(None) => Restore::LinkGone,
+        Ok(Some(ns)) => ns
+            .run(|| restore_in_netns(&saved, &args.ifname))
+            .unwrap_or_else(|e| Restore::Failed(e.to_string())),
+        Err(e) => Restore::Failed(e.msg),
+    };
+    match outcome {
+        Restore::Done => remove_logged(&file),
+        Restore::LinkGone => {
+            log::info!("tuning: {} is gone; nothing to restore", args.ifname);
+            remove_logged(&file);
+        }
+        Restore::Failed(e) => log::warn!(
+            "tuning: restoring {} from {} failed: {e}",
+            args.ifname,
+            file.display()
+        ),
+    }
+}
+
+fn remove_logged(file: &Path) {
+    if let Err(e) = backup::remove(file) {
+        log::warn!("tuning: cannot remove {}: {e}", file.display());
+    }
+}
+
+impl Plugin for Tuning {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        let req = Request::parse(args)?;
+        sysctl::check_allowed(req.conf.sysctl.iter().map(|(k, _)| k.as_str()))?;
+        let ns = netns::open_required(&args.netns)?;
+        let file = backup::path(&req.conf.data_dir, &args.container_id, &args.ifname);
+        ns.run(|| apply(&req, &args.ifname, &file))
+            .map_err(ns_error)??;
+        let mut result = req.prev;
+        if let Some(mac) = req.conf.mac {
+            for iface in result
+                .interfaces
+                .iter_mut()
+                .filter(|i| i.name == args.ifname)
+            {
+                iface.mac = mac.to_string();
+            }
+        }
+        Ok(result)
+    }
+
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del(args);
+        Ok(())
+    }
+
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        let req = Request::parse(args)?;
+        let ns = netns::open_required(&args.netns)?;
+        ns.run(|| verify(&req, &args.ifname)).map_err(ns_error)?
+    }
+
+    fn about(&self) -> String {
+        crate::about("tuning")
+    }
+}
