@@ -16,6 +16,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
 use cni_types::{CniError, GcAttachment};
 
+use super::nft_skeleton::Skeleton;
 use super::nft_tag::{nft_error, open_host, retry_transient, AttachmentTag};
 
 /// The table, shared with the Go plugins' nftables backend.
@@ -33,6 +34,15 @@ fn multicast_v4() -> IpNet {
 fn multicast_v6() -> IpNet {
     IpNet::V6(Ipv6Net::new(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8).unwrap_or_default())
 }
+
+/// The constant part of the layout; see [`Skeleton`].
+const SKELETON: Skeleton<'static> = Skeleton {
+    family: FAMILY,
+    table: TABLE,
+    chains: &[CHECKS_CHAIN, POSTROUTING_CHAIN],
+    fixed: &[(POSTROUTING_CHAIN, 3)],
+    marker: "rcni ipMasq v1",
+};
 
 /// The table, both chains, and the constant content of `postrouting` (flushed and rewritten:
 /// the same three rules every time, so concurrent ADDs always leave exactly one copy).
@@ -53,12 +63,14 @@ fn skeleton(batch: &mut Batch) -> Result<(), cni_nft::Error> {
             &Rule::builder(FAMILY, TABLE, POSTROUTING_CHAIN)
                 .daddr(multicast)
                 .ret()
+                .comment(SKELETON.marker)
                 .build()?,
         );
     }
     batch.add_rule(
         &Rule::builder(FAMILY, TABLE, POSTROUTING_CHAIN)
             .goto(CHECKS_CHAIN)
+            .comment(SKELETON.marker)
             .build()?,
     );
     Ok(())
@@ -113,7 +125,9 @@ pub fn setup_masquerade(
 
 fn try_setup(nft: &mut Nft, tag: &AttachmentTag, ips: &[IpNet]) -> Result<(), cni_nft::Error> {
     let mut batch = Batch::new();
-    skeleton(&mut batch)?;
+    if !SKELETON.in_place(nft)? {
+        skeleton(&mut batch)?;
+    }
     for stale in nft.list_rules(FAMILY, TABLE, CHECKS_CHAIN)? {
         if tag.owns(&stale) {
             batch.delete_rule(FAMILY, TABLE, CHECKS_CHAIN, stale.handle)?;

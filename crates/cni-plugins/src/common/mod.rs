@@ -7,6 +7,7 @@
 //! - [`validate`]: CHECK helpers comparing a `prevResult` with the kernel.
 //! - [`masquerade`]: per-attachment `ipMasq` rules on nf_tables (set up, tear down, GC).
 //! - [`spoofcheck`]: bridge `macspoofchk` rules on nf_tables.
+//! - [`nft_skeleton`]: writing a table's constant part only when it is missing.
 //! - [`conf`]: case-insensitive decoding of plugin keys, the way Go's `encoding/json` reads them.
 //! - [`errors`]: several DEL errors reported as one.
 //! - [`fault`]: test-only failure injection at named ADD steps (debug builds).
@@ -18,6 +19,7 @@ pub mod fault;
 pub mod iface_config;
 pub mod link_info;
 pub mod masquerade;
+pub mod nft_skeleton;
 pub mod nft_tag;
 pub mod random;
 pub mod spoofcheck;

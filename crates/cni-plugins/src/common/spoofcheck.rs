@@ -17,6 +17,7 @@ use cni_nft::{
 };
 use cni_types::CniError;
 
+use super::nft_skeleton::Skeleton;
 use super::nft_tag::{nft_error, open_host, retry_transient};
 
 /// The table, shared with the Go bridge plugin.
@@ -58,18 +59,27 @@ fn setup_batch(
 ) -> Result<Batch, cni_nft::Error> {
     let (iface, mac_chain, comment) = names(container_id, ifname);
     let mut b = Batch::new();
-    b.add_table(FAMILY, TABLE)?;
-    b.add_chain(
-        &Chain::base(
-            FAMILY,
-            TABLE,
-            PREROUTING_CHAIN,
-            ChainType::Filter,
-            Hook::Prerouting,
-            priority::RAW,
-        )
-        .with_policy(Policy::Accept),
-    )?;
+    let skeleton = Skeleton {
+        family: FAMILY,
+        table: TABLE,
+        chains: &[PREROUTING_CHAIN],
+        fixed: &[],
+        marker: "",
+    };
+    if !skeleton.in_place(nft)? {
+        b.add_table(FAMILY, TABLE)?;
+        b.add_chain(
+            &Chain::base(
+                FAMILY,
+                TABLE,
+                PREROUTING_CHAIN,
+                ChainType::Filter,
+                Hook::Prerouting,
+                priority::RAW,
+            )
+            .with_policy(Policy::Accept),
+        )?;
+    }
     // A repeated ADD replaces its own jump rule instead of adding a second one.
     for old in nft.list_rules(FAMILY, TABLE, PREROUTING_CHAIN)? {
         if old.comment.as_deref() == Some(comment.as_str()) {

@@ -63,7 +63,8 @@ impl Plugin for Firewall {
                         .filter(|r| tag.owns(r)),
                 );
             }
-            nft.commit(&rules::add_batch(&conf, &stale, &wanted)?)
+            let with_skeleton = !rules::skeleton_in_place(&mut nft, &conf)?;
+            nft.commit(&rules::add_batch(&conf, &stale, &wanted, with_skeleton)?)
         })
         .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
         Ok(prev.clone())

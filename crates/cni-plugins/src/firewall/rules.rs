@@ -22,6 +22,7 @@ use ipnet::IpNet;
 use cni_nft::{ct_state, priority, Batch, Chain, ChainType, Family, Hook, Policy, Rule};
 
 use super::conf::{FirewallConf, IngressPolicy};
+use crate::common::nft_skeleton::Skeleton;
 use crate::common::nft_tag::AttachmentTag;
 
 pub const FAMILY: Family = Family::Inet;
@@ -32,6 +33,31 @@ pub const STAGE1: &str = "isolation_stage1";
 pub const STAGE2: &str = "isolation_stage2";
 /// The chains holding per-attachment rules.
 pub const RULE_CHAINS: [&str; 3] = [CNI_FORWARD, STAGE1, STAGE2];
+
+/// The comment on the fixed rules of `forward`.
+const MARKER: &str = "rcni firewall v1";
+
+/// True when the table already has this config's constant part (see [`Skeleton`]).
+pub fn skeleton_in_place(
+    nft: &mut cni_nft::Nft,
+    conf: &FirewallConf,
+) -> Result<bool, cni_nft::Error> {
+    let chains = [
+        CNI_FORWARD,
+        STAGE1,
+        STAGE2,
+        FORWARD,
+        conf.admin_chain.as_str(),
+    ];
+    Skeleton {
+        family: FAMILY,
+        table: TABLE,
+        chains: &chains,
+        fixed: &[(FORWARD, 2)],
+        marker: MARKER,
+    }
+    .in_place(nft)
+}
 
 fn skeleton(b: &mut Batch, conf: &FirewallConf) -> Result<(), cni_nft::Error> {
     b.add_table(FAMILY, TABLE)?;
@@ -62,7 +88,12 @@ fn skeleton(b: &mut Batch, conf: &FirewallConf) -> Result<(), cni_nft::Error> {
     )?;
     b.flush_chain(FAMILY, TABLE, FORWARD)?;
     for target in [STAGE1, CNI_FORWARD] {
-        b.add_rule(&Rule::builder(FAMILY, TABLE, FORWARD).jump(target).build()?);
+        b.add_rule(
+            &Rule::builder(FAMILY, TABLE, FORWARD)
+                .jump(target)
+                .comment(MARKER)
+                .build()?,
+        );
     }
     Ok(())
 }
@@ -126,14 +157,18 @@ pub fn attachment_rules(
     Ok(out)
 }
 
-/// The ADD batch: skeleton, deletion of the attachment's earlier rules, the new rules.
+/// The ADD batch: the skeleton when `with_skeleton`, deletion of the attachment's earlier
+/// rules, the new rules.
 pub fn add_batch(
     conf: &FirewallConf,
     stale: &[cni_nft::RuleInfo],
     rules: &[Rule],
+    with_skeleton: bool,
 ) -> Result<Batch, cni_nft::Error> {
     let mut b = Batch::new();
-    skeleton(&mut b, conf)?;
+    if with_skeleton {
+        skeleton(&mut b, conf)?;
+    }
     for r in stale {
         b.delete_rule(FAMILY, TABLE, &r.chain, r.handle)?;
     }
@@ -179,8 +214,8 @@ mod tests {
     fn skeleton_is_constant_for_one_admin_chain() {
         let c = conf(IngressPolicy::Open);
         assert_eq!(
-            add_batch(&c, &[], &[]).unwrap(),
-            add_batch(&c, &[], &[]).unwrap()
+            add_batch(&c, &[], &[], true).unwrap(),
+            add_batch(&c, &[], &[], true).unwrap()
         );
     }
 }

@@ -50,7 +50,8 @@ fn install(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Error> {
     let f = rules::family(att.addr.addr().is_ipv6());
     retry_transient(|| {
         let stale = rules::owned_rules(nft, f, att.tag)?;
-        nft.commit(&rules::add_batch(att, &stale)?)
+        let with_skeleton = !rules::skeleton_spec(f).in_place(nft)?;
+        nft.commit(&rules::add_batch(att, &stale, with_skeleton)?)
     })
 }
 

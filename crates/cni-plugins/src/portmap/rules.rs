@@ -26,6 +26,7 @@ use cni_nft::{
 };
 
 use super::conf::{PortMapConf, PortMapping};
+use crate::common::nft_skeleton::Skeleton;
 use crate::common::nft_tag::AttachmentTag;
 
 pub const TABLE: &str = "cni_hostport";
@@ -44,6 +45,23 @@ pub fn family(ipv6: bool) -> Family {
         Family::Ip6
     } else {
         Family::Ip
+    }
+}
+
+/// The constant part of family `f`'s table; see [`Skeleton`].
+pub fn skeleton_spec(f: Family) -> Skeleton<'static> {
+    Skeleton {
+        family: f,
+        table: TABLE,
+        chains: &[
+            HOSTPORTS,
+            HOSTIP_HOSTPORTS,
+            PREROUTING,
+            OUTPUT,
+            MASQUERADING,
+        ],
+        fixed: &[(PREROUTING, 2), (OUTPUT, 2)],
+        marker: "rcni portmap v1",
     }
 }
 
@@ -67,6 +85,7 @@ fn skeleton(b: &mut Batch, f: Family) -> Result<(), cni_nft::Error> {
                 &Rule::builder(f, TABLE, name)
                     .fib_daddr_local()
                     .jump(target)
+                    .comment(skeleton_spec(f).marker)
                     .build()?,
             );
         }
@@ -199,12 +218,18 @@ impl Attachment<'_> {
     }
 }
 
-/// The ADD batch of one family: skeleton, removal of the attachment's earlier rules
-/// (`stale`, listed by the caller), then the new rules.
-pub fn add_batch(att: &Attachment<'_>, stale: &[RuleInfo]) -> Result<Batch, cni_nft::Error> {
+/// The ADD batch of one family: the skeleton when `with_skeleton`, removal of the attachment's
+/// earlier rules (`stale`, listed by the caller), then the new rules.
+pub fn add_batch(
+    att: &Attachment<'_>,
+    stale: &[RuleInfo],
+    with_skeleton: bool,
+) -> Result<Batch, cni_nft::Error> {
     let f = family(att.ipv6());
     let mut b = Batch::new();
-    skeleton(&mut b, f)?;
+    if with_skeleton {
+        skeleton(&mut b, f)?;
+    }
     for r in stale {
         b.delete_rule(f, TABLE, &r.chain, r.handle)?;
     }
