@@ -6,20 +6,12 @@ use crate::error::IpamError;
 /// The CNI rule for container IDs and network names: `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
 /// It excludes `/`, NUL, whitespace and `..` on its own (a name cannot start with a dot).
 pub fn is_valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    cni_types::validate_network_name(name).is_ok()
 }
 
 /// The CNI rule for interface names: 1–15 bytes, not `.` or `..`, no `/`, `:`, whitespace or NUL.
 pub fn is_valid_ifname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
+    cni_types::validate_interface_name(name).is_ok()
 }
 
 /// Rejects a container ID or interface name that does not follow the CNI rules.
