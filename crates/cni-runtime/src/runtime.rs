@@ -200,21 +200,7 @@ impl Runtime {
         let op = Operation::Add;
         let path = self.locate(op, plugin)?;
         let prev_value = prev.map(|r| render(r, net.version));
-        let stdin = request::attachment_request(
-            plugin,
-            net.name(),
-            net.version,
-            prev_value.as_ref(),
-            &att.capability_args,
-        )
-        .map_err(|e| {
-            failure(
-                plugin,
-                op,
-                Stage::Request,
-                PluginFailure::Other(e.to_string()),
-            )
-        })?;
+        let stdin = attachment_stdin(op, net, plugin, att, prev_value.as_ref())?;
         let inv = self.invocation(op, Some(att));
         let result = exec_with_result(&path, &inv, &stdin, net.version, &self.options(op))
             .map_err(|e| exec_failure(plugin, op, e))?;
@@ -337,21 +323,7 @@ impl Runtime {
         prev: Option<&Value>,
     ) -> Result<(), RuntimeError> {
         let path = self.locate(op, plugin)?;
-        let stdin = request::attachment_request(
-            plugin,
-            net.name(),
-            net.version,
-            prev,
-            &att.capability_args,
-        )
-        .map_err(|e| {
-            failure(
-                plugin,
-                op,
-                Stage::Request,
-                PluginFailure::Other(e.to_string()),
-            )
-        })?;
+        let stdin = attachment_stdin(op, net, plugin, att, prev)?;
         exec_without_result(
             &path,
             &self.invocation(op, Some(att)),
@@ -626,6 +598,25 @@ fn plugin_id(plugin: &RawObject) -> PluginId {
         plugin_type: plugin_type(plugin),
         name: plugin_name(plugin),
     }
+}
+
+/// The request config of one plugin for an attachment command (ADD, DEL, CHECK).
+fn attachment_stdin(
+    op: Operation,
+    net: &Network,
+    plugin: &RawObject,
+    att: &Attachment,
+    prev: Option<&Value>,
+) -> Result<Vec<u8>, RuntimeError> {
+    request::attachment_request(plugin, net.name(), net.version, prev, &att.capability_args)
+        .map_err(|e| {
+            failure(
+                plugin,
+                op,
+                Stage::Request,
+                PluginFailure::Other(e.to_string()),
+            )
+        })
 }
 
 fn failure(plugin: &RawObject, op: Operation, stage: Stage, source: PluginFailure) -> RuntimeError {

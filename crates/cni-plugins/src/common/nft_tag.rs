@@ -122,6 +122,25 @@ pub fn retry_transient<T>(mut op: impl FnMut() -> Result<T, NftError>) -> Result
     }
 }
 
+/// The rules of `tag`'s attachment in `chains` of one table; a missing table or chain has none.
+pub fn owned_rules(
+    nft: &mut Nft,
+    family: Family,
+    table: &str,
+    chains: &[&str],
+    tag: &AttachmentTag,
+) -> Result<Vec<RuleInfo>, NftError> {
+    let mut out = Vec::new();
+    for chain in chains {
+        out.extend(
+            nft.list_rules(family, table, chain)?
+                .into_iter()
+                .filter(|r| tag.owns(r)),
+        );
+    }
+    Ok(out)
+}
+
 /// An nftables failure as a CNI error (code 999, prefixed with what was being done).
 pub fn nft_error(context: &str, e: NftError) -> CniError {
     CniError::internal(format!("{context}: {e}"))

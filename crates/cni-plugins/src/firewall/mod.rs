@@ -16,7 +16,8 @@ use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
 use crate::common::nft_tag::{
-    delete_selected, nft_error, open_host, retry_transient, stale_in_network, AttachmentTag,
+    delete_selected, nft_error, open_host, owned_rules, retry_transient, stale_in_network,
+    AttachmentTag,
 };
 use conf::{FirewallConf, IngressPolicy};
 
@@ -34,6 +35,20 @@ fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
         .ok_or_else(|| CniError::invalid_config("firewall: missing prevResult from earlier plugin"))
 }
 
+/// What ADD installs and CHECK expects: the config, the chained result, the attachment's tag
+/// and its rules.
+fn planned(
+    args: &CmdArgs,
+) -> Result<(FirewallConf, &CniResult, AttachmentTag, Vec<cni_nft::Rule>), CniError> {
+    let conf = FirewallConf::parse(&args.conf)?;
+    let prev = prev_result(args)?;
+    let tag = tag_of(args);
+    let (addrs, bridge) = targets(prev);
+    let wanted = rules::attachment_rules(&conf, &tag, &addrs, bridge)
+        .map_err(|e| nft_error("firewall: building rules", e))?;
+    Ok((conf, prev, tag, wanted))
+}
+
 /// Every address of the result and the bridge (Go: the first interface's name).
 fn targets(prev: &CniResult) -> (Vec<IpNet>, Option<&str>) {
     let addrs = prev.ips.iter().map(|ip| ip.address).collect();
@@ -47,22 +62,16 @@ fn targets(prev: &CniResult) -> (Vec<IpNet>, Option<&str>) {
 
 impl Plugin for Firewall {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        let conf = FirewallConf::parse(&args.conf)?;
-        let prev = prev_result(args)?;
-        let tag = tag_of(args);
-        let (addrs, bridge) = targets(prev);
-        let wanted = rules::attachment_rules(&conf, &tag, &addrs, bridge)
-            .map_err(|e| nft_error("firewall: building rules", e))?;
+        let (conf, prev, tag, wanted) = planned(args)?;
         let mut nft = open_host("firewall")?;
         retry_transient(|| {
-            let mut stale = Vec::new();
-            for chain in rules::RULE_CHAINS {
-                stale.extend(
-                    nft.list_rules(rules::FAMILY, rules::TABLE, chain)?
-                        .into_iter()
-                        .filter(|r| tag.owns(r)),
-                );
-            }
+            let stale = owned_rules(
+                &mut nft,
+                rules::FAMILY,
+                rules::TABLE,
+                &rules::RULE_CHAINS,
+                &tag,
+            )?;
             let with_skeleton = !rules::skeleton_in_place(&mut nft, &conf)?;
             nft.commit(&rules::add_batch(&conf, &stale, &wanted, with_skeleton)?)
         })
@@ -84,12 +93,7 @@ impl Plugin for Firewall {
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let conf = FirewallConf::parse(&args.conf)?;
-        let prev = prev_result(args)?;
-        let tag = tag_of(args);
-        let (addrs, bridge) = targets(prev);
-        let wanted = rules::attachment_rules(&conf, &tag, &addrs, bridge)
-            .map_err(|e| nft_error("firewall: building rules", e))?;
+        let (conf, prev, tag, wanted) = planned(args)?;
         let mut nft = open_host("firewall")?;
         for chain in rules::RULE_CHAINS {
             let want = wanted.iter().filter(|r| r.chain() == chain).count();
@@ -106,7 +110,7 @@ impl Plugin for Firewall {
                 )));
             }
         }
-        if conf.ingress_policy != IngressPolicy::Open && bridge.is_none() {
+        if conf.ingress_policy != IngressPolicy::Open && targets(prev).1.is_none() {
             log::warn!("firewall: ingressPolicy set but prevResult names no bridge interface");
         }
         Ok(())

@@ -245,15 +245,7 @@ pub fn owned_rules(
     f: Family,
     tag: &AttachmentTag,
 ) -> Result<Vec<RuleInfo>, cni_nft::Error> {
-    let mut out = Vec::new();
-    for chain in RULE_CHAINS {
-        out.extend(
-            nft.list_rules(f, TABLE, chain)?
-                .into_iter()
-                .filter(|r| tag.owns(r)),
-        );
-    }
-    Ok(out)
+    crate::common::nft_tag::owned_rules(nft, f, TABLE, &RULE_CHAINS, tag)
 }
 
 #[cfg(test)]
