@@ -3,7 +3,7 @@
 //! - [`netns`]: network-namespace handles, running work inside a namespace on a short-lived
 //!   thread, and persistent named namespaces.
 //! - [`rtnl`]: a synchronous rtnetlink client ([`rtnl::Handle`]) for links, addresses, routes,
-//!   neighbours, bridge ports and bridge VLANs.
+//!   neighbours, bridge ports, bridge VLANs and traffic-control qdiscs and filters.
 //! - [`sysctl`]: `/proc/sys` reads and writes, IP forwarding.
 //! - [`mac`]: the MAC address type.
 //!

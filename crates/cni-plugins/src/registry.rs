@@ -45,6 +45,24 @@ pub const PLUGINS: &[PluginEntry] = &[
         || Box::new(crate::ptp::Ptp),
     ),
     entry(
+        "macvlan",
+        "a macvlan link on a host interface in the container",
+        || Box::new(crate::macvlan::Macvlan),
+    ),
+    entry(
+        "ipvlan",
+        "an ipvlan link on a host interface in the container",
+        || Box::new(crate::ipvlan::Ipvlan),
+    ),
+    entry(
+        "vlan",
+        "an 802.1Q VLAN sub-interface of a host interface in the container",
+        || Box::new(crate::vlan::Vlan),
+    ),
+    entry("dummy", "a dummy link in the container", || {
+        Box::new(crate::dummy::Dummy)
+    }),
+    entry(
         "portmap",
         "forward host ports to the container (nftables)",
         || Box::new(crate::portmap::Portmap),
@@ -58,6 +76,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         "tuning",
         "container sysctls and link attributes, restored on DEL",
         || Box::new(crate::tuning::Tuning),
+    ),
+    entry(
+        "bandwidth",
+        "shape container traffic with tbf qdiscs and an ifb device",
+        || Box::new(crate::bandwidth::BandwidthPlugin),
     ),
     entry(
         "host-local",

@@ -1,4 +1,4 @@
-//! Link operations: look-up and listing, up/down, delete, veth and bridge creation, master,
+//! Link operations: look-up and listing, up/down, delete, veth, bridge and IFB creation, master,
 //! MTU, MAC, name, promiscuity, all-multicast, transmit queue length, moving to another namespace, bridge-port flags and bridge VLANs.
 
 use std::os::fd::{AsFd, AsRawFd};
@@ -190,7 +190,7 @@ impl Link {
     }
 }
 
-fn link_message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
+pub(crate) fn link_message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
     let mut msg = LinkMessage::default();
     msg.header.index = index;
     msg.attributes = attributes;
@@ -198,7 +198,7 @@ fn link_message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
 }
 
 /// Attributes naming a new link and setting its optional MTU and MAC.
-fn spec_attributes(spec: &LinkSpec) -> Vec<LinkAttribute> {
+pub(crate) fn spec_attributes(spec: &LinkSpec) -> Vec<LinkAttribute> {
     let mut attrs = vec![LinkAttribute::IfName(spec.name.clone())];
     if let Some(mtu) = spec.mtu {
         attrs.push(LinkAttribute::Mtu(mtu));
@@ -214,7 +214,7 @@ fn bool_nla(kind: u16, on: bool) -> LinkProtoInfoBridge {
 }
 
 /// Checks an interface name the way the kernel does (1 to 15 bytes, no `/`, `:` or spaces).
-fn check_name(name: &str) -> Result<(), Error> {
+pub(crate) fn check_name(name: &str) -> Result<(), Error> {
     let ok = !name.is_empty()
         && name.len() < 16
         && name != "."
@@ -356,6 +356,19 @@ impl Handle {
             RouteNetlinkMessage::NewLink(link_message(0, attrs)),
             NLM_F_CREATE | NLM_F_EXCL,
         )
+    }
+
+    /// Creates an IFB (intermediate functional block) device, administratively up, with the
+    /// given transmit queue length. Fails with EEXIST if the name is taken.
+    pub fn create_ifb(&mut self, spec: &LinkSpec, txqlen: u32) -> Result<(), Error> {
+        check_name(&spec.name)?;
+        let mut attrs = spec_attributes(spec);
+        attrs.push(LinkAttribute::TxQueueLen(txqlen));
+        attrs.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Ifb)]));
+        let mut msg = link_message(0, attrs);
+        msg.header.flags = LinkFlags::Up;
+        msg.header.change_mask = LinkFlags::Up;
+        self.execute(RouteNetlinkMessage::NewLink(msg), NLM_F_CREATE | NLM_F_EXCL)
     }
 
     /// Creates a bridge. Fails with EEXIST if the name is taken.

@@ -8,14 +8,17 @@
 //! so message encoding can be unit-tested without privileges.
 //!
 //! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
-//! [`addr`] (addresses), [`route`] (routes) and [`neigh`] (neighbours). They are all methods on
-//! [`Handle`].
+//! [`addr`] (addresses), [`route`] (routes), [`neigh`] (neighbours), [`tc`] (qdiscs and
+//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan and dummy links).
+//! They are all methods on [`Handle`].
 
 pub mod addr;
 pub mod fake;
 pub mod link;
 pub mod neigh;
 pub mod route;
+pub mod tc;
+pub mod virt;
 
 mod error;
 mod transport;
@@ -229,6 +232,10 @@ fn message_name(msg: &RouteNetlinkMessage) -> &'static str {
         M::NewNeighbour(_) => "RTM_NEWNEIGH",
         M::DelNeighbour(_) => "RTM_DELNEIGH",
         M::GetNeighbour(_) => "RTM_GETNEIGH",
+        M::NewQueueDiscipline(_) => "RTM_NEWQDISC",
+        M::DelQueueDiscipline(_) => "RTM_DELQDISC",
+        M::GetQueueDiscipline(_) => "RTM_GETQDISC",
+        M::NewTrafficFilter(_) => "RTM_NEWTFILTER",
         _ => "netlink request",
     }
 }

@@ -11,6 +11,8 @@
 //! - [`conf`]: case-insensitive decoding of plugin keys, the way Go's `encoding/json` reads them.
 //! - [`errors`]: several DEL errors reported as one.
 //! - [`fault`]: test-only failure injection at named ADD steps (debug builds).
+//! - [`sublink`]: master look-up, temporary-name creation and DEL/CHECK steps shared by
+//!   macvlan, ipvlan, vlan and dummy.
 //! - [`random`]: random bytes for interface names and MACs.
 
 pub mod conf;
@@ -23,6 +25,7 @@ pub mod nft_skeleton;
 pub mod nft_tag;
 pub mod random;
 pub mod spoofcheck;
+pub mod sublink;
 pub mod undo;
 pub mod validate;
 pub mod veth;

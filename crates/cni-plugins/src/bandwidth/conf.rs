@@ -1,0 +1,173 @@
+//! bandwidth's configuration: the four limits from the top level or from
+//! `runtimeConfig.bandwidth`, validated as the Go plugin does, and the IFB device name.
+
+use cni_types::{CniError, NetConf};
+use serde_json::Value;
+use sha2::{Digest, Sha512};
+
+use crate::common::conf::{field, get_ci};
+
+const KEYS: [&str; 4] = ["ingressRate", "ingressBurst", "egressRate", "egressBurst"];
+
+/// One direction's limit: a rate in bits per second and a burst in bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub rate: u64,
+    pub burst: u64,
+}
+
+/// The limits of an attachment; `None` means that direction is not shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bandwidth {
+    /// Traffic into the container (TBF on the host veth).
+    pub ingress: Option<Limit>,
+    /// Traffic out of the container (TBF on the IFB device).
+    pub egress: Option<Limit>,
+}
+
+impl Bandwidth {
+    /// Reads the limits. The top-level keys win: `runtimeConfig.bandwidth` is used only when
+    /// none of the four appears there. Bad values are code 7.
+    pub fn parse(conf: &NetConf) -> Result<Bandwidth, CniError> {
+        let mut top = [None; 4];
+        for (slot, key) in top.iter_mut().zip(KEYS) {
+            *slot = field::<u64>(&conf.raw, key)?;
+        }
+        let values = if top.iter().any(Option::is_some) {
+            top.map(|v| v.unwrap_or(0))
+        } else {
+            runtime_values(conf.runtime_config.as_ref())?
+        };
+        Ok(Bandwidth {
+            ingress: limit(values[0], values[1])?,
+            egress: limit(values[2], values[3])?,
+        })
+    }
+
+    /// True when nothing is shaped.
+    pub fn is_zero(&self) -> bool {
+        self.ingress.is_none() && self.egress.is_none()
+    }
+}
+
+fn runtime_values(runtime: Option<&Value>) -> Result<[u64; 4], CniError> {
+    let mut out = [0; 4];
+    let Some(bw) = runtime.and_then(|rc| get_ci(rc, "bandwidth")) else {
+        return Ok(out);
+    };
+    if bw.is_null() {
+        return Ok(out);
+    }
+    if !bw.is_object() {
+        return Err(CniError::invalid_config(
+            "failed to load netconf: runtimeConfig.bandwidth must be an object",
+        ));
+    }
+    for (slot, key) in out.iter_mut().zip(KEYS) {
+        if let Some(v) = get_ci(bw, key).filter(|v| !v.is_null()) {
+            *slot = serde_json::from_value(v.clone()).map_err(|e| {
+                CniError::invalid_config(format!(
+                    "failed to load netconf: runtimeConfig.bandwidth.{key}: {e}"
+                ))
+            })?;
+        }
+    }
+    Ok(out)
+}
+
+/// Go's `validateRateAndBurst`, plus the floor below which the byte values TBF needs are 0.
+fn limit(rate: u64, burst: u64) -> Result<Option<Limit>, CniError> {
+    let bad = |msg: &str| Err(CniError::invalid_config(msg.to_string()));
+    match (rate, burst) {
+        (0, 0) => Ok(None),
+        (_, 0) => bad("if rate is set, burst must also be set"),
+        (0, _) => bad("if burst is set, rate must also be set"),
+        _ if burst / 8 >= u64::from(u32::MAX) => bad("burst cannot be more than 4GB"),
+        _ if rate < 8 => bad("rate must be at least 8 bits per second"),
+        _ if burst < 8 => bad("burst must be at least 8 bits"),
+        _ => Ok(Some(Limit { rate, burst })),
+    }
+}
+
+/// The IFB device of an attachment, named as the Go plugin names it: `bwp` and the first 12
+/// hex digits of SHA-512 over the network name followed by the container ID.
+pub fn ifb_name(network: &str, container_id: &str) -> String {
+    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("bwp{}", &hex[..12])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(json: &str) -> NetConf {
+        cni_plugin::CmdArgs::new(cni_plugin::Command::Add, json.as_bytes())
+            .unwrap()
+            .conf
+    }
+
+    #[test]
+    fn top_level_keys_win_over_runtime_config() {
+        let c = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","ingressRate":8000,"ingressBurst":800,
+               "runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600}}}"#,
+        );
+        let bw = Bandwidth::parse(&c).unwrap();
+        assert_eq!(
+            bw.ingress,
+            Some(Limit {
+                rate: 8000,
+                burst: 800
+            })
+        );
+        assert_eq!(bw.egress, None);
+    }
+
+    #[test]
+    fn runtime_config_is_used_without_top_level_keys() {
+        let c = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth",
+               "runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600}}}"#,
+        );
+        let bw = Bandwidth::parse(&c).unwrap();
+        assert_eq!(
+            bw.egress,
+            Some(Limit {
+                rate: 16000,
+                burst: 1600
+            })
+        );
+        assert!(!bw.is_zero());
+        let none = conf(r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth"}"#);
+        assert!(Bandwidth::parse(&none).unwrap().is_zero());
+    }
+
+    #[test]
+    fn invalid_limits_are_code_7() {
+        for body in [
+            r#""ingressRate":8000"#,
+            r#""egressBurst":8000"#,
+            r#""ingressRate":-1,"ingressBurst":8"#,
+            r#""ingressRate":"fast","ingressBurst":8"#,
+            r#""ingressRate":8000,"ingressBurst":34359738360"#,
+            r#""ingressRate":7,"ingressBurst":800"#,
+        ] {
+            let c = conf(&format!(
+                r#"{{"cniVersion":"1.0.0","name":"n","type":"bandwidth",{body}}}"#
+            ));
+            assert_eq!(Bandwidth::parse(&c).unwrap_err().code, 7, "{body}");
+        }
+    }
+
+    #[test]
+    fn ifb_name_is_15_characters_from_the_hash() {
+        let name = ifb_name("net", "cid");
+        assert_eq!(name.len(), 15);
+        assert!(name.starts_with("bwp"));
+        assert_ne!(name, ifb_name("net", "cid2"));
+        // SHA-512("netcid") starts with these digits.
+        let digest = Sha512::digest(b"netcid");
+        assert_eq!(&name[3..5], format!("{:02x}", digest[0]));
+    }
+}

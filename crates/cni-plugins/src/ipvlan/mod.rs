@@ -1,0 +1,50 @@
+//! ipvlan (PL §1.8): an ipvlan link on a master interface, created under a temporary name
+//! straight into the container namespace and renamed there. IPAM is required unless the
+//! plugin is chained after one whose `prevResult` already holds the IPs.
+//!
+//! - [`conf`]: the config keys, the chained master and address rules; [`add`], [`del`],
+//!   [`check`]: the commands. STATUS goes to the IPAM plugin when set; GC is a no-op.
+//!
+//! Needs `CONFIG_IPVLAN` (`IPVLAN_L3S` for l3s); a kernel without it answers EOPNOTSUPP,
+//! reported as "failed to create ipvlan: ... (the kernel lacks ipvlan support)".
+//!
+//! Deliberate differences from the Go plugin: a failed ADD deletes the link and releases the
+//! IPAM lease (Go rolls back neither); DEL never looks up the master; CHECK of a chained
+//! master from `prevResult` does not look the master up again; config errors are code 7.
+
+pub mod add;
+pub mod check;
+pub mod conf;
+pub mod del;
+
+use cni_plugin::{ipam, CmdArgs, Plugin};
+use cni_types::{CniError, CniResult};
+
+/// The ipvlan plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ipvlan;
+
+impl Plugin for Ipvlan {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        add::add(args)
+    }
+
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::del(args)
+    }
+
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        check::check(args)
+    }
+
+    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        if args.conf.ipam_type.is_empty() {
+            return Ok(());
+        }
+        ipam::ipam_status(args)
+    }
+
+    fn about(&self) -> String {
+        crate::about("ipvlan")
+    }
+}

@@ -1,0 +1,50 @@
+//! macvlan (PL §1.7): a macvlan link on a master interface, created under a temporary name
+//! straight into the container namespace and renamed there, with or without IPAM.
+//!
+//! - [`conf`]: the config keys and the MAC sources; [`add`], [`del`], [`check`]: the commands.
+//!   STATUS goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
+//!
+//! Deliberate differences from the Go plugin (nothing a runtime depends on changes):
+//! - a failed ADD deletes the link and releases the IPAM lease (Go keeps the link on IPAM
+//!   and configuration errors);
+//! - DEL does not resolve the master, keeps going after a failed IPAM DEL and reports all
+//!   errors together;
+//! - config values of the wrong type, an unknown mode and an MTU above the master's are
+//!   code 7 (Go: 999).
+
+pub mod add;
+pub mod check;
+pub mod conf;
+pub mod del;
+
+use cni_plugin::{ipam, CmdArgs, Plugin};
+use cni_types::{CniError, CniResult};
+
+/// The macvlan plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Macvlan;
+
+impl Plugin for Macvlan {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        add::add(args)
+    }
+
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::del(args)
+    }
+
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        check::check(args)
+    }
+
+    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        if args.conf.ipam_type.is_empty() {
+            return Ok(());
+        }
+        ipam::ipam_status(args)
+    }
+
+    fn about(&self) -> String {
+        crate::about("macvlan")
+    }
+}

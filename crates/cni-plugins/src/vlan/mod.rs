@@ -1,0 +1,46 @@
+//! vlan (PL §1.9): an 802.1Q sub-interface of a master, created under a temporary name
+//! straight into the container namespace and renamed there, then configured from IPAM.
+//!
+//! - [`conf`]: the config keys; [`add`], [`del`], [`check`]: the commands. STATUS always runs
+//!   the IPAM plugin's STATUS, as in Go; GC is a no-op.
+//!
+//! Needs `CONFIG_VLAN_8021Q`; a kernel without it answers EOPNOTSUPP, reported as "failed
+//! to create vlan: ... (the kernel lacks vlan support)".
+//!
+//! Deliberate differences from the Go plugin: a failed ADD deletes the link and releases the
+//! IPAM lease; a missing `ipam.type` is refused before anything is created; DEL does not
+//! look the master up (Go's DEL fails once the master is gone); config errors are code 7.
+
+pub mod add;
+pub mod check;
+pub mod conf;
+pub mod del;
+
+use cni_plugin::{ipam, CmdArgs, Plugin};
+use cni_types::{CniError, CniResult};
+
+/// The vlan plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Vlan;
+
+impl Plugin for Vlan {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        add::add(args)
+    }
+
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::del(args)
+    }
+
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        check::check(args)
+    }
+
+    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        ipam::ipam_status(args)
+    }
+
+    fn about(&self) -> String {
+        crate::about("vlan")
+    }
+}
