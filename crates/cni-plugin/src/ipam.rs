@@ -67,6 +67,15 @@ pub fn ipam_status(args: &CmdArgs) -> Result<(), CniError> {
     delegate(ipam_type(args)?, Command::Status, args)
 }
 
+/// IPAM STATUS when the config names an IPAM plugin; ready otherwise (L2-only configs of
+/// bridge, macvlan, ipvlan: the Go plugins behave the same way).
+pub fn ipam_status_if_configured(args: &CmdArgs) -> Result<(), CniError> {
+    if args.conf.ipam_type.is_empty() {
+        return Ok(());
+    }
+    ipam_status(args)
+}
+
 /// IPAM GC.
 pub fn ipam_gc(args: &CmdArgs) -> Result<(), CniError> {
     delegate(ipam_type(args)?, Command::Gc, args)

@@ -38,10 +38,7 @@ impl Plugin for Ipvlan {
     }
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        if args.conf.ipam_type.is_empty() {
-            return Ok(());
-        }
-        ipam::ipam_status(args)
+        ipam::ipam_status_if_configured(args)
     }
 
     fn about(&self) -> String {
