@@ -5,29 +5,30 @@
 //! `{"kind":"cniCacheV1","containerId","config"(base64),"ifName","networkName","netns",
 //! "cniArgs","capabilityArgs","result"}` encoded as Go encodes it. Unlike libcni, files are
 //! written atomically (temp file in the same directory, fsync, rename) and every component of
-//! the path is validated on every command.
+//! the path is validated on every command. Temp files are named after the entry they become
+//! (see `cache_temp`), so DEL and GC remove what a killed write left.
 
 use std::fs;
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use cni_types::{CniResult, RawObject, SpecVersion};
+use cni_types::{CniError, CniResult, RawObject, SpecVersion};
 
 use crate::attachment::Attachment;
+use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
 use crate::error::RuntimeError;
 use crate::gojson;
+use crate::statedir::ensure_private_dir;
 
 /// The only `kind` libcni writes.
 pub const CACHE_KIND: &str = "cniCacheV1";
 /// libcni's default cache directory.
 pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
-/// Prefix of our temporary files; skipped when listing.
-const TEMP_PREFIX: &str = ".rcni-tmp-";
+/// The longest file name the cache can create (NAME_MAX on Linux and the BSDs).
+pub const MAX_ENTRY_NAME: usize = 255;
 
 /// One cache entry (libcni's `cachedInfo` / `NetworkAttachment`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -163,21 +164,50 @@ impl ResultCache {
         self.root.join("results")
     }
 
-    /// `<cacheDir>/results/<net>-<cid>-<ifname>` after validating all three (no separators).
-    pub fn path(&self, network: &str, att: &Attachment) -> Result<PathBuf, RuntimeError> {
+    /// The entry's file name `<net>-<cid>-<ifname>` after validating all three (no
+    /// separators). A name longer than [`MAX_ENTRY_NAME`] bytes is refused with code 4: the
+    /// entry could not be written, so ADD must not run its plugins (SC §4 item 9).
+    pub fn entry_name(&self, network: &str, att: &Attachment) -> Result<String, RuntimeError> {
         att.validate(network)?;
-        Ok(self
-            .results_dir()
-            .join(format!("{network}-{}-{}", att.container_id, att.ifname)))
+        let name = format!("{network}-{}-{}", att.container_id, att.ifname);
+        if name.len() > MAX_ENTRY_NAME {
+            return Err(RuntimeError::Invalid(
+                CniError::invalid_environment(format!(
+                    "container ID is too long: the cache file name \"<network>-<containerID>-<ifname>\" \
+                     would be {} bytes, at most {MAX_ENTRY_NAME} are possible",
+                    name.len()
+                ))
+                .with_details(att.container_id.clone()),
+            ));
+        }
+        Ok(name)
     }
 
-    /// Writes an entry atomically: directory 0700, file 0600.
+    /// `<cacheDir>/results/<net>-<cid>-<ifname>` (see [`ResultCache::entry_name`]).
+    pub fn path(&self, network: &str, att: &Attachment) -> Result<PathBuf, RuntimeError> {
+        Ok(self.results_dir().join(self.entry_name(network, att)?))
+    }
+
+    /// The results directory, created private and checked (owner, mode, no symlink).
+    fn checked_results_dir(&self) -> Result<PathBuf, RuntimeError> {
+        let dir = self.results_dir();
+        ensure_private_dir(&dir)
+            .map_err(|e| RuntimeError::io("unusable cache directory", &dir, e))?;
+        Ok(dir)
+    }
+
+    /// Writes an entry atomically: directory 0700, file 0600, temp file named after the entry.
     pub fn store(&self, entry: &CacheEntry) -> Result<PathBuf, RuntimeError> {
-        let att = entry.attachment();
-        let path = self.path(&entry.network_name, &att)?;
-        write_atomic(&path, entry.to_go_json().as_bytes())
-            .map_err(|e| RuntimeError::io("cannot write cached result", &path, e))?;
-        Ok(path)
+        let name = self.entry_name(&entry.network_name, &entry.attachment())?;
+        let dir = self.checked_results_dir()?;
+        cache_temp::write_atomic(&dir, &entry.network_name, &name, entry.to_go_json().as_bytes())
+            .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
+    }
+
+    /// The entry's file when one exists (whatever its content).
+    pub fn existing(&self, network: &str, att: &Attachment) -> Result<Option<PathBuf>, RuntimeError> {
+        let path = self.path(network, att)?;
+        Ok(fs::symlink_metadata(&path).is_ok().then_some(path))
     }
 
     /// The raw cached entry (L-37). A missing or unreadable file is `None`.
@@ -229,11 +259,20 @@ impl ResultCache {
             .map_err(|e| bad(format!("cannot convert cached result to {version}: {e}")))
     }
 
-    /// Removes an entry, ignoring every error (L-36).
+    /// Removes an entry and the temp files a killed write of it left, ignoring every error
+    /// (L-36).
     pub fn remove(&self, network: &str, att: &Attachment) {
-        if let Ok(path) = self.path(network, att) {
-            let _ = fs::remove_file(path);
+        if let Ok(name) = self.entry_name(network, att) {
+            let dir = self.results_dir();
+            let _ = fs::remove_file(dir.join(&name));
+            cache_temp::remove_entry_temps(&dir, network, &name);
         }
+    }
+
+    /// Removes the temp files of `network` and every stale one (GC; the caller holds the
+    /// network lock exclusively). Returns how many were removed.
+    pub fn sweep_temps(&self, network: &str) -> usize {
+        cache_temp::sweep(&self.results_dir(), network, STALE_AGE)
     }
 
     /// Every valid entry, in file-name order, optionally only one container's (L-38). The
@@ -261,53 +300,6 @@ impl ResultCache {
             .filter(|e| !e.ifname.is_empty() && !e.network_name.is_empty())
             .collect()
     }
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Temp file in the target's directory, fsync, rename, fsync the directory.
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("cache path has no directory"))?;
-    create_private_dir(dir)?;
-    let tmp = dir.join(format!(
-        "{TEMP_PREFIX}{}-{}",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut f = private_file(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written?;
-    // Make the rename itself durable; not every filesystem supports syncing a directory.
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Creates a directory (and parents) with mode 0700, as libcni does.
-pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
-    let mut b = fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir)
-}
-
-fn private_file(path: &Path) -> io::Result<fs::File> {
-    let mut o = fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    o.open(path)
 }
 
 #[cfg(test)]

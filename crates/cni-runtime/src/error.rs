@@ -129,6 +129,15 @@ pub enum RuntimeError {
     /// CHECK on a version that has no CHECK (below 0.4.0).
     #[error("configuration version \"{0}\" does not support the CHECK command")]
     CheckNotSupported(String),
+    /// ADD of an attachment that already has a cached result: refused before anything runs,
+    /// so the live attachment is left exactly as it is.
+    #[error("network {network:?}: container {container_id:?} interface {ifname:?} is already attached (its result is cached in {}); DEL that attachment before adding it again", .cache_file.display())]
+    AlreadyAttached {
+        network: String,
+        container_id: String,
+        ifname: String,
+        cache_file: PathBuf,
+    },
     /// CHECK without a cached ADD result.
     #[error("no cached result for network {network:?}, container {container_id:?}, interface {ifname:?}: CHECK needs a previous ADD")]
     NoCachedResult {
@@ -217,6 +226,8 @@ impl RuntimeError {
             },
             RuntimeError::CheckNotSupported(_) => code::INCOMPATIBLE_VERSION,
             RuntimeError::NoCachedResult { .. } => code::UNKNOWN_CONTAINER,
+            // The CNI_CONTAINERID/CNI_IFNAME pair is not valid for ADD: it is taken.
+            RuntimeError::AlreadyAttached { .. } => code::INVALID_ENVIRONMENT,
             RuntimeError::Io { .. } => code::IO_FAILURE,
             RuntimeError::BadCache { .. } => code::DECODING_FAILURE,
             RuntimeError::Internal(_) => code::INTERNAL,

@@ -17,6 +17,7 @@
 
 mod attachment;
 pub mod cache;
+mod cache_temp;
 mod discovery;
 mod error;
 pub mod gojson;
@@ -25,9 +26,10 @@ mod network;
 pub mod request;
 mod runtime;
 pub mod sandbox;
+mod statedir;
 
 pub use attachment::Attachment;
-pub use cache::{CacheEntry, ResultCache, CACHE_KIND, DEFAULT_CACHE_DIR};
+pub use cache::{CacheEntry, ResultCache, CACHE_KIND, DEFAULT_CACHE_DIR, MAX_ENTRY_NAME};
 pub use discovery::{conf_files, discover, load_network, ConfWarning, Discovery, CONF_EXTENSIONS};
 pub use error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
 pub use lock::NetworkLock;

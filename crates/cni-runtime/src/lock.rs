@@ -3,12 +3,14 @@
 //! One lock file per network, `<cacheDir>/locks/<network>.lock`. ADD and DEL hold it shared
 //! (they may run concurrently for different containers), GC holds it exclusive, so GC starts
 //! only after in-flight ADDs and DELs finish and no new one starts until GC is done. The lock
-//! is released when the guard is dropped (or the process dies).
+//! is released when the guard is dropped (or the process dies). The locks directory is
+//! checked like every state directory, and lock files are 0600 and never opened through a
+//! symlink.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use crate::cache::create_private_dir;
+use crate::statedir::ensure_private_dir;
 use crate::error::RuntimeError;
 
 /// A held network lock.
@@ -38,14 +40,9 @@ impl NetworkLock {
         let path = NetworkLock::path(cache_dir, network);
         let fail = |e| RuntimeError::io("cannot lock network", &path, e);
         if let Some(dir) = path.parent() {
-            create_private_dir(dir).map_err(fail)?;
+            ensure_private_dir(dir).map_err(fail)?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(fail)?;
+        let file = open_lock_file(&path).map_err(fail)?;
         if exclusive {
             file.lock().map_err(fail)?;
         } else {
@@ -57,6 +54,31 @@ impl NetworkLock {
     pub fn lock_path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Opens (creating) a lock file: mode 0600, no symlink followed, a regular file.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
+    }
+    let file = o.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        // A lock file made by an older version may be 0644.
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o777 != 0o600 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -86,5 +108,28 @@ mod tests {
         // Another network is independent.
         let _x = NetworkLock::exclusive(d.path(), "m").unwrap();
         let _y = NetworkLock::shared(d.path(), "n").unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn lock_files_are_private_and_symlinks_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let held = NetworkLock::shared(d.path(), "n").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(held.lock_path()), 0o600);
+        assert_eq!(mode(&d.path().join("locks")), 0o700);
+        drop(held);
+        // An old 0644 lock file is tightened.
+        let p = NetworkLock::path(d.path(), "n");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        NetworkLock::exclusive(d.path(), "n").unwrap();
+        assert_eq!(mode(&p), 0o600);
+        // A symlink planted at a lock path is not followed.
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, NetworkLock::path(d.path(), "m")).unwrap();
+        assert!(NetworkLock::shared(d.path(), "m").is_err());
+        assert_eq!(mode(&victim), 0o644);
     }
 }

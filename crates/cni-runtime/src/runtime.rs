@@ -158,9 +158,15 @@ impl Runtime {
     /// ADD over the chain in order, each result the next plugin's `prevResult` (converted to
     /// the network's version, SC §4 item 2). The final result is cached and returned. On a
     /// failure the whole chain gets DEL in reverse before the error is returned.
+    ///
+    /// Refused before any plugin runs (nothing changes): names that cannot become a cache
+    /// file (code 4), and an attachment that already has a cached result
+    /// ([`RuntimeError::AlreadyAttached`], code 4), because a second ADD would fail inside
+    /// the plugins and its rollback would DEL the live attachment.
     pub fn add(&self, net: &Network, att: &Attachment) -> Result<CniResult, RuntimeError> {
-        att.validate(net.name())?;
+        self.cache.entry_name(net.name(), att)?;
         let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
+        self.refuse_if_attached(net, att)?;
         let mut prev: Option<CniResult> = None;
         for plugin in net.plugins() {
             match self.add_one(net, plugin, att, prev.as_ref()) {
@@ -190,6 +196,18 @@ impl Runtime {
         Ok(result)
     }
 
+    fn refuse_if_attached(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
+        match self.cache.existing(net.name(), att)? {
+            Some(cache_file) => Err(RuntimeError::AlreadyAttached {
+                network: net.name().to_string(),
+                container_id: att.container_id.clone(),
+                ifname: att.ifname.clone(),
+                cache_file,
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn add_one(
         &self,
         net: &Network,
@@ -217,6 +235,15 @@ impl Runtime {
         original: RuntimeError,
     ) -> RuntimeError {
         if !self.rollback {
+            return original;
+        }
+        // A concurrent ADD of the same attachment (a caller bug) finished first: its
+        // attachment is live, and DEL would destroy it rather than undo this attempt.
+        if let Ok(Some(cache_file)) = self.cache.existing(net.name(), att) {
+            log::warn!(
+                "not rolling back: {} appeared meanwhile (a concurrent ADD)",
+                cache_file.display()
+            );
             return original;
         }
         let prev = partial
@@ -271,7 +298,11 @@ impl Runtime {
     }
 
     fn del_locked(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
-        let prev = if net.version >= SpecVersion::V0_4_0 {
+        // A name too long for a cache file never had an entry (ADD refuses it; Go libcni
+        // fails to write it after its plugins ran), so DEL runs without one and can still
+        // clean up such an attachment.
+        let cacheable = self.cache.entry_name(net.name(), att).is_ok();
+        let prev = if cacheable && net.version >= SpecVersion::V0_4_0 {
             match self.cache.load_result(net.name(), att, net.version) {
                 Ok(v) => v,
                 Err(e) => {
@@ -340,7 +371,7 @@ impl Runtime {
     /// anything. Unlike libcni, a missing cached result is an error (the spec requires a
     /// `prevResult`, SC §4 item 7).
     pub fn check(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
-        att.validate(net.name())?;
+        self.cache.entry_name(net.name(), att)?;
         if !net.version.allows_check() {
             return Err(RuntimeError::CheckNotSupported(net.version.to_string()));
         }
@@ -399,6 +430,12 @@ impl Runtime {
             return Ok(());
         }
         let _lock = NetworkLock::exclusive(self.cache_dir(), net.name())?;
+        // With the lock held exclusively no ADD of this network is writing a cache entry,
+        // so every temp file of the network is a killed write's leftover.
+        let swept = self.cache.sweep_temps(net.name());
+        if swept > 0 {
+            log::info!("removed {swept} cache temp file(s) left by killed writes");
+        }
         let mut errors = Vec::new();
         for entry in self.cache.attachments(None) {
             let key = GcAttachment {

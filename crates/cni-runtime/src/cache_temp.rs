@@ -1,0 +1,212 @@
+//! The temp files behind atomic cache writes, named so that a process killed between creating
+//! one and renaming it leaves something DEL and GC can attribute and remove.
+//!
+//! Name: `.rcni-tmp-<N>-<K>-<R>`, where `N` is the FNV-1a 64 hash of the network name, `K`
+//! the hash of the entry's file name (`<net>-<cid>-<ifname>`) and `R` random, all 16 hex
+//! digits. Hashes rather than the names themselves keep every temp name at 60 bytes, whatever
+//! the length of the entry's name (which may use all of NAME_MAX). The hash is part of the
+//! on-disk format: it must stay FNV-1a 64 so another rcni version attributes the same files.
+//!
+//! Who removes a leftover: DEL of the attachment removes its `N-K` files; GC, holding the
+//! network lock exclusively (so no ADD of that network is writing), removes all of the
+//! network's `N` files, and any `.rcni-tmp-*` file older than [`STALE_AGE`] (a write takes
+//! milliseconds), which also covers names of older rcni versions.
+
+use std::collections::hash_map::RandomState;
+use std::fs;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// Prefix of every temp file; listings of the cache skip these names.
+pub(crate) const TEMP_PREFIX: &str = ".rcni-tmp-";
+
+/// A temp file this old has no writer left, whichever network it belongs to.
+pub(crate) const STALE_AGE: Duration = Duration::from_secs(600);
+
+/// FNV-1a, 64 bit: small, stable across builds and platforms.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn network_prefix(network: &str) -> String {
+    format!("{TEMP_PREFIX}{:016x}-", fnv1a64(network.as_bytes()))
+}
+
+fn attachment_prefix(network: &str, entry_name: &str) -> String {
+    format!(
+        "{}{:016x}-",
+        network_prefix(network),
+        fnv1a64(entry_name.as_bytes())
+    )
+}
+
+/// 64 unpredictable bits: std's per-process random hash keys over a counter and the clock.
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// A new file, mode 0600, that must not exist yet and is never reached through a symlink
+/// (`O_CREAT|O_EXCL|O_NOFOLLOW`).
+fn create_exclusive(path: &Path) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
+    }
+    o.open(path)
+}
+
+/// Writes `<dir>/<entry_name>` atomically: a fresh temp file in `dir`, fsync, rename, fsync
+/// of the directory. The temp file is removed when anything fails.
+pub(crate) fn write_atomic(
+    dir: &Path,
+    network: &str,
+    entry_name: &str,
+    bytes: &[u8],
+) -> io::Result<PathBuf> {
+    let target = dir.join(entry_name);
+    let prefix = attachment_prefix(network, entry_name);
+    let (tmp, mut file) = (0..8)
+        .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
+        .find_map(|p| match create_exclusive(&p) {
+            Ok(f) => Some(Ok((p, f))),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
+            Err(e) => Some(Err(e)),
+        })
+        .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&tmp, &target));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    // Make the rename itself durable; not every filesystem supports syncing a directory.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(target)
+}
+
+/// Temp file names in `dir` matching `keep`.
+fn temps(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(TEMP_PREFIX) && keep(n))
+        .collect()
+}
+
+fn remove_all(dir: &Path, names: Vec<String>) -> usize {
+    names
+        .into_iter()
+        .filter(|n| fs::remove_file(dir.join(n)).is_ok())
+        .count()
+}
+
+/// Removes the temp files a killed write of this one entry left. Returns how many.
+pub(crate) fn remove_entry_temps(dir: &Path, network: &str, entry_name: &str) -> usize {
+    let prefix = attachment_prefix(network, entry_name);
+    remove_all(dir, temps(dir, |n| n.starts_with(&prefix)))
+}
+
+/// Removes every temp file of `network` (the caller holds the network lock exclusively, so
+/// none has a writer) and every temp file older than `stale_age`. Returns how many.
+pub(crate) fn sweep(dir: &Path, network: &str, stale_age: Duration) -> usize {
+    let prefix = network_prefix(network);
+    let old = |name: &str| {
+        fs::symlink_metadata(dir.join(name))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= stale_age)
+    };
+    remove_all(dir, temps(dir, |n| n.starts_with(&prefix) || old(n)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_is_the_published_function() {
+        // Test vectors of FNV-1a 64 (draft-eastlake-fnv).
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn names_are_attributable_and_fixed_length() {
+        let long = "c".repeat(230);
+        let a = attachment_prefix("net", &format!("net-{long}-eth0"));
+        assert!(a.starts_with(&network_prefix("net")));
+        assert_eq!(a.len() + 16, 60);
+        assert_ne!(network_prefix("net"), network_prefix("net2"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn write_leaves_only_the_entry_and_refuses_symlinks() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = write_atomic(d.path(), "n", "n-c1-eth0", b"{}").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"{}");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+        // A planted symlink at a temp name is never opened through.
+        let victim = d.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let planted = d.path().join(format!("{}0000000000000000", TEMP_PREFIX));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        assert!(create_exclusive(&planted).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn del_and_gc_remove_what_is_theirs() {
+        let d = tempfile::tempdir().unwrap();
+        let mine = |net: &str, entry: &str, r: &str| {
+            let name = format!("{}{r}", attachment_prefix(net, entry));
+            fs::write(d.path().join(&name), "partial").unwrap();
+            name
+        };
+        let a1 = mine("n", "n-c1-eth0", "01");
+        let a2 = mine("n", "n-c1-eth0", "02");
+        let b = mine("n", "n-c2-eth0", "03");
+        let other = mine("m", "m-c1-eth0", "04");
+        let legacy = format!("{TEMP_PREFIX}123-0");
+        fs::write(d.path().join(&legacy), "").unwrap();
+        fs::write(d.path().join("n-c1-eth0"), "entry").unwrap();
+        let exists = |n: &str| d.path().join(n).exists();
+
+        assert_eq!(remove_entry_temps(d.path(), "n", "n-c1-eth0"), 2);
+        assert!(!exists(&a1) && !exists(&a2) && exists(&b) && exists("n-c1-eth0"));
+
+        assert_eq!(sweep(d.path(), "n", STALE_AGE), 1);
+        assert!(!exists(&b) && exists(&other) && exists(&legacy));
+        // Old enough, any network's or format's temp file goes; entries never do.
+        assert_eq!(sweep(d.path(), "n", Duration::ZERO), 2);
+        assert!(!exists(&other) && !exists(&legacy) && exists("n-c1-eth0"));
+    }
+}
