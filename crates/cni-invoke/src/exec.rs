@@ -1,5 +1,6 @@
 //! Running a plugin process: environment, stdin, captured output, timeout, and decoding of the
-//! result or the error (L-14 – L-20).
+//! result or the error (L-14 – L-20). A plugin runs in its own process group; a timeout
+//! kills the group, so a delegated IPAM plugin it started dies with it.
 
 use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
@@ -51,7 +52,17 @@ fn plugin_name(plugin: &Path) -> String {
     plugin.display().to_string()
 }
 
-fn spawn(plugin: &Path, inv: &Invocation, opts: &ExecOptions) -> Result<Child, InvokeError> {
+/// Time left until `deadline`; `None` means no deadline.
+fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+fn spawn(
+    plugin: &Path,
+    inv: &Invocation,
+    opts: &ExecOptions,
+    deadline: Option<Instant>,
+) -> Result<Child, InvokeError> {
     let mut attempt = 0;
     loop {
         let mut cmd = Command::new(plugin);
@@ -63,16 +74,23 @@ fn spawn(plugin: &Path, inv: &Invocation, opts: &ExecOptions) -> Result<Child, I
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Its own process group, so a timeout kills the delegates it started too.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         match cmd.spawn() {
             Ok(child) => return Ok(child),
             // The binary is being replaced: wait and retry, as libcni does, but fail for real
-            // once the attempts are used up.
+            // once the attempts (or the time) are used up.
             Err(e)
                 if e.kind() == ErrorKind::ExecutableFileBusy
                     && attempt + 1 < opts.busy_attempts =>
             {
                 attempt += 1;
-                thread::sleep(Duration::from_secs(1));
+                let pause = Duration::from_secs(1);
+                if remaining(deadline).is_some_and(|left| left < pause) {
+                    return Err(timeout(plugin, opts));
+                }
+                thread::sleep(pause);
             }
             Err(source) => {
                 return Err(InvokeError::Spawn {
@@ -84,6 +102,29 @@ fn spawn(plugin: &Path, inv: &Invocation, opts: &ExecOptions) -> Result<Child, I
     }
 }
 
+fn timeout(plugin: &Path, opts: &ExecOptions) -> InvokeError {
+    InvokeError::Timeout {
+        plugin: plugin_name(plugin),
+        after: opts.timeout.unwrap_or_default(),
+    }
+}
+
+/// Kills the plugin's whole process group (the plugin and every child it started that did
+/// not leave the group), then reaps the plugin. The plugin is not reaped before the kill, so
+/// its pid, which is the group id, cannot have been reused.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 fn read_all(mut r: impl Read) -> Vec<u8> {
     let mut buf = Vec::new();
     // A read error means the pipe broke; what was read so far is all there is.
@@ -91,32 +132,33 @@ fn read_all(mut r: impl Read) -> Vec<u8> {
     buf
 }
 
-/// Runs the plugin to completion (or the timeout) and collects its output.
+/// Runs the plugin to completion and collects its output. One deadline, set before the
+/// spawn, covers everything: retries of a busy binary, writing stdin, reading output until
+/// every holder of the pipes closed them (a delegate that inherited them included), and the
+/// exit. When it passes, the process group is killed.
 fn run(
     plugin: &Path,
     inv: &Invocation,
     stdin: &[u8],
     opts: &ExecOptions,
 ) -> Result<Finished, InvokeError> {
-    let mut child = spawn(plugin, inv, opts)?;
+    let deadline = opts.timeout.map(|t| Instant::now() + t);
+    let mut child = spawn(plugin, inv, opts, deadline)?;
     let (Some(mut child_in), Some(child_out), Some(child_err)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        let _ = child.kill();
-        let _ = child.wait();
+        kill_group(&mut child);
         return Err(InvokeError::Spawn {
             plugin: plugin_name(plugin),
             source: std::io::Error::other("plugin pipes missing"),
         });
     };
     let input = stdin.to_vec();
-    let (tx, rx) = mpsc::channel::<()>();
     let (result_tx, result_rx) = mpsc::channel::<(Vec<u8>, Vec<u8>)>();
+    // A plugin may exit without reading stdin; a broken pipe is fine. The writer ends by
+    // itself once the pipe is read or closed (at the latest when the group is killed).
     thread::spawn(move || {
-        // A plugin may exit without reading stdin; a broken pipe is fine.
         let _ = child_in.write_all(&input);
-        drop(child_in);
-        drop(tx);
     });
     thread::spawn(move || {
         let err_reader = thread::spawn(move || read_all(child_err));
@@ -124,26 +166,15 @@ fn run(
         let err = err_reader.join().unwrap_or_default();
         let _ = result_tx.send((out, err));
     });
-    let outputs = match opts.timeout {
+    let outputs = match remaining(deadline) {
         None => result_rx.recv().ok(),
-        Some(t) => result_rx.recv_timeout(t).ok(),
+        Some(left) => result_rx.recv_timeout(left).ok(),
     };
-    let _ = rx; // the stdin writer finishes by itself
     let Some((stdout, stderr)) = outputs else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(InvokeError::Timeout {
-            plugin: plugin_name(plugin),
-            after: opts.timeout.unwrap_or_default(),
-        });
+        kill_group(&mut child);
+        return Err(timeout(plugin, opts));
     };
-    let status =
-        wait_with_deadline(&mut child, opts.timeout.map(|t| Instant::now() + t)).map_err(|()| {
-            InvokeError::Timeout {
-                plugin: plugin_name(plugin),
-                after: opts.timeout.unwrap_or_default(),
-            }
-        })?;
+    let status = wait_until(&mut child, deadline).ok_or_else(|| timeout(plugin, opts))?;
     Ok(Finished {
         status,
         stdout,
@@ -151,23 +182,23 @@ fn run(
     })
 }
 
-/// Waits for a child that has closed its output (so it is normally exiting already).
-fn wait_with_deadline(child: &mut Child, deadline: Option<Instant>) -> Result<ExitStatus, ()> {
+/// Waits for a child that has closed its output (so it is normally exiting already); at the
+/// deadline its group is killed and `None` returned.
+fn wait_until(child: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     let Some(deadline) = deadline else {
-        return child.wait().map_err(|_| ());
+        return child.wait().ok();
     };
     let mut pause = Duration::from_micros(50);
     loop {
         match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
+            Ok(Some(status)) => return Some(status),
             Ok(None) if Instant::now() < deadline => {
-                thread::sleep(pause);
+                thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
                 pause = (pause * 2).min(Duration::from_millis(5));
             }
             _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(());
+                kill_group(child);
+                return None;
             }
         }
     }
