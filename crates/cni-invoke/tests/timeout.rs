@@ -85,7 +85,9 @@ fn timeout_kills_the_plugin_and_the_delegate_it_started() {
     let dir = d.path().display().to_string();
     let p = script(
         d.path(),
-        &format!("sleep 300 &\necho $! > '{dir}/child.pid'\necho $$ > '{dir}/plugin.pid'\nsleep 300"),
+        &format!(
+            "sleep 300 &\necho $! > '{dir}/child.pid'\necho $$ > '{dir}/plugin.pid'\nsleep 300"
+        ),
     );
     let started = Instant::now();
     let e = exec_raw(&p, &inv(), b"{}", &within(Duration::from_millis(500))).unwrap_err();

@@ -200,12 +200,21 @@ impl ResultCache {
     pub fn store(&self, entry: &CacheEntry) -> Result<PathBuf, RuntimeError> {
         let name = self.entry_name(&entry.network_name, &entry.attachment())?;
         let dir = self.checked_results_dir()?;
-        cache_temp::write_atomic(&dir, &entry.network_name, &name, entry.to_go_json().as_bytes())
-            .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
+        cache_temp::write_atomic(
+            &dir,
+            &entry.network_name,
+            &name,
+            entry.to_go_json().as_bytes(),
+        )
+        .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
     }
 
     /// The entry's file when one exists (whatever its content).
-    pub fn existing(&self, network: &str, att: &Attachment) -> Result<Option<PathBuf>, RuntimeError> {
+    pub fn existing(
+        &self,
+        network: &str,
+        att: &Attachment,
+    ) -> Result<Option<PathBuf>, RuntimeError> {
         let path = self.path(network, att)?;
         Ok(fs::symlink_metadata(&path).is_ok().then_some(path))
     }

@@ -10,8 +10,8 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use crate::statedir::ensure_private_dir;
 use crate::error::RuntimeError;
+use crate::statedir::ensure_private_dir;
 
 /// A held network lock.
 #[derive(Debug)]

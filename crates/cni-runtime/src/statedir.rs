@@ -54,7 +54,10 @@ fn check_safe(dir: &Path) -> io::Result<()> {
     if fs::symlink_metadata(dir)?.file_type().is_dir() {
         Ok(())
     } else {
-        Err(io::Error::other(format!("{} is not a directory", dir.display())))
+        Err(io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )))
     }
 }
 

@@ -112,8 +112,11 @@ fn container_id_too_long_for_the_cache_is_refused_before_plugins() {
     // "net-" + cid + "-eth0": 255 bytes fit, 256 do not.
     let fits = "c".repeat(255 - "net--eth0".len());
     let too_long = format!("{fits}c");
-    rt.add(&net(), &Attachment::new(fits.as_str(), "/run/netns/x", "eth0"))
-        .unwrap();
+    rt.add(
+        &net(),
+        &Attachment::new(fits.as_str(), "/run/netns/x", "eth0"),
+    )
+    .unwrap();
     assert!(f.cache_file("net", &fits, "eth0").exists());
     f.clear_log();
 
