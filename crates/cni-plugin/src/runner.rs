@@ -114,10 +114,7 @@ fn dispatch(
     }
 
     // 2. stdin (SC item 45), 3. config (SC items 46, 47).
-    let mut bytes = Vec::new();
-    stdin
-        .read_to_end(&mut bytes)
-        .map_err(|e| CniError::io(format!("error reading from stdin: {e}")))?;
+    let bytes = read_capped(stdin)?;
     let conf = parse_conf(&bytes)?;
     *stamp = known_or_current(&conf.cni_version);
 
@@ -133,6 +130,13 @@ fn dispatch(
     let version = negotiate(command, &conf.cni_version, &plugin.supported_versions())?;
     *stamp = version;
     panic_hook::set_request_version(version);
+
+    // One GC policy for every plugin: a GC without a valid list would collect everything.
+    if command == Command::Gc && conf.valid_attachments.is_none() {
+        return Err(CniError::invalid_config(
+            "GC request without cni.dev/valid-attachments: refusing to collect every attachment",
+        ));
+    }
 
     let prev_result = match parse_prev_result(&conf, version) {
         Ok(prev) => prev,
@@ -190,6 +194,25 @@ fn dispatch(
         Command::Gc => plugin.gc(&args).map(|()| None),
         Command::Version => Ok(Some(version_answer(b"", &plugin.supported_versions()))),
     }
+}
+
+/// The most stdin a request may carry; real configs are kilobytes.
+pub const STDIN_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Reads stdin up to [`STDIN_LIMIT`]; more is a code-5 error, not an unbounded allocation.
+fn read_capped(stdin: &mut dyn Read) -> Result<Vec<u8>, CniError> {
+    let mut bytes = Vec::new();
+    stdin
+        .take(STDIN_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CniError::io(format!("error reading from stdin: {e}")))?;
+    if bytes.len() as u64 > STDIN_LIMIT {
+        return Err(CniError::io(format!(
+            "error reading from stdin: the config is larger than {} MiB",
+            STDIN_LIMIT / (1024 * 1024)
+        )));
+    }
+    Ok(bytes)
 }
 
 /// The request's version if it is one of the seven known ones, else the current one.

@@ -198,7 +198,8 @@ fn status_and_gc_go_to_ipam() {
     let env = Env::new();
     let pod = env.pod();
     let conf = json!({"cniVersion": "1.1.0", "name": NET, "type": "ptp",
-                      "ipam": {"type": "no-such-ipam"}});
+                      "ipam": {"type": "no-such-ipam"},
+                      "cni.dev/valid-attachments": []});
     for cmd in ["STATUS", "GC"] {
         let out = env.run("ptp", &env.call(cmd, &pod, "c1", &conf.to_string()));
         assert!(

@@ -4,6 +4,7 @@
 //! behaviour we improve on): key order is kept, and every value keeps its exact bytes, so large
 //! numbers are never rounded and strings are never re-escaped.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{DeserializeOwned, MapAccess, Visitor};
@@ -14,6 +15,8 @@ use serde_json::value::RawValue;
 #[derive(Debug, Clone, Default)]
 pub struct RawObject {
     entries: Vec<(String, Box<RawValue>)>,
+    /// Position in `entries` of each key, so duplicates and lookups cost O(1), not O(n).
+    index: HashMap<String, usize>,
 }
 
 impl RawObject {
@@ -28,10 +31,7 @@ impl RawObject {
 
     /// The raw value of `key`, matched exactly.
     pub fn get(&self, key: &str) -> Option<&RawValue> {
-        self.entries
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_ref())
+        self.index.get(key).map(|&i| self.entries[i].1.as_ref())
     }
 
     /// The raw value of `key`, matched exactly first, then ASCII case-insensitively, as Go's
@@ -60,9 +60,12 @@ impl RawObject {
 
     /// Sets `key` to raw JSON text, replacing an existing entry in place or appending.
     pub fn set_raw(&mut self, key: &str, value: Box<RawValue>) {
-        match self.entries.iter_mut().find(|(k, _)| k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.entries.push((key.to_string(), value)),
+        match self.index.get(key) {
+            Some(&i) => self.entries[i].1 = value,
+            None => {
+                self.index.insert(key.to_string(), self.entries.len());
+                self.entries.push((key.to_string(), value));
+            }
         }
     }
 
@@ -79,9 +82,16 @@ impl RawObject {
 
     /// Removes `key` (exact match); returns whether it was there.
     pub fn remove(&mut self, key: &str) -> bool {
-        let before = self.entries.len();
-        self.entries.retain(|(k, _)| k != key);
-        before != self.entries.len()
+        let Some(i) = self.index.remove(key) else {
+            return false;
+        };
+        self.entries.remove(i);
+        for pos in self.index.values_mut() {
+            if *pos > i {
+                *pos -= 1;
+            }
+        }
+        true
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
@@ -181,6 +191,31 @@ mod tests {
         let only_upper = RawObject::parse(br#"{"RuntimeConfig":{"a":1},"n":null}"#).unwrap();
         assert!(only_upper.get_ci("runtimeconfig").is_some());
         assert_eq!(only_upper.decode::<u32>("n").unwrap(), None);
+    }
+
+    // Many duplicates of one key: linear, and the last one wins (Go).
+    #[test]
+    fn many_duplicates_are_linear_and_last_wins() {
+        let n = 200_000;
+        let mut src = String::from("{");
+        for i in 0..n {
+            src.push_str(&format!("\"k{}\":{i},", i % 2));
+        }
+        src.push_str("\"end\":0}");
+        let started = std::time::Instant::now();
+        let obj = RawObject::parse(src.as_bytes()).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(obj.len(), 3);
+        assert_eq!(obj.get("k1").unwrap().get(), (n - 1).to_string());
+        let mut distinct = String::from("{");
+        for i in 0..n {
+            distinct.push_str(&format!("\"k{i}\":{i},"));
+        }
+        distinct.push_str("\"end\":0}");
+        let started = std::time::Instant::now();
+        let obj = RawObject::parse(distinct.as_bytes()).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(obj.len(), n + 1);
     }
 
     #[test]

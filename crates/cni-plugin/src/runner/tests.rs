@@ -357,6 +357,32 @@ fn stdin_read_error() {
         .starts_with("error reading from stdin: "));
 }
 
+// Hardening (7): stdin is capped; a bigger request is a clear code-5 error, no callback.
+#[test]
+fn oversized_stdin_is_refused() {
+    let p = Fake::new();
+    let mut big = io::repeat(b' ').take(crate::runner::STDIN_LIMIT + 1);
+    let e = call_reader(&p, &full_env("ADD"), &mut big).error(code::IO_FAILURE);
+    assert!(
+        e["msg"].as_str().unwrap().contains("larger than 16 MiB"),
+        "{e}"
+    );
+    assert!(p.commands().is_empty());
+}
+
+// Hardening (4): one GC policy, enforced before any plugin's gc runs.
+#[test]
+fn gc_without_valid_list_is_refused_for_every_plugin() {
+    let p = Fake::new();
+    let env = [("CNI_COMMAND", "GC"), ("CNI_PATH", "/opt/cni/bin")];
+    let e = call(&p, &env, &conf("1.1.0")).error(code::INVALID_NETWORK_CONFIG);
+    assert!(e["msg"].as_str().unwrap().contains("valid-attachments"));
+    assert!(p.commands().is_empty());
+    let legacy = r#"{"cniVersion":"1.1.0","name":"n","type":"p","cni.dev/attachments":[]}"#;
+    call(&p, &env, legacy).success_silent();
+    assert_eq!(p.commands(), [Command::Gc]);
+}
+
 struct Broken;
 impl Read for Broken {
     fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
