@@ -20,6 +20,9 @@ const IFLA_BRPORT_MODE: u16 = 4;
 const IFLA_BRPORT_LEARNING: u16 = 8;
 const IFLA_BRPORT_ISOLATED: u16 = 33;
 
+/// The longest interface alias the kernel stores (`IFALIASZ` - 1).
+pub const MAX_ALIAS_LEN: usize = 255;
+
 /// A link as reported by the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
@@ -54,6 +57,8 @@ pub struct Link {
     pub vlan_filtering: Option<bool>,
     /// For a bridge port: its port flags.
     pub bridge_port: Option<BridgePortInfo>,
+    /// The interface alias (`IFLA_IFALIAS`), which rcni uses to tag the owner of a host link.
+    pub alias: Option<String>,
 }
 
 /// Flags of a bridge port as reported in `IFLA_INFO_SLAVE_DATA`.
@@ -144,6 +149,7 @@ impl Link {
             link_netnsid: None,
             vlan_filtering: None,
             bridge_port: None,
+            alias: None,
         };
         for attr in msg.attributes {
             match attr {
@@ -156,6 +162,7 @@ impl Link {
                 LinkAttribute::Link(index) => link.link = Some(index),
                 LinkAttribute::LinkNetNsId(id) => link.link_netnsid = Some(id),
                 LinkAttribute::LinkInfo(infos) => link.apply_link_info(infos),
+                LinkAttribute::IfAlias(alias) if !alias.is_empty() => link.alias = Some(alias),
                 _ => {}
             }
         }
@@ -410,6 +417,31 @@ impl Handle {
         check_name(new_name)?;
         let attr = LinkAttribute::IfName(new_name.to_string());
         self.set_link(link_message(index, vec![attr]))
+    }
+
+    /// Moves the link called `name` into `ns` and sets its alias, in one request: the kernel
+    /// applies both in the same system call, so no process kill can leave the link in `ns`
+    /// without its alias. Fails with EEXIST if `ns` already has a link called `name`.
+    pub fn move_link_to_netns_with_alias(
+        &mut self,
+        name: &str,
+        ns: &NetNs,
+        alias: &str,
+    ) -> Result<(), Error> {
+        check_name(name)?;
+        if alias.len() > MAX_ALIAS_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "interface alias longer than {MAX_ALIAS_LEN} bytes"
+            )));
+        }
+        self.set_link(link_message(
+            0,
+            vec![
+                LinkAttribute::IfName(name.to_string()),
+                LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd()),
+                LinkAttribute::IfAlias(alias.to_string()),
+            ],
+        ))
     }
 
     /// Moves a link into another namespace; it disappears from this one.

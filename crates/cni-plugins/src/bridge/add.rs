@@ -17,6 +17,7 @@ use super::vlan;
 use crate::common::fault;
 use crate::common::iface_config::{configure_iface, ConfigureOptions};
 use crate::common::link_info::{interface_of, mac_string};
+use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
 use crate::common::{masquerade, spoofcheck};
@@ -40,6 +41,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let bridge = ensure_bridge(&mut host, &conf)?;
     let mut undo = Undo::new();
 
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     let pair = veth::create_pair(
         &mut host,
         &host_ns,
@@ -48,6 +50,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             name: &args.ifname,
             mtu: conf.mtu,
             mac: conf.mac,
+            owner: Some(&owner),
         },
     )?;
     let host_veth = pair.host.name.clone();
@@ -367,6 +370,7 @@ fn ensure_vlan_interface(
             name: &name,
             mtu: Some(bridge.mtu),
             mac: None,
+            owner: None,
         },
     )
     .map_err(|e| CniError::internal(format!("faild to create vlan gateway {name:?}: {}", e.msg)))?;

@@ -11,7 +11,8 @@ use cni_types::CniError;
 
 use super::conf::BridgeConf;
 use crate::common::errors::combine;
-use crate::common::veth::delete_in_container;
+use crate::common::nft_tag::AttachmentTag;
+use crate::common::veth::{self, delete_in_container};
 use crate::common::{masquerade, spoofcheck};
 use crate::netns::{self, Opened};
 
@@ -29,6 +30,11 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
             Ok(Opened::Gone(e)) => log::info!("DEL: {e}; only releasing the IPAM lease"),
             Err(e) => errors.push(e),
         }
+    }
+    // The host end of a pair whose container side is gone or was never named (a killed ADD).
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    if let Err(e) = veth::delete_owned(&owner) {
+        errors.push(e);
     }
 
     if conf.layer3 {

@@ -60,10 +60,14 @@ impl Plugin for Bridge {
             false => ipam::ipam_gc(args),
         };
         crate::common::errors::combine(
-            [ipam, crate::common::masquerade::gc_for(args, conf.ip_masq)]
-                .into_iter()
-                .filter_map(Result::err)
-                .collect(),
+            [
+                ipam,
+                crate::common::masquerade::gc_for(args, conf.ip_masq),
+                crate::common::veth::gc_for(args),
+            ]
+            .into_iter()
+            .filter_map(Result::err)
+            .collect(),
         )
     }
 

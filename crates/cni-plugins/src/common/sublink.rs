@@ -431,6 +431,7 @@ mod tests {
             link_netnsid: None,
             vlan_filtering: None,
             bridge_port: None,
+            alias: None,
         };
         assert!(check_mtu_within_master(None, &master).is_ok());
         assert!(check_mtu_within_master(Some(1500), &master).is_ok());

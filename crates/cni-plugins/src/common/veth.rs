@@ -1,16 +1,20 @@
-//! Veth pairs as the Go plugins make them (PL §0.4): the container end is created inside the
-//! container's namespace with the host end placed straight into the host namespace, the host
-//! end is named `veth` + 8 random hex digits (retried on a name clash), set up, and gets
-//! `accept_ra=0`.
+//! Veth pairs as the Go plugins make them (PL §0.4): the host end is named `veth` + 8 random hex
+//! digits (retried on a name clash), set up, and gets `accept_ra=0`.
 //!
-//! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it (PL §6 #805).
+//! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it (PL §6 #805),
+//! and it carries its attachment as its interface alias (the nft comment of
+//! [`AttachmentTag`]): both ends are made in the container's namespace and the host end is
+//! moved out and tagged in one request, so a killed ADD never leaves an untagged host veth.
+//! DEL finds the host end by that tag when the namespace is gone, and GC removes the tagged
+//! host ends of attachments that are not valid.
 
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
 use cni_plugin::ResultExt;
-use cni_types::CniError;
+use cni_types::{CniError, GcAttachment};
 use ipnet::IpNet;
 
+use super::nft_tag::AttachmentTag;
 use super::random;
 use super::undo::Undo;
 
@@ -26,6 +30,9 @@ pub struct ContainerEnd<'a> {
     pub mtu: Option<u32>,
     /// Its MAC; kernel-random when `None`.
     pub mac: Option<MacAddr>,
+    /// The attachment the pair belongs to, written as the host end's alias so that DEL and
+    /// GC find it without the container's namespace. Only for [`Target::Netns`].
+    pub owner: Option<&'a AttachmentTag>,
 }
 
 /// Both ends of a new pair, as read back after creation.
@@ -57,6 +64,7 @@ pub fn create_pair(
         mtu: end.mtu,
         mac: end.mac,
     };
+    let alias = end.owner.map(AttachmentTag::comment).unwrap_or_default();
     let mut host_name = String::new();
     let mut created = false;
     for _ in 0..NAME_ATTEMPTS {
@@ -67,7 +75,9 @@ pub fn create_pair(
             mac: Some(random::local_mac().or_internal("failed to generate a MAC")?),
         };
         let made = match &mut target {
-            Target::Netns(h) => h.create_veth(&container_spec, &host_spec, Some(host_ns)),
+            Target::Netns(h) => {
+                create_in_container(h, host_ns, &container_spec, &host_spec, &alias)
+            }
             Target::Host => host.create_veth(&container_spec, &host_spec, None),
         };
         match made {
@@ -116,6 +126,87 @@ pub fn create_pair(
             Err(e)
         }
     }
+}
+
+/// Makes both ends inside the container's namespace, then moves the host end out and tags it
+/// with `alias` in one request. A kill between the two steps leaves the pair in the
+/// container's namespace (DEL of `eth0`, or the namespace's end, removes it), never an untagged
+/// link in the host's. A host-side name clash on the move removes the pair and is EEXIST.
+fn create_in_container(
+    h: &mut Handle,
+    host_ns: &NetNs,
+    container: &LinkSpec,
+    host_end: &LinkSpec,
+    alias: &str,
+) -> Result<(), cni_linux::NetlinkError> {
+    h.create_veth(container, host_end, None)?;
+    let moved = h.move_link_to_netns_with_alias(&host_end.name, host_ns, alias);
+    if moved.is_err() {
+        let _ = h.delete_link_by_name(&host_end.name);
+    }
+    moved
+}
+
+/// The host veths in `h`'s namespace whose alias tags them as `owner`'s (normally one).
+pub fn owned_by(h: &mut Handle, owner: &AttachmentTag) -> Result<Vec<Link>, CniError> {
+    let prefix = owner.prefix();
+    host_veths(h, |alias| alias.starts_with(&prefix))
+}
+
+/// The host veths of `network` whose attachment is not in `valid` (for GC).
+pub fn stale_in_network(
+    h: &mut Handle,
+    network: &str,
+    valid: &[GcAttachment],
+) -> Result<Vec<Link>, CniError> {
+    let net_prefix = AttachmentTag::network_prefix(network);
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
+        .collect();
+    host_veths(h, |alias| {
+        alias.starts_with(&net_prefix) && !keep.iter().any(|k| alias.starts_with(k.as_str()))
+    })
+}
+
+fn host_veths(h: &mut Handle, select: impl Fn(&str) -> bool) -> Result<Vec<Link>, CniError> {
+    let links = h.links().or_internal("failed to list links")?;
+    Ok(links
+        .into_iter()
+        .filter(|l| l.kind.as_deref() == Some("veth"))
+        .filter(|l| l.alias.as_deref().is_some_and(&select))
+        .collect())
+}
+
+/// Deletes the host veths tagged as `owner`'s (their container ends go with them), for DEL
+/// when the container's namespace is gone or its interface was never named.
+pub fn delete_owned(owner: &AttachmentTag) -> Result<(), CniError> {
+    let mut h = Handle::new().or_internal("cannot open netlink")?;
+    for link in owned_by(&mut h, owner)? {
+        delete(&mut h, &link.name).map_err(CniError::internal)?;
+    }
+    Ok(())
+}
+
+/// GC of a veth plugin: without a valid list (a request that is not a GC of spec 1.1) nothing
+/// is known to be stale and nothing goes.
+pub fn gc_for(args: &cni_plugin::CmdArgs) -> Result<(), CniError> {
+    match args.conf.valid_attachments.as_deref() {
+        Some(valid) => gc(&args.conf.name, valid),
+        None => Ok(()),
+    }
+}
+
+/// GC: deletes the host veths of `network` whose attachment is not in `valid`.
+pub fn gc(network: &str, valid: &[GcAttachment]) -> Result<(), CniError> {
+    let mut h = Handle::new().or_internal("cannot open netlink")?;
+    let mut errors = Vec::new();
+    for link in stale_in_network(&mut h, network, valid)? {
+        if let Err(e) = delete(&mut h, &link.name) {
+            errors.push(CniError::internal(e));
+        }
+    }
+    super::errors::combine(errors)
 }
 
 /// Registers the undo of [`create_pair`]: deleting the host end `host_name` (in the calling

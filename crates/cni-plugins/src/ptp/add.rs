@@ -18,6 +18,7 @@ use crate::common::fault;
 use crate::common::iface_config::{configure_iface, ConfigureOptions};
 use crate::common::link_info::interface_of;
 use crate::common::masquerade;
+use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
 use crate::netns;
@@ -64,6 +65,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     let host_ns = NetNs::current().or_internal("cannot open the host network namespace")?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     let pair = veth::create_pair(
         &mut host,
         &host_ns,
@@ -72,6 +74,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             name: &args.ifname,
             mtu: conf.mtu,
             mac: None,
+            owner: Some(&owner),
         },
     )?;
     veth::push_undo(&mut undo, &pair.host.name);

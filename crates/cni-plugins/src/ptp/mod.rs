@@ -48,6 +48,7 @@ impl Plugin for Ptp {
             [
                 ipam::ipam_gc(args),
                 crate::common::masquerade::gc_for(args, conf.ip_masq),
+                crate::common::veth::gc_for(args),
             ]
             .into_iter()
             .filter_map(Result::err)
