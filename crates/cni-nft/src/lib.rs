@@ -36,6 +36,8 @@
 //!   nat, masq, ct, counter, fib, and `nft_compat` x_tables matches) for shapes the builder
 //!   lacks; [`xt`] builds the x_tables matches in iptables-nft's encoding
 //!   ([`xt::conntrack_state`]), so that `iptables-nft -S` can show the rule.
+//! * [`legacy::legacy_filter_present`] — read-only: whether this namespace has an
+//!   iptables-legacy (x_tables) `filter` table, whose drops no nf_tables accept overrides.
 //! * [`Error`] — `Io`, `Kernel { what, errno, message }` (with [`Error::is_not_found`] and
 //!   [`Error::is_exists`]), `Decode`, `Invalid`.
 //! * [`Transport`] is the socket seam; [`fake::FakeTransport`] records requests and scripts
@@ -71,6 +73,7 @@ mod conntrack;
 mod error;
 mod expr;
 pub mod fake;
+pub mod legacy;
 mod list;
 mod message;
 mod objects;
