@@ -61,7 +61,11 @@ impl Present {
 }
 
 /// Reads what of the layout exists in `family filter` (read-only).
-pub fn survey(nft: &mut Nft, family: Family, conf: &FirewallConf) -> Result<Present, cni_nft::Error> {
+pub fn survey(
+    nft: &mut Nft,
+    family: Family,
+    conf: &FirewallConf,
+) -> Result<Present, cni_nft::Error> {
     let jumps_to = |nft: &mut Nft, chain: &str, target: &str| -> Result<bool, cni_nft::Error> {
         Ok(nft
             .list_rule_jumps(family, TABLE, chain)?
@@ -89,8 +93,15 @@ pub fn skeleton(
     if !present.forward_chain {
         // As iptables-nft creates it; only when missing, so a DROP policy stays.
         b.add_chain(
-            &Chain::base(family, TABLE, FORWARD, ChainType::Filter, Hook::Forward, priority::FILTER)
-                .with_policy(Policy::Accept),
+            &Chain::base(
+                family,
+                TABLE,
+                FORWARD,
+                ChainType::Filter,
+                Hook::Forward,
+                priority::FILTER,
+            )
+            .with_policy(Policy::Accept),
         )?;
     }
     b.add_chain(&Chain::regular(family, TABLE, CNI_FORWARD))?;
@@ -99,7 +110,12 @@ pub fn skeleton(
         b.insert_rule(&jump(family, FORWARD, CNI_FORWARD, FORWARD_JUMP_COMMENT)?);
     }
     if !present.admin_jump {
-        b.insert_rule(&jump(family, CNI_FORWARD, &conf.admin_chain, ADMIN_JUMP_COMMENT)?);
+        b.insert_rule(&jump(
+            family,
+            CNI_FORWARD,
+            &conf.admin_chain,
+            ADMIN_JUMP_COMMENT,
+        )?);
     }
     Ok(())
 }
@@ -122,7 +138,9 @@ pub fn attachment_rules(tag: &AttachmentTag, addrs: &[IpNet]) -> Result<Vec<Rule
         out.push(
             Rule::builder(family, TABLE, CNI_FORWARD)
                 .daddr(ip)
-                .expr(xt::conntrack_state(ct_state::RELATED | ct_state::ESTABLISHED))
+                .expr(xt::conntrack_state(
+                    ct_state::RELATED | ct_state::ESTABLISHED,
+                ))
                 .counter()
                 .accept()
                 .comment(&comment)
@@ -154,11 +172,16 @@ mod tests {
     #[test]
     fn two_rules_per_address_in_its_family() {
         let tag = AttachmentTag::new("n", "c", "eth0");
-        let addrs: Vec<IpNet> = vec!["198.18.0.2/24".parse().unwrap(), "fd00::2/64".parse().unwrap()];
+        let addrs: Vec<IpNet> = vec![
+            "198.18.0.2/24".parse().unwrap(),
+            "fd00::2/64".parse().unwrap(),
+        ];
         let r = attachment_rules(&tag, &addrs).unwrap();
         let fams: Vec<Family> = r.iter().map(Rule::family).collect();
         assert_eq!(fams, [Family::Ip, Family::Ip, Family::Ip6, Family::Ip6]);
-        assert!(r.iter().all(|r| r.chain() == CNI_FORWARD && r.comment() == Some(&*tag.comment())));
+        assert!(r
+            .iter()
+            .all(|r| r.chain() == CNI_FORWARD && r.comment() == Some(&*tag.comment())));
         assert_eq!(families(&addrs), [Family::Ip, Family::Ip6]);
         assert_eq!(families(&addrs[1..]), [Family::Ip6]);
     }
@@ -167,11 +190,24 @@ mod tests {
     fn complete_layout_writes_nothing_and_existing_forward_is_not_redeclared() {
         let c = conf();
         let mut b = Batch::new();
-        let all = Present { forward_chain: true, forward_jump: true, admin_jump: true };
+        let all = Present {
+            forward_chain: true,
+            forward_jump: true,
+            admin_jump: true,
+        };
         skeleton(&mut b, Family::Ip, &c, all).unwrap();
         assert!(b.is_empty());
         let mut with_forward = Batch::new();
-        skeleton(&mut with_forward, Family::Ip, &c, Present { forward_chain: true, ..Present::default() }).unwrap();
+        skeleton(
+            &mut with_forward,
+            Family::Ip,
+            &c,
+            Present {
+                forward_chain: true,
+                ..Present::default()
+            },
+        )
+        .unwrap();
         let mut without = Batch::new();
         skeleton(&mut without, Family::Ip, &c, Present::default()).unwrap();
         // table, 2 regular chains, 2 jumps; plus the FORWARD chain only when it is missing.

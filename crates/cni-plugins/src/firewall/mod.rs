@@ -112,13 +112,15 @@ fn refuse_legacy(families: &[Family]) -> Result<(), CniError> {
 
 /// Every table and chain that can hold an attachment's rules, current layout and earlier.
 fn cleaned(nft: &mut Nft, select: &dyn Fn(&RuleInfo) -> bool) -> Result<usize, cni_nft::Error> {
-    Ok(delete_selected(nft, &iptables::TABLES, &iptables::RULE_CHAINS, select)?
-        + delete_selected(
-            nft,
-            &[(isolation::FAMILY, isolation::TABLE)],
-            &isolation::CLEANED_CHAINS,
-            select,
-        )?)
+    Ok(
+        delete_selected(nft, &iptables::TABLES, &iptables::RULE_CHAINS, select)?
+            + delete_selected(
+                nft,
+                &[(isolation::FAMILY, isolation::TABLE)],
+                &isolation::CLEANED_CHAINS,
+                select,
+            )?,
+    )
 }
 
 /// The ADD transaction, from a fresh look at the kernel.
