@@ -120,6 +120,35 @@ pub fn skeleton(
     Ok(())
 }
 
+/// Adds to `b` the deletion of duplicate jumps that concurrent first ADDs inserted (each saw
+/// none): of the rules jumping `FORWARD -> CNI-FORWARD` and `CNI-FORWARD -> admin`, the one
+/// with the lowest handle stays, so concurrent callers agree; only rcni's (by comment) go.
+pub fn duplicate_jumps(
+    nft: &mut Nft,
+    b: &mut Batch,
+    family: Family,
+    conf: &FirewallConf,
+) -> Result<(), cni_nft::Error> {
+    for (chain, target, comment) in [
+        (FORWARD, CNI_FORWARD, FORWARD_JUMP_COMMENT),
+        (CNI_FORWARD, conf.admin_chain.as_str(), ADMIN_JUMP_COMMENT),
+    ] {
+        let mut jumps: Vec<_> = nft
+            .list_rule_jumps(family, TABLE, chain)?
+            .into_iter()
+            .filter(|(_, jump)| jump.as_deref() == Some(target))
+            .map(|(info, _)| info)
+            .collect();
+        jumps.sort_by_key(|r| r.handle);
+        for extra in jumps.iter().skip(1) {
+            if extra.comment.as_deref() == Some(comment) {
+                b.delete_rule(family, TABLE, chain, extra.handle)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn jump(family: Family, chain: &str, target: &str, comment: &str) -> Result<Rule, cni_nft::Error> {
     Rule::builder(family, TABLE, chain)
         .counter()

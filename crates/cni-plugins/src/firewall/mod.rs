@@ -194,6 +194,17 @@ impl Plugin for Firewall {
             nft.commit(&batch)
         })
         .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
+        retry_transient(|| {
+            let mut b = Batch::new();
+            for family in &plan.families {
+                iptables::duplicate_jumps(&mut nft, &mut b, *family, &plan.conf)?;
+            }
+            if b.is_empty() {
+                return Ok(());
+            }
+            nft.commit(&b)
+        })
+        .map_err(|e| nft_error("firewall: removing duplicate jumps", e))?;
         Ok(plan.prev.clone())
     }
 
