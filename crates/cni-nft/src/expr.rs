@@ -340,6 +340,16 @@ pub enum Expr {
         /// [`fib_flags`].
         flags: u32,
     },
+    /// An x_tables match run through `nft_compat`, the way iptables-nft writes the matches
+    /// it has no native encoding for (see [`crate::xt`]).
+    XtMatch {
+        /// The x_tables match name (`conntrack`).
+        name: String,
+        /// The match revision.
+        rev: u32,
+        /// The match's info struct, in host byte order as x_tables defines it.
+        info: Vec<u8>,
+    },
 }
 
 impl Expr {
@@ -357,6 +367,7 @@ impl Expr {
             Expr::Ct { .. } | Expr::CtSet { .. } => "ct",
             Expr::Counter => "counter",
             Expr::Fib { .. } => "fib",
+            Expr::XtMatch { .. } => "match",
         }
     }
 
@@ -511,6 +522,11 @@ impl Expr {
                 d.be32(NFTA_FIB_DREG, dreg.number())
                     .be32(NFTA_FIB_RESULT, result)
                     .be32(NFTA_FIB_FLAGS, *flags);
+            }
+            Expr::XtMatch { name, rev, info } => {
+                d.str(NFTA_MATCH_NAME, name)
+                    .be32(NFTA_MATCH_REV, *rev)
+                    .bytes(NFTA_MATCH_INFO, info);
             }
         }
     }

@@ -10,7 +10,8 @@
 //!     names the message the kernel rejected (`add rule ip cni_hostport hostports (comment
 //!     "…")`) with the kernel's extended-ACK text.
 //!   * [`Nft::table_exists`], [`Nft::chain_exists`], [`Nft::list_chains`].
-//!   * [`Nft::list_rules`] returns each rule of a chain as a [`RuleInfo`] (handle, comment).
+//!   * [`Nft::list_rules`] returns each rule of a chain as a [`RuleInfo`] (handle, comment);
+//!     [`Nft::list_rule_jumps`] also the chain each rule jumps or goes to, if any.
 //!   * [`Nft::delete_rules_with_comment`] / [`Nft::delete_rules_where`]: "select by comment,
 //!     delete by handle" in one transaction; missing chains are skipped.
 //!   * [`Nft::list_conntrack`], [`Nft::delete_conntrack`] with a [`ConntrackFilter`]
@@ -32,7 +33,11 @@
 //!   [`Expr`], `comment` (stored as the userdata `nft list` shows; [`fit_comment`] trims any
 //!   text to fit) and `position`. `build()` reports the first invalid input.
 //! * [`Expr`] — the raw expressions (payload, meta, cmp, bitwise, immediate, verdict, lookup,
-//!   nat, masq, ct, counter, fib) for shapes the builder lacks.
+//!   nat, masq, ct, counter, fib, and `nft_compat` x_tables matches) for shapes the builder
+//!   lacks; [`xt`] builds the x_tables matches in iptables-nft's encoding
+//!   ([`xt::conntrack_state`]), so that `iptables-nft -S` can show the rule.
+//! * [`legacy::legacy_filter_present`] — read-only: whether this namespace has an
+//!   iptables-legacy (x_tables) `filter` table, whose drops no nf_tables accept overrides.
 //! * [`Error`] — `Io`, `Kernel { what, errno, message }` (with [`Error::is_not_found`] and
 //!   [`Error::is_exists`]), `Decode`, `Invalid`.
 //! * [`Transport`] is the socket seam; [`fake::FakeTransport`] records requests and scripts
@@ -68,12 +73,14 @@ mod conntrack;
 mod error;
 mod expr;
 pub mod fake;
+pub mod legacy;
 mod list;
 mod message;
 mod objects;
 mod rule;
 mod sys;
 mod transport;
+pub mod xt;
 
 pub use batch::Batch;
 pub use client::Nft;

@@ -1,4 +1,5 @@
-//! Reading back what exists: tables, chains, and the rules of a chain as (handle, comment),
+//! Reading back what exists: tables, chains, and the rules of a chain as (handle, comment,
+//! jump target),
 //! plus "select by comment, delete by handle" in one batch.
 
 use crate::attr::{self, AttrWriter};
@@ -47,7 +48,32 @@ pub(crate) fn comment_from_userdata(mut ud: &[u8]) -> Option<String> {
     None
 }
 
-fn rule_info(item: &DumpItem) -> Result<RuleInfo, Error> {
+/// The chain a rule's `jump`/`goto` verdict names: the `immediate` expression with a verdict
+/// carrying a chain (iptables-nft's `-j <chain>` is encoded the same way).
+fn jump_target(exprs: &[u8]) -> Result<Option<String>, Error> {
+    for elem in attr::parse(exprs)? {
+        let e = elem.nested()?;
+        let is_immediate = attr::find(&e, NFTA_EXPR_NAME)
+            .map(|a| a.str())
+            .transpose()?
+            == Some("immediate");
+        let Some(data) = attr::find(&e, NFTA_EXPR_DATA).filter(|_| is_immediate) else {
+            continue;
+        };
+        let verdict = attr::find(&data.nested()?, NFTA_IMMEDIATE_DATA)
+            .map(|d| d.nested())
+            .transpose()?
+            .and_then(|d| attr::find(&d, NFTA_DATA_VERDICT));
+        if let Some(v) = verdict {
+            if let Some(chain) = attr::find(&v.nested()?, NFTA_VERDICT_CHAIN) {
+                return Ok(Some(chain.str()?.to_string()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn rule_info(item: &DumpItem) -> Result<(RuleInfo, Option<String>), Error> {
     let attrs = attr::parse(&item.attrs)?;
     let text = |ty: u16| -> Result<String, Error> {
         attr::find(&attrs, ty)
@@ -58,12 +84,17 @@ fn rule_info(item: &DumpItem) -> Result<RuleInfo, Error> {
     let handle = attr::find(&attrs, NFTA_RULE_HANDLE)
         .ok_or_else(|| Error::Decode("rule without handle".into()))?
         .be64()?;
-    Ok(RuleInfo {
+    let jump = match attr::find(&attrs, NFTA_RULE_EXPRESSIONS) {
+        Some(a) => jump_target(a.data)?,
+        None => None,
+    };
+    let info = RuleInfo {
         table: text(NFTA_RULE_TABLE)?,
         chain: text(NFTA_RULE_CHAIN)?,
         handle,
         comment: attr::find(&attrs, NFTA_RULE_USERDATA).and_then(|a| comment_from_userdata(a.data)),
-    })
+    };
+    Ok((info, jump))
 }
 
 impl Nft {
@@ -134,6 +165,21 @@ impl Nft {
         table: &str,
         chain: &str,
     ) -> Result<Vec<RuleInfo>, Error> {
+        Ok(self
+            .list_rule_jumps(family, table, chain)?
+            .into_iter()
+            .map(|(info, _)| info)
+            .collect())
+    }
+
+    /// Like [`Nft::list_rules`], with the chain each rule jumps or goes to (`None` for rules
+    /// without such a verdict): finds a jump whoever wrote it, with or without a comment.
+    pub fn list_rule_jumps(
+        &mut self,
+        family: Family,
+        table: &str,
+        chain: &str,
+    ) -> Result<Vec<(RuleInfo, Option<String>)>, Error> {
         check_name("table", table)?;
         check_name("chain", chain)?;
         let mut a = AttrWriter::new();
@@ -147,10 +193,10 @@ impl Nft {
         };
         let mut out = Vec::new();
         for item in items.iter().filter(|i| i.family == family.number()) {
-            let info = rule_info(item)?;
+            let (info, jump) = rule_info(item)?;
             // Older kernels ignore the chain filter of a dump; filter here as well.
             if info.table == table && info.chain == chain {
-                out.push(info);
+                out.push((info, jump));
             }
         }
         Ok(out)
@@ -204,6 +250,26 @@ mod tests {
     use super::*;
     use crate::fake::{self, FakeTransport};
     use crate::message;
+    use crate::{Expr, Verdict};
+
+    #[test]
+    fn jump_target_is_found_after_other_expressions() {
+        let encode = |exprs: &[Expr]| {
+            let mut list = AttrWriter::new();
+            for e in exprs {
+                e.encode(&mut list);
+            }
+            list.into_bytes()
+        };
+        let jump = encode(&[
+            crate::xt::conntrack_state(2),
+            Expr::Counter,
+            Expr::Verdict(Verdict::Jump("CNI-FORWARD".into())),
+        ]);
+        assert_eq!(jump_target(&jump).unwrap().as_deref(), Some("CNI-FORWARD"));
+        let accept = encode(&[Expr::Counter, Expr::Verdict(Verdict::Accept)]);
+        assert_eq!(jump_target(&accept).unwrap(), None);
+    }
 
     fn rule_attrs(chain: &str, handle: u64, comment: Option<&str>) -> Vec<u8> {
         let mut a = AttrWriter::new();

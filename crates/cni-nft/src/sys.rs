@@ -138,6 +138,10 @@ pub const NFTA_CT_SREG: u16 = 4;
 pub const NFTA_FIB_DREG: u16 = 1;
 pub const NFTA_FIB_RESULT: u16 = 2;
 pub const NFTA_FIB_FLAGS: u16 = 3;
+/// `nft_compat` x_tables match (what iptables-nft writes for `-m <name>`).
+pub const NFTA_MATCH_NAME: u16 = 1;
+pub const NFTA_MATCH_REV: u16 = 2;
+pub const NFTA_MATCH_INFO: u16 = 3;
 
 // nfnetlink_conntrack.h
 pub const IPCTNL_MSG_CT_GET: u8 = 1;

@@ -10,6 +10,8 @@ use nft_common::*;
 use serde_json::{json, Value};
 
 const TABLE: &str = "cni_firewall";
+/// iptables-nft's table, where the accept rules live.
+const FILTER: &str = "filter";
 
 fn fw(extra: Value) -> Value {
     let mut keys = json!({ "type": "firewall" });
@@ -112,8 +114,14 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
         .assert_success();
     let host = lab.host().name.clone();
     // Two addresses, two rules each.
-    assert_eq!(rules_with(&host, TABLE, "id: n1"), 4, "{:#?}", rules(&host));
-    assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 2);
+    assert_eq!(
+        rules_with(&host, FILTER, "id: n1"),
+        4,
+        "{:#?}",
+        rules(&host)
+    );
+    assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
+    assert_eq!(chain_rules(&host, "ip6", FILTER, "FORWARD"), 1);
 
     // An administrator's rule in the admin chain drops the pod's forwarded traffic...
     let outside = lab.add_outside();
@@ -123,7 +131,7 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
         OUTSIDE_IP4.parse::<IpAddr>().unwrap()
     ));
     lab.host_sh(&format!(
-        "nft add rule inet {TABLE} NOMAD-ADMIN ip saddr {ip4} drop"
+        "nft add rule ip {FILTER} NOMAD-ADMIN ip saddr {ip4} drop"
     ));
     assert!(!cni_testkit::ping(
         &pod.name,
@@ -132,11 +140,12 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
     // ...and survives the next ADD and DEL.
     lab.rcni("firewall", "ADD", "n1", &netns, &stdin)
         .assert_success();
-    assert_eq!(rules_with(&host, TABLE, "id: n1"), 4);
-    assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 2);
+    assert_eq!(rules_with(&host, FILTER, "id: n1"), 4);
+    assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
     lab.rcni("firewall", "DEL", "n1", &netns, &stdin)
         .assert_success();
-    assert_eq!(chain_rules(&host, "inet", TABLE, "NOMAD-ADMIN"), 1);
+    assert_eq!(chain_rules(&host, "ip", FILTER, "NOMAD-ADMIN"), 1);
+    assert_eq!(rules_with(&host, FILTER, "id: n1"), 0);
     let _ = outside;
 }
 
@@ -176,10 +185,16 @@ fn gc_and_bad_inputs() {
     assert_eq!(out.stdout, "", "{out}");
     out.assert_success();
     let host = lab.host().name.clone();
-    assert_eq!(rules_with(&host, TABLE, "net: fnet, if: eth0, id: keep"), 2);
-    assert_eq!(rules_with(&host, TABLE, "net: fnet, if: eth0, id: gone"), 0);
     assert_eq!(
-        rules_with(&host, TABLE, "net: other, if: eth0, id: gone"),
+        rules_with(&host, FILTER, "net: fnet, if: eth0, id: keep"),
+        2
+    );
+    assert_eq!(
+        rules_with(&host, FILTER, "net: fnet, if: eth0, id: gone"),
+        0
+    );
+    assert_eq!(
+        rules_with(&host, FILTER, "net: other, if: eth0, id: gone"),
         2
     );
 
@@ -215,6 +230,7 @@ fn gc_and_bad_inputs() {
     // Like Go's firewall plugin, 0.3.x configs are refused.
     let old = json!({ "cniVersion": "0.3.1", "name": "fnet", "type": "firewall", "prevResult": prev("10.5.0.9") });
     assert_eq!(code(old.to_string()).0, 1);
+    assert_eq!(rules_with(&host, FILTER, "id: bad"), 0);
     assert_eq!(rules_with(&host, TABLE, "id: bad"), 0);
 }
 
@@ -269,5 +285,6 @@ fn concurrent_add_and_del_keep_exactly_the_live_rules() {
         // 2 accept rules + 2 isolation rules per live attachment.
         assert_eq!(n, if i % 4 < 2 { 0 } else { 4 }, "f{i}");
     }
-    assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 2);
+    assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 1);
+    assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
 }

@@ -1,5 +1,5 @@
 //! The firewall configuration (PL §1.16): `backend`, `iptablesAdminChainName`,
-//! `ingressPolicy` (`firewalldZone` is accepted and unused).
+//! `ingressPolicy` (`firewalldZone` is accepted and unused: firewalld is refused).
 
 use cni_types::{CniError, NetConf};
 
@@ -37,7 +37,7 @@ impl FirewallConf {
             Some("firewalld") => {
                 return Err(invalid(
                     "firewalld is not supported by rcni (backend \"firewalld\"); use backend \
-                     \"iptables\" or \"\", both served by rcni's nftables rules",
+                     \"iptables\" or \"\", both served by rcni's iptables-nft rules",
                 ))
             }
             Some(other) => {

@@ -1,17 +1,34 @@
-//! firewall (PL §1.16): forward-accept rules for the container's addresses and
-//! `ingressPolicy` bridge isolation, on nf_tables (see [`rules`] for the layout).
+//! firewall (PL §1.16): forward-accept rules for the container's addresses in the Go plugin's
+//! iptables layout, and `ingressPolicy` bridge isolation.
 //!
-//! - `backend` `"iptables"` or `""` (podman, Nomad, minikube configs) are served by the
-//!   nftables rules; `"firewalld"` is refused with code 7.
+//! - [`iptables`]: `backend` `"iptables"` or `""` (podman, Nomad, minikube configs). The accept
+//!   rules go where iptables' `filter FORWARD` chain sees them, in the `ip`/`ip6 filter` tables
+//!   iptables-nft manages (`CNI-FORWARD`, the admin chain), over netlink: in nf_tables an
+//!   accept in another table cannot override that chain's DROP policy (Docker and hardened
+//!   hosts). `iptables-nft -S` shows them; admin rules in `CNI-ADMIN` apply.
+//! - [`isolation`]: the isolation drops, in rcni's `inet cni_firewall` table.
 //! - ADD (chained: needs `prevResult`, returned unchanged) replaces the attachment's rules in
 //!   one atomic batch. DEL removes them by tag, without `prevResult` or netns. CHECK verifies
-//!   they exist. GC removes this network's rules of attachments not in the valid list.
+//!   they and the jumps to them exist. GC removes this network's rules of attachments not in
+//!   the valid list.
+//!
+//! Differences from the Go plugin:
+//! - `"firewalld"` is refused with code 7 (Go: D-Bus calls), and `""` never means firewalld.
+//! - The per-address rules carry the attachment's tag as comment; Go's have none and are
+//!   deleted by address, so two attachments with one address cannot remove each other's.
+//! - On a host whose namespace has an iptables-legacy `filter` table, ADD fails: rules written
+//!   with nf_tables cannot override x_tables' FORWARD (Go would write legacy rules with the
+//!   legacy binary). DEL, CHECK and GC still work.
+//! - Isolation lives in `inet cni_firewall` instead of `CNI-ISOLATION-STAGE-1/2` of `filter`,
+//!   and goes away with the bridge's last attachment (Go never removes it).
 
 pub mod conf;
-pub mod rules;
+pub mod iptables;
+pub mod isolation;
 
 use ipnet::IpNet;
 
+use cni_nft::{Batch, Family, Nft, Rule, RuleInfo};
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
@@ -35,18 +52,32 @@ fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
         .ok_or_else(|| CniError::invalid_config("firewall: missing prevResult from earlier plugin"))
 }
 
-/// What ADD installs and CHECK expects: the config, the chained result, the attachment's tag
-/// and its rules.
-fn planned(
-    args: &CmdArgs,
-) -> Result<(FirewallConf, &CniResult, AttachmentTag, Vec<cni_nft::Rule>), CniError> {
+/// What ADD installs and CHECK expects.
+struct Plan<'a> {
+    conf: FirewallConf,
+    prev: &'a CniResult,
+    tag: AttachmentTag,
+    families: Vec<Family>,
+    accepts: Vec<Rule>,
+    isolation: Vec<Rule>,
+}
+
+fn planned(args: &CmdArgs) -> Result<Plan<'_>, CniError> {
     let conf = FirewallConf::parse(&args.conf)?;
     let prev = prev_result(args)?;
     let tag = tag_of(args);
     let (addrs, bridge) = targets(prev);
-    let wanted = rules::attachment_rules(&conf, &tag, &addrs, bridge)
-        .map_err(|e| nft_error("firewall: building rules", e))?;
-    Ok((conf, prev, tag, wanted))
+    let build = |e| nft_error("firewall: building rules", e);
+    let accepts = iptables::attachment_rules(&tag, &addrs).map_err(build)?;
+    let isolation = isolation::attachment_rules(&conf, &tag, bridge).map_err(build)?;
+    Ok(Plan {
+        families: iptables::families(&addrs),
+        conf,
+        prev,
+        tag,
+        accepts,
+        isolation,
+    })
 }
 
 /// Every address of the result and the bridge (Go: the first interface's name).
@@ -60,57 +91,136 @@ fn targets(prev: &CniResult) -> (Vec<IpNet>, Option<&str>) {
     (addrs, bridge)
 }
 
+/// Fails when a family in use has an iptables-legacy `filter` table in this namespace.
+fn refuse_legacy(families: &[Family]) -> Result<(), CniError> {
+    for family in families {
+        let present = cni_nft::legacy::legacy_filter_present(*family)
+            .map_err(|e| nft_error("firewall: looking for iptables-legacy tables", e))?;
+        if present {
+            return Err(CniError::internal(format!(
+                "firewall: this host uses iptables-legacy: {} lists a legacy (x_tables) filter \
+                 table, whose FORWARD chain rcni cannot write and whose drops no nf_tables rule \
+                 can override; switch the host to iptables-nft (update-alternatives --set \
+                 iptables /usr/sbin/iptables-nft, then restart the services that wrote legacy \
+                 rules, or reboot)",
+                cni_nft::legacy::names_file(*family).unwrap_or("x_tables")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every table and chain that can hold an attachment's rules, current layout and earlier.
+fn cleaned(nft: &mut Nft, select: &dyn Fn(&RuleInfo) -> bool) -> Result<usize, cni_nft::Error> {
+    Ok(
+        delete_selected(nft, &iptables::TABLES, &iptables::RULE_CHAINS, select)?
+            + delete_selected(
+                nft,
+                &[(isolation::FAMILY, isolation::TABLE)],
+                &isolation::CLEANED_CHAINS,
+                select,
+            )?,
+    )
+}
+
+/// The ADD transaction, from a fresh look at the kernel.
+fn add_batch(nft: &mut Nft, plan: &Plan<'_>) -> Result<Batch, cni_nft::Error> {
+    let mut b = Batch::new();
+    for family in &plan.families {
+        let present = iptables::survey(nft, *family, &plan.conf)?;
+        iptables::skeleton(&mut b, *family, &plan.conf, present)?;
+    }
+    for (family, table) in iptables::TABLES {
+        for r in owned_rules(nft, family, table, &iptables::RULE_CHAINS, &plan.tag)? {
+            b.delete_rule(family, table, &r.chain, r.handle)?;
+        }
+    }
+    if !plan.isolation.is_empty() && !isolation::skeleton_in_place(nft)? {
+        isolation::skeleton(&mut b)?;
+    }
+    let (f, t) = (isolation::FAMILY, isolation::TABLE);
+    for r in owned_rules(nft, f, t, &isolation::CLEANED_CHAINS, &plan.tag)? {
+        b.delete_rule(f, t, &r.chain, r.handle)?;
+    }
+    for r in plan.accepts.iter().chain(&plan.isolation) {
+        b.add_rule(r);
+    }
+    Ok(b)
+}
+
+/// CHECK's comparison of what exists with `plan`.
+fn verify(nft: &mut Nft, plan: &Plan<'_>, cid: &str) -> Result<(), CniError> {
+    let listing = |e| nft_error("firewall: listing rules", e);
+    for family in &plan.families {
+        let present = iptables::survey(nft, *family, &plan.conf).map_err(listing)?;
+        if !present.complete() {
+            return Err(CniError::internal(format!(
+                "firewall: {family} filter lacks the jump FORWARD -> {} -> {}",
+                iptables::CNI_FORWARD,
+                plan.conf.admin_chain
+            )));
+        }
+    }
+    let chains = iptables::TABLES
+        .iter()
+        .map(|(f, t)| (*f, *t, iptables::CNI_FORWARD))
+        .chain(isolation::RULE_CHAINS.map(|c| (isolation::FAMILY, isolation::TABLE, c)));
+    for (family, table, chain) in chains {
+        let want = plan
+            .accepts
+            .iter()
+            .chain(&plan.isolation)
+            .filter(|r| r.family() == family && r.table() == table && r.chain() == chain)
+            .count();
+        let have = owned_rules(nft, family, table, &[chain], &plan.tag)
+            .map_err(listing)?
+            .len();
+        if have < want {
+            return Err(CniError::internal(format!(
+                "firewall: missing rules for container {cid} in {family} {table} {chain}: found {have} of {want}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Plugin for Firewall {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        let (conf, prev, tag, wanted) = planned(args)?;
+        let plan = planned(args)?;
+        refuse_legacy(&plan.families)?;
         let mut nft = open_host("firewall")?;
         retry_transient(|| {
-            let stale = owned_rules(
-                &mut nft,
-                rules::FAMILY,
-                rules::TABLE,
-                &rules::RULE_CHAINS,
-                &tag,
-            )?;
-            let with_skeleton = !rules::skeleton_in_place(&mut nft, &conf)?;
-            nft.commit(&rules::add_batch(&conf, &stale, &wanted, with_skeleton)?)
+            let batch = add_batch(&mut nft, &plan)?;
+            nft.commit(&batch)
         })
         .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
-        Ok(prev.clone())
+        retry_transient(|| {
+            let mut b = Batch::new();
+            for family in &plan.families {
+                iptables::duplicate_jumps(&mut nft, &mut b, *family, &plan.conf)?;
+            }
+            if b.is_empty() {
+                return Ok(());
+            }
+            nft.commit(&b)
+        })
+        .map_err(|e| nft_error("firewall: removing duplicate jumps", e))?;
+        Ok(plan.prev.clone())
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
         let tag = tag_of(args);
         let mut nft = open_host("firewall")?;
-        delete_selected(
-            &mut nft,
-            &[(rules::FAMILY, rules::TABLE)],
-            &rules::RULE_CHAINS,
-            &|r| tag.owns(r),
-        )
-        .map(drop)
-        .map_err(|e| nft_error("firewall: removing rules", e))
+        cleaned(&mut nft, &|r| tag.owns(r))
+            .map(drop)
+            .map_err(|e| nft_error("firewall: removing rules", e))
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let (conf, prev, tag, wanted) = planned(args)?;
+        let plan = planned(args)?;
         let mut nft = open_host("firewall")?;
-        for chain in rules::RULE_CHAINS {
-            let want = wanted.iter().filter(|r| r.chain() == chain).count();
-            let have = nft
-                .list_rules(rules::FAMILY, rules::TABLE, chain)
-                .map_err(|e| nft_error("firewall: listing rules", e))?
-                .iter()
-                .filter(|r| tag.owns(r))
-                .count();
-            if have < want {
-                return Err(CniError::internal(format!(
-                    "firewall: missing rules for container {} in chain {chain}: found {have} of {want}",
-                    args.container_id
-                )));
-            }
-        }
-        if conf.ingress_policy != IngressPolicy::Open && targets(prev).1.is_none() {
+        verify(&mut nft, &plan, &args.container_id)?;
+        if plan.conf.ingress_policy != IngressPolicy::Open && targets(plan.prev).1.is_none() {
             log::warn!("firewall: ingressPolicy set but prevResult names no bridge interface");
         }
         Ok(())
@@ -123,14 +233,9 @@ impl Plugin for Firewall {
         };
         let select = stale_in_network(&args.conf.name, valid);
         let mut nft = open_host("firewall")?;
-        delete_selected(
-            &mut nft,
-            &[(rules::FAMILY, rules::TABLE)],
-            &rules::RULE_CHAINS,
-            &select,
-        )
-        .map(drop)
-        .map_err(|e| nft_error("firewall: garbage-collecting rules", e))
+        cleaned(&mut nft, &select)
+            .map(drop)
+            .map_err(|e| nft_error("firewall: garbage-collecting rules", e))
     }
 
     /// Like the Go plugin: 0.4.0 and later.
