@@ -74,7 +74,10 @@ fn root_options(default_minor: u16) -> Vec<TcOption> {
     glob[0..4].copy_from_slice(&HTB_VERSION.to_ne_bytes());
     glob[4..8].copy_from_slice(&RATE2QUANTUM.to_ne_bytes());
     glob[8..12].copy_from_slice(&u32::from(default_minor).to_ne_bytes());
-    vec![TcOption::Other(DefaultNla::new(TCA_HTB_INIT, glob.to_vec()))]
+    vec![TcOption::Other(DefaultNla::new(
+        TCA_HTB_INIT,
+        glob.to_vec(),
+    ))]
 }
 
 /// The default class minor of an HTB qdisc, from the bytes of its `TCA_OPTIONS` nest.
@@ -144,7 +147,9 @@ impl HtbClass {
             match attr {
                 TcAttribute::Kind(k) => kind = Some(k),
                 TcAttribute::Options(opts) => {
-                    params = opts.first().and_then(|n| HtbClassParams::parse(&nest_bytes(n)))
+                    params = opts
+                        .first()
+                        .and_then(|n| HtbClassParams::parse(&nest_bytes(n)))
                 }
                 _ => {}
             }

@@ -267,7 +267,10 @@ mod tests {
         let mut h = Handle::with_transport(Box::new(fake.clone()));
         fake.push_ack();
         let parent = TcHandle { major: 1, minor: 0 };
-        let class = TcHandle { major: 1, minor: 0x30 };
+        let class = TcHandle {
+            major: 1,
+            minor: 0x30,
+        };
         h.add_u32_subnet_filter(5, parent, &net("2001:db8::/32"), AddrField::Source, class)
             .unwrap();
         let sent = fake.sent();
