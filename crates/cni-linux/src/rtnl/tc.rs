@@ -1,6 +1,7 @@
 //! Traffic control: the token-bucket (TBF) root qdisc, the ingress qdisc, a u32 match-all filter
 //! that redirects to another device with `mirred`, qdisc listing and deletion. This is what
-//! traffic shaping (the `bandwidth` plugin) needs.
+//! traffic shaping (the `bandwidth` plugin) needs; [`htb`] and [`u32`] add the HTB classes and
+//! subnet filters of its `shapedSubnets` / `unshapedSubnets` layout.
 //!
 //! netlink-packet-route has no TBF type, so its options (`TCA_TBF_PARMS`, `TCA_TBF_RATE64`) are
 //! encoded here. Like the Go netlink library the reference plugin uses, no rate table is sent:
@@ -15,6 +16,9 @@ use netlink_packet_route::tc::{
 use netlink_packet_route::RouteNetlinkMessage;
 
 use super::{Error, Handle};
+
+pub mod htb;
+pub mod u32;
 
 /// Re-exported so callers can name qdisc handles and parents without the netlink crate.
 pub use netlink_packet_route::tc::TcHandle;
@@ -189,6 +193,16 @@ pub struct Qdisc {
     pub parent: TcHandle,
     /// TBF settings, for a TBF qdisc.
     pub tbf: Option<TbfParams>,
+    /// The default class minor (`defcls`), for an HTB qdisc.
+    pub htb_default: Option<u32>,
+}
+
+/// The bytes of an opaque `TCA_OPTIONS` nest: an unknown kind's options come back as one
+/// attribute holding the whole nest.
+fn nest_bytes(nest: &TcOption) -> Vec<u8> {
+    let mut bytes = vec![0u8; nest.value_len()];
+    nest.emit_value(&mut bytes);
+    bytes
 }
 
 impl Qdisc {
@@ -202,22 +216,19 @@ impl Qdisc {
                 _ => {}
             }
         }
-        let tbf = if kind == "tbf" {
-            // An unknown kind's TCA_OPTIONS comes back as one opaque attribute: the nest.
-            options.first().and_then(|nest| {
-                let mut bytes = vec![0u8; nest.value_len()];
-                nest.emit_value(&mut bytes);
-                TbfParams::parse(&bytes)
-            })
-        } else {
-            None
-        };
+        let nest = options.first().map(nest_bytes);
+        let nest = nest.as_deref().filter(|_| kind == "tbf" || kind == "htb");
+        let tbf = nest.filter(|_| kind == "tbf").and_then(TbfParams::parse);
+        let htb_default = nest
+            .filter(|_| kind == "htb")
+            .and_then(htb::parse_default_class);
         Qdisc {
             index: u32::try_from(msg.header.index).unwrap_or(0),
             kind,
             handle: msg.header.handle,
             parent: msg.header.parent,
             tbf,
+            htb_default,
         }
     }
 }
@@ -261,15 +272,23 @@ fn redirect_action(target: u32) -> TcAction {
 impl Handle {
     /// Installs (or replaces) a TBF root qdisc with handle `1:` on the link.
     pub fn replace_root_tbf(&mut self, index: u32, params: &TbfParams) -> Result<(), Error> {
+        self.new_root_tbf(index, params, NLM_F_CREATE | NLM_F_REPLACE)
+    }
+
+    /// Adds a TBF root qdisc with handle `1:`. Fails with EEXIST if the link already has a
+    /// root qdisc of its own (its default qdisc does not count), so a caller never takes over
+    /// shaping someone else installed.
+    pub fn add_root_tbf(&mut self, index: u32, params: &TbfParams) -> Result<(), Error> {
+        self.new_root_tbf(index, params, NLM_F_CREATE | NLM_F_EXCL)
+    }
+
+    fn new_root_tbf(&mut self, index: u32, params: &TbfParams, flags: u16) -> Result<(), Error> {
         let mut msg = tc_message(index, ROOT_TBF_HANDLE, TcHandle::ROOT)?;
         msg.attributes = vec![
             TcAttribute::Kind("tbf".to_string()),
             TcAttribute::Options(params.options()),
         ];
-        self.execute(
-            RouteNetlinkMessage::NewQueueDiscipline(msg),
-            NLM_F_CREATE | NLM_F_REPLACE,
-        )
+        self.execute(RouteNetlinkMessage::NewQueueDiscipline(msg), flags)
     }
 
     /// Adds the ingress qdisc (`ffff:`). Fails with EEXIST if the link already has one.
