@@ -473,6 +473,8 @@ fn layer2_only_and_disabled_container_interface() {
     // STATUS without IPAM is ready; GC without IPAM has nothing to do.
     let mut v11 = disabled.clone();
     v11["cniVersion"] = json!("1.1.0");
+    // GC carries the valid list every GC must have (the skeleton refuses one without).
+    v11["cni.dev/valid-attachments"] = json!([{"containerID": "c2", "ifname": "eth0"}]);
     for cmd in ["STATUS", "GC"] {
         env.run("bridge", &env.call(cmd, &pod, "c2", &v11.to_string()))
             .assert_success();
