@@ -7,6 +7,7 @@ mod failure;
 mod lab;
 mod logger;
 mod netns;
+mod scratch;
 mod setup;
 
 use std::process::ExitCode;

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use cni_runtime::Network;
 
-use super::scratch::Scratch;
+use crate::scratch::Scratch;
 use super::Prepared;
 
 /// Every plugin name the multi-call binary may answer to.
@@ -42,7 +42,7 @@ fn default_conflist() -> Value {
             "isGateway": true,
             "ipam": {
                 "type": "host-local",
-                "ranges": [[{"subnet": "10.203.0.0/24"}]],
+                "ranges": [[{"subnet": "198.18.203.0/24"}]],
                 "routes": [{"dst": "0.0.0.0/0"}]
             }
         }]

@@ -13,7 +13,6 @@ mod checks;
 mod config;
 mod http;
 mod report;
-mod scratch;
 
 use std::path::PathBuf;
 
@@ -22,7 +21,7 @@ use cni_runtime::sandbox::{SandboxNetworks, SandboxRequest, SetupMode};
 use cni_runtime::{Network, Runtime, SandboxResult};
 
 pub use report::{Layer, Report, Verdict};
-use scratch::{LabNamespaces, Scratch};
+use crate::scratch::{Namespaces, Scratch};
 
 /// What the lab is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -49,14 +48,14 @@ pub fn run(opts: &LabOptions) -> Report {
     if !opts.json {
         println!("rcni lab: proving a pod network attachment on four layers");
     }
-    let scratch = match Scratch::new() {
+    let scratch = match Scratch::new("rcni-lab") {
         Ok(s) => s,
         Err(e) => {
             report.fail(Layer::Setup, "create a scratch directory", e);
             return report;
         }
     };
-    let mut namespaces = LabNamespaces::default();
+    let mut namespaces = Namespaces::new("rcnilab");
     run_in(opts, &scratch, &mut namespaces, &mut report);
     // Namespaces go last, and their removal is itself checked.
     let names = namespaces.names();
@@ -83,7 +82,7 @@ pub fn run(opts: &LabOptions) -> Report {
 fn run_in(
     opts: &LabOptions,
     scratch: &Scratch,
-    namespaces: &mut LabNamespaces,
+    namespaces: &mut Namespaces,
     report: &mut Report,
 ) {
     let bin_dir = match config::plugin_dir(opts.bin_dir.as_deref(), scratch) {

@@ -1,4 +1,5 @@
-//! The lab's disposable things: a scratch directory and the namespaces, both removed on drop.
+//! Disposable things of the lab and the conformance suite: a scratch directory and named
+//! namespaces, both removed on drop.
 
 use std::path::{Path, PathBuf};
 
@@ -8,8 +9,9 @@ use cni_linux::NetNs;
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    pub fn new() -> Result<Scratch, String> {
-        let p = std::env::temp_dir().join(format!("rcni-lab-{}", std::process::id()));
+    /// `<tmp>/<prefix>-<pid>`.
+    pub fn new(prefix: &str) -> Result<Scratch, String> {
+        let p = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(Scratch(p))
     }
@@ -25,15 +27,22 @@ impl Drop for Scratch {
     }
 }
 
-/// Named namespaces made by the lab (`rcnilab-<pid>-<label>`), deleted on drop even on panic.
-#[derive(Default)]
-pub struct LabNamespaces {
+/// Named namespaces (`<prefix>-<pid>-<label>`), deleted on drop even on panic.
+pub struct Namespaces {
+    prefix: &'static str,
     names: Vec<String>,
 }
 
-impl LabNamespaces {
+impl Namespaces {
+    pub fn new(prefix: &'static str) -> Self {
+        Namespaces {
+            prefix,
+            names: Vec::new(),
+        }
+    }
+
     pub fn create(&mut self, label: &str) -> Result<NetNs, String> {
-        let name = format!("rcnilab-{}-{label}", std::process::id());
+        let name = format!("{}-{}-{label}", self.prefix, std::process::id());
         let ns = NetNs::create_named(&name).map_err(|e| format!("{name}: {e}"))?;
         self.names.push(name);
         // Loopback up, so the namespace behaves like a real host or pod.
@@ -61,7 +70,7 @@ impl LabNamespaces {
     }
 }
 
-impl Drop for LabNamespaces {
+impl Drop for Namespaces {
     fn drop(&mut self) {
         let _ = self.remove_all();
     }
