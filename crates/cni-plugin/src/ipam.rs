@@ -81,6 +81,16 @@ pub fn ipam_gc(args: &CmdArgs) -> Result<(), CniError> {
     delegate(ipam_type(args)?, Command::Gc, args)
 }
 
+/// IPAM GC when the config names an IPAM plugin; nothing otherwise. Main plugins pass GC on
+/// so the leases of attachments that are not valid are released (Go's main plugins do not
+/// implement GC at all).
+pub fn ipam_gc_if_configured(args: &CmdArgs) -> Result<(), CniError> {
+    if args.conf.ipam_type.is_empty() {
+        return Ok(());
+    }
+    ipam_gc(args)
+}
+
 /// The result of an IPAM ADD that is released again (IPAM DEL) when dropped, unless
 /// [`IpamGuard::commit`] was called.
 ///

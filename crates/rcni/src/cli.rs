@@ -109,9 +109,19 @@ pub enum Command {
     /// kernel objects, the IPAM leases and a real HTTP request between two pods; then delete
     /// everything and prove nothing is left. Exit status 1 if any check fails.
     Lab(LabArgs),
+    /// Check any plugin directory (--bin-dir) against CNI 1.1.0, black-box, in throwaway
+    /// namespaces: a table plugin × check. Exit status 1 if any check fails.
+    Conformance(ConformanceArgs),
     /// Diagnose CNI problems.
     #[command(subcommand)]
     Doctor(DoctorCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// Test only this plugin (repeatable); default: every reference plugin in the directory.
+    #[arg(long = "plugin", value_name = "NAME")]
+    pub plugins: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

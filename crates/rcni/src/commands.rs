@@ -27,6 +27,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::List => list(g),
         Command::Netns(c) => netns::run(c, g.json),
         Command::Lab(l) => lab(g, l),
+        Command::Conformance(c) => conformance(g, c),
         Command::Doctor(DoctorCommand::Explain { message }) => explain(g, message),
     }
 }
@@ -250,4 +251,26 @@ fn explain(g: &Global, message: &str) -> Result<(), Failure> {
     };
     crate::doctor::print(&crate::doctor::explain(&text), g.json);
     Ok(())
+}
+
+fn conformance(g: &Global, c: &crate::cli::ConformanceArgs) -> Result<(), Failure> {
+    let bin_dir = crate::conformance::bin_dir(&g.bin_dirs).map_err(Failure::usage)?;
+    let opts = crate::conformance::Options {
+        bin_dir,
+        plugins: c.plugins.clone(),
+    };
+    let table = crate::conformance::run(&opts)
+        .map_err(|e| Failure::other("conformance", code::INTERNAL, e))?;
+    if g.json {
+        let v = json!({"failed": table.failures(), "plugins": &table.plugins});
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", table.render());
+        println!("rcni conformance: {} failed", table.failures());
+    }
+    if table.failures() == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
+    }
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod conformance;
 mod doctor;
 mod failure;
 mod lab;

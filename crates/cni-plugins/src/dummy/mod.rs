@@ -5,7 +5,7 @@
 //!
 //! Commands: ADD (transactional: a failure deletes the link and releases the lease), DEL
 //! (IPAM DEL, then the link; a missing link or netns is fine), CHECK (kind dummy, up, MAC,
-//! addresses and routes), STATUS (always the IPAM plugin's), GC no-op.
+//! addresses and routes), STATUS (always the IPAM plugin's), GC to the IPAM plugin (Go: no-op).
 //!
 //! Needs `CONFIG_DUMMY`; a kernel without it answers EOPNOTSUPP, reported as "failed to
 //! create dummy: ... (the kernel lacks dummy support)".
@@ -77,6 +77,10 @@ impl Plugin for Dummy {
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         ipam::ipam_status(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        ipam::ipam_gc_if_configured(args)
     }
 
     fn about(&self) -> String {

@@ -3,7 +3,7 @@
 //! plugin is chained after one whose `prevResult` already holds the IPs.
 //!
 //! - [`conf`]: the config keys, the chained master and address rules; [`add`], [`del`],
-//!   [`check`]: the commands. STATUS goes to the IPAM plugin when set; GC is a no-op.
+//!   [`check`]: the commands. STATUS and GC go to the IPAM plugin when set (Go: GC is a no-op).
 //!
 //! Needs `CONFIG_IPVLAN` (`IPVLAN_L3S` for l3s); a kernel without it answers EOPNOTSUPP,
 //! reported as "failed to create ipvlan: ... (the kernel lacks ipvlan support)".
@@ -39,6 +39,10 @@ impl Plugin for Ipvlan {
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         ipam::ipam_status_if_configured(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        ipam::ipam_gc_if_configured(args)
     }
 
     fn about(&self) -> String {

@@ -2,7 +2,7 @@
 //! straight into the container namespace and renamed there, with or without IPAM.
 //!
 //! - [`conf`]: the config keys and the MAC sources; [`add`], [`del`], [`check`]: the commands.
-//!   STATUS goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
+//!   STATUS and GC go to the IPAM plugin when `ipam.type` is set (Go: GC is a no-op).
 //!
 //! Deliberate differences from the Go plugin (nothing a runtime depends on changes):
 //! - a failed ADD deletes the link and releases the IPAM lease (Go keeps the link on IPAM
@@ -39,6 +39,10 @@ impl Plugin for Macvlan {
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         ipam::ipam_status_if_configured(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        ipam::ipam_gc_if_configured(args)
     }
 
     fn about(&self) -> String {

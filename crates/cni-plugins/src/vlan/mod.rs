@@ -2,7 +2,7 @@
 //! straight into the container namespace and renamed there, then configured from IPAM.
 //!
 //! - [`conf`]: the config keys; [`add`], [`del`], [`check`]: the commands. STATUS always runs
-//!   the IPAM plugin's STATUS, as in Go; GC is a no-op.
+//!   the IPAM plugin's STATUS, as in Go; GC goes to the IPAM plugin (Go: no-op).
 //!
 //! Needs `CONFIG_VLAN_8021Q`; a kernel without it answers EOPNOTSUPP, reported as "failed
 //! to create vlan: ... (the kernel lacks vlan support)".
@@ -38,6 +38,10 @@ impl Plugin for Vlan {
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         ipam::ipam_status(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        ipam::ipam_gc_if_configured(args)
     }
 
     fn about(&self) -> String {

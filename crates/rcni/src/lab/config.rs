@@ -6,11 +6,11 @@ use serde_json::{json, Value};
 
 use cni_runtime::Network;
 
-use crate::scratch::Scratch;
 use super::Prepared;
+use crate::scratch::Scratch;
 
 /// Every plugin name the multi-call binary may answer to.
-const PLUGIN_NAMES: &[&str] = &[
+pub(crate) const PLUGIN_NAMES: &[&str] = &[
     "loopback",
     "bridge",
     "ptp",

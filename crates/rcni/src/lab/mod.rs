@@ -20,8 +20,9 @@ use cni_linux::NetNs;
 use cni_runtime::sandbox::{SandboxNetworks, SandboxRequest, SetupMode};
 use cni_runtime::{Network, Runtime, SandboxResult};
 
-pub use report::{Layer, Report, Verdict};
 use crate::scratch::{Namespaces, Scratch};
+pub(crate) use config::PLUGIN_NAMES;
+pub use report::{Layer, Report, Verdict};
 
 /// What the lab is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -79,12 +80,7 @@ pub fn run(opts: &LabOptions) -> Report {
     report
 }
 
-fn run_in(
-    opts: &LabOptions,
-    scratch: &Scratch,
-    namespaces: &mut Namespaces,
-    report: &mut Report,
-) {
+fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, report: &mut Report) {
     let bin_dir = match config::plugin_dir(opts.bin_dir.as_deref(), scratch) {
         Ok(d) => d,
         Err(e) => return report.fail(Layer::Setup, "find the plugins", e),
