@@ -112,9 +112,10 @@ pub enum Command {
     /// Check any plugin directory (--bin-dir) against CNI 1.1.0, black-box, in throwaway
     /// namespaces: a table plugin × check. Exit status 1 if any check fails.
     Conformance(ConformanceArgs),
-    /// Diagnose CNI problems.
-    #[command(subcommand)]
-    Doctor(DoctorCommand),
+    /// Diagnose CNI problems. Without a subcommand: inspect this node read-only (configs,
+    /// plugins, and leaked leases, veths, nft rules, tuning backups and cache entries).
+    /// Exit status 1 if anything is found.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -122,6 +123,15 @@ pub struct ConformanceArgs {
     /// Test only this plugin (repeatable); default: every reference plugin in the directory.
     #[arg(long = "plugin", value_name = "NAME")]
     pub plugins: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(subcommand)]
+    pub command: Option<DoctorCommand>,
+    /// Remove the leaks found, through the plugins' own DEL and GC only.
+    #[arg(long)]
+    pub fix: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -28,7 +28,10 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Netns(c) => netns::run(c, g.json),
         Command::Lab(l) => lab(g, l),
         Command::Conformance(c) => conformance(g, c),
-        Command::Doctor(DoctorCommand::Explain { message }) => explain(g, message),
+        Command::Doctor(d) => match &d.command {
+            Some(DoctorCommand::Explain { message }) => explain(g, message),
+            None => doctor(g, d.fix),
+        },
     }
 }
 
@@ -272,5 +275,14 @@ fn conformance(g: &Global, c: &crate::cli::ConformanceArgs) -> Result<(), Failur
         Ok(())
     } else {
         Err(Failure::Reported)
+    }
+}
+
+fn doctor(g: &Global, fix: bool) -> Result<(), Failure> {
+    let rt = setup::runtime(g);
+    match crate::doctor::inspect(&g.conf_dir, &rt, fix, g.json) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Failure::Reported),
+        Err(e) => Err(Failure::other("doctor", code::INTERNAL, e)),
     }
 }

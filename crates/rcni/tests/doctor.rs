@@ -40,3 +40,205 @@ fn explain_reads_the_message_from_stdin() {
     assert!(text.contains("stage:   STATUS"), "{text}");
     assert!(text.contains("cni-not-initialized"), "{text}");
 }
+
+// ---- the node audit and --fix, on planted leaks --------------------------------------------
+
+use std::path::{Path, PathBuf};
+
+use cni_testkit::{bin_path, link, PluginCall, Sandbox};
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+struct Node {
+    sb: Sandbox,
+    conf: PathBuf,
+    cache: PathBuf,
+    ipam: PathBuf,
+    plugins: PathBuf,
+}
+
+const NET: &str = "docnet";
+
+impl Node {
+    fn new() -> Node {
+        let sb = Sandbox::new().unwrap();
+        let conf = sb.dir().join("net.d");
+        let cache = sb.dir().join("cache");
+        let ipam = sb.dir().join("ipam");
+        std::fs::create_dir_all(&conf).unwrap();
+        let bin = bin_path("rcni-plugins").expect("build rcni-plugins first");
+        let plugins = sb.link_plugins(bin, &["bridge", "host-local"]).unwrap();
+        std::fs::write(conf.join("10-doc.conflist"), Self::conflist(&ipam)).unwrap();
+        Node {
+            sb,
+            conf,
+            cache,
+            ipam,
+            plugins,
+        }
+    }
+
+    fn conflist(ipam: &Path) -> String {
+        format!(
+            r#"{{"cniVersion":"1.1.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"doc0","isGateway":true,"ipMasq":true,
+              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.93.0/24"}}]],"dataDir":"{}"}}}}]}}"#,
+            ipam.display()
+        )
+    }
+
+    fn rcni(&self, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.sb.host().name])
+            .arg(env!("CARGO_BIN_EXE_rcni"))
+            .args(["--conf-dir", self.conf.to_str().unwrap()])
+            .args(["--cache-dir", self.cache.to_str().unwrap()])
+            .args(["--bin-dir", self.plugins.to_str().unwrap()])
+            .args(args)
+            .env_remove("CNI_ARGS")
+            .env_remove("CAP_ARGS")
+            .env_remove("CNI_IFNAME")
+            .output()
+            .unwrap()
+    }
+
+    fn leases(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.ipam.join(NET))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("198."))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// The audit's leaks that belong to this test (the machine may have others).
+    fn audit(&self, fix: bool) -> (Vec<(String, String)>, Value) {
+        let mut args = vec!["--json", "doctor"];
+        if fix {
+            args.push("--fix");
+        }
+        let out = self.rcni(&args);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let mine: Vec<(String, String)> = v["leaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["network"] == NET)
+            .map(|f| {
+                (
+                    f["kind"].as_str().unwrap().to_string(),
+                    f["object"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (mine, v)
+    }
+}
+
+#[test]
+fn doctor_finds_planted_leaks_and_fix_removes_only_them() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for network namespaces");
+        return;
+    }
+    let node = Node::new();
+    let live = node.sb.add_container().unwrap();
+    let orphan = node.sb.add_container().unwrap();
+    let vanished = node.sb.add_container().unwrap();
+
+    // A live attachment, through the runtime.
+    let out = node.rcni(&["add", NET, live.path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An attachment no runtime knows: the plugin run directly (a runtime that lost its state).
+    let conf: Value = serde_json::from_str(&Node::conflist(&node.ipam)).unwrap();
+    let mut single = conf["plugins"][0].clone();
+    single["cniVersion"] = conf["cniVersion"].clone();
+    single["name"] = conf["name"].clone();
+    let call = PluginCall::new("ADD")
+        .container_id("leaked-orphan")
+        .netns(&orphan.path)
+        .ifname("eth0")
+        .path(&node.plugins)
+        .stdin(single.to_string());
+    let r = node
+        .sb
+        .run_plugin(node.plugins.join("bridge"), &call)
+        .unwrap();
+    r.assert_success();
+    let orphan_veth = r.json().unwrap()["interfaces"][1]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // An attachment whose sandbox died without DEL.
+    let out = node.rcni(&["add", NET, vanished.path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    node.sb.remove_container(&vanished).unwrap();
+    assert_eq!(node.leases().len(), 3);
+
+    let (found, report) = node.audit(false);
+    let kinds: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(kinds.contains(&"cache-netns-gone"), "{report:#}");
+    assert!(kinds.contains(&"lease"), "{report:#}");
+    assert!(
+        found.contains(&("veth".to_string(), orphan_veth.clone())),
+        "{report:#}"
+    );
+    assert!(
+        kinds.contains(&"nft-rule"),
+        "the orphan's masquerade rules: {report:#}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "lease").count(),
+        1,
+        "{report:#}"
+    );
+    // Read-only: nothing changed.
+    assert_eq!(node.leases().len(), 3);
+    assert!(link(&node.sb.host().name, &orphan_veth).unwrap().is_some());
+
+    let (left, report) = node.audit(true);
+    assert!(left.is_empty(), "{report:#}");
+    assert!(
+        report["fixed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["error"].is_null()),
+        "{report:#}"
+    );
+    assert_eq!(node.leases().len(), 1, "only the live lease is left");
+    assert!(link(&node.sb.host().name, &orphan_veth).unwrap().is_none());
+    assert!(link(&orphan.name, "eth0").unwrap().is_none());
+    // The live attachment is untouched.
+    assert!(link(&live.name, "eth0").unwrap().is_some());
+    let out = node.rcni(&["check", NET, live.path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

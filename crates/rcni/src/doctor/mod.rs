@@ -1,9 +1,105 @@
 //! `rcni doctor`: diagnosis for operators. `explain` places an error message from kubelet
-//! events or runtime logs in its CNI lifecycle stage.
+//! events or runtime logs in its CNI lifecycle stage; without an argument the node is
+//! inspected read-only (configs, plugins, and the leak audit of `audit.rs`), and `--fix`
+//! removes the leaks through the plugins' DEL and GC (`fix.rs`).
 
+mod audit;
 mod explain;
+mod fix;
+mod read;
 
+use std::path::Path;
+
+use serde_json::json;
+
+use cni_runtime::Runtime;
+
+pub use audit::{judge, Finding, Snapshot};
 pub use explain::{explain, Explanation};
+
+/// A problem with the configs or plugins (not a leak).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Problem {
+    pub object: String,
+    pub why: String,
+}
+
+/// Config files that do not load, and networks whose plugins are missing or do not speak
+/// their version.
+fn config_problems(conf_dir: &Path, rt: &Runtime) -> Vec<Problem> {
+    let found = match cni_runtime::discover(conf_dir) {
+        Ok(f) => f,
+        Err(e) => {
+            return vec![Problem {
+                object: conf_dir.display().to_string(),
+                why: e.to_string(),
+            }]
+        }
+    };
+    let mut out: Vec<Problem> = found
+        .warnings
+        .iter()
+        .map(|w| Problem {
+            object: w.file.display().to_string(),
+            why: w.to_string(),
+        })
+        .collect();
+    if found.networks.is_empty() {
+        out.push(Problem {
+            object: conf_dir.display().to_string(),
+            why: "no network config loads: a CRI runtime reports NetworkReady=false (cni plugin not initialized)".into(),
+        });
+    }
+    for net in &found.networks {
+        if let Err(e) = rt.validate(net) {
+            out.push(Problem {
+                object: format!("network {}", net.name()),
+                why: e.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// Inspects the node; with `fix`, removes the leaks and inspects again. Returns whether the
+/// node is clean (no problem and no leak left).
+pub fn inspect(conf_dir: &Path, rt: &Runtime, fix: bool, json_out: bool) -> Result<bool, String> {
+    let problems = config_problems(conf_dir, rt);
+    let snap = Snapshot::read(conf_dir, rt.cache_dir())?;
+    let mut findings = judge(&snap);
+    let mut applied = Vec::new();
+    if fix && !findings.is_empty() {
+        applied = fix::apply(rt, &snap, &findings);
+        findings = judge(&Snapshot::read(conf_dir, rt.cache_dir())?);
+    }
+    if json_out {
+        let v = json!({"problems": problems, "leaks": findings, "fixed": applied});
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print_report(&problems, &findings, &applied);
+    }
+    Ok(problems.is_empty() && findings.is_empty())
+}
+
+fn print_report(problems: &[Problem], findings: &[Finding], applied: &[fix::Applied]) {
+    println!("configs and plugins: {} problem(s)", problems.len());
+    for p in problems {
+        println!("  {}: {}", p.object, p.why);
+    }
+    for a in applied {
+        match &a.error {
+            None => println!("fixed: {}", a.action),
+            Some(e) => println!("fix failed: {}: {e}", a.action),
+        }
+    }
+    println!("leak audit: {} leaked object(s)", findings.len());
+    for f in findings {
+        println!(
+            "  [{}] {}\n      why: {}\n      remove: {}",
+            f.kind, f.object, f.why, f.remedy
+        );
+    }
+}
 
 /// Prints an explanation as text, or as one JSON object.
 pub fn print(e: &Explanation, json: bool) {

@@ -1,0 +1,379 @@
+//! The leak audit of `rcni doctor`: what a node's CNI state holds that no live attachment
+//! owns. The runtime's result cache (libcni's format, shared by containerd, CRI-O, podman
+//! and rcni) is the list of live attachments; every other object is judged against it:
+//!
+//! - a cache entry whose netns path is gone (the runtime never ran DEL),
+//! - a host-local lease naming an attachment that has no cache entry,
+//! - a host veth tagged by rcni (interface alias, or the temporary creation name) for an
+//!   attachment that has no cache entry,
+//! - an nf_tables rule whose comment tags an attachment that has no cache entry (rcni's and
+//!   the Go plugins' nftables layouts use the same tags),
+//! - a tuning backup of an attachment that has no cache entry.
+//!
+//! Reading the node (`Snapshot::read`) is kept apart from judging it (`judge`), so the rules
+//! are unit-tested without a kernel. Nothing here changes the node; `fix.rs` does.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use cni_plugins::common::nft_tag::AttachmentTag;
+use cni_runtime::{CacheEntry, Network};
+
+/// One leaked object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `cache-netns-gone`, `lease`, `veth`, `nft-rule`, `tuning-backup`.
+    pub kind: &'static str,
+    /// The object: a file path, an interface name, `table/chain handle N`.
+    pub object: String,
+    pub why: String,
+    /// The network whose DEL or GC removes it, when known.
+    pub network: Option<String>,
+    /// The command that removes it.
+    pub remedy: String,
+}
+
+/// A lease file: `<dataDir>/<network>/<ip>` holding `<containerID>\r\n<ifname>`.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub path: PathBuf,
+    pub network: String,
+    pub container_id: String,
+    pub ifname: String,
+}
+
+/// A host link with its rcni attribution.
+#[derive(Debug, Clone)]
+pub struct HostLink {
+    pub name: String,
+    pub alias: Option<String>,
+}
+
+/// A tagged nf_tables rule.
+#[derive(Debug, Clone)]
+pub struct TaggedRule {
+    pub place: String,
+    pub comment: String,
+}
+
+/// A tuning backup file `<dir>/<containerID>_<ifname>.json`. Both parts may contain `_`, so
+/// it is matched against the names the cached attachments would have, not split.
+#[derive(Debug, Clone)]
+pub struct Backup {
+    pub path: PathBuf,
+}
+
+/// The backup file name of an attachment (the Go plugin's and rcni's).
+fn backup_name(container_id: &str, ifname: &str) -> String {
+    format!("{container_id}_{ifname}.json")
+}
+
+/// What the node holds.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub cache: Vec<CacheEntry>,
+    pub networks: Vec<Network>,
+    pub leases: Vec<Lease>,
+    pub links: Vec<HostLink>,
+    pub rules: Vec<TaggedRule>,
+    pub backups: Vec<Backup>,
+}
+
+/// The network named in a tag comment (`<prefix>, net: <name>, if: ..., id: ...`).
+fn network_in_comment(comment: &str) -> Option<String> {
+    let rest = comment.split(", net: ").nth(1)?;
+    Some(rest.split(", if: ").next()?.to_string())
+}
+
+/// `<16 hex>-<16 hex>` at the start of a comment or alias.
+fn tag_prefix(text: &str) -> Option<&str> {
+    let p = text.get(..33)?;
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
+    (p.as_bytes()[16] == b'-' && hex(&p[..16]) && hex(&p[17..])).then_some(p)
+}
+
+fn gc_remedy(network: &Option<String>) -> String {
+    match network {
+        Some(n) => {
+            format!("rcni doctor --fix (GC of network {n:?} keeping every cached attachment)")
+        }
+        None => "none: no network config names it, remove it by hand after checking".into(),
+    }
+}
+
+/// Judges the snapshot.
+pub fn judge(s: &Snapshot) -> Vec<Finding> {
+    let live: BTreeSet<(String, String, String)> = s
+        .cache
+        .iter()
+        .map(|e| {
+            (
+                e.network_name.clone(),
+                e.container_id.clone(),
+                e.ifname.clone(),
+            )
+        })
+        .collect();
+    let live_backups: BTreeSet<String> = s
+        .cache
+        .iter()
+        .map(|e| backup_name(&e.container_id, &e.ifname))
+        .collect();
+    let tags: BTreeSet<String> = s
+        .cache
+        .iter()
+        .map(|e| AttachmentTag::new(&e.network_name, &e.container_id, &e.ifname).prefix())
+        .collect();
+    let temp_names: BTreeSet<String> = s
+        .cache
+        .iter()
+        .map(|e| AttachmentTag::new(&e.network_name, &e.container_id, &e.ifname).temp_link_name())
+        .collect();
+    let known = |net: &str| s.networks.iter().any(|n| n.name() == net);
+    let mut out = Vec::new();
+
+    for e in &s.cache {
+        if !e.netns.is_empty() && !Path::new(&e.netns).exists() {
+            out.push(Finding {
+                kind: "cache-netns-gone",
+                object: format!("{}-{}-{}", e.network_name, e.container_id, e.ifname),
+                why: format!(
+                    "its netns {} no longer exists: the runtime never ran DEL",
+                    e.netns
+                ),
+                network: Some(e.network_name.clone()),
+                remedy: format!(
+                    "rcni del {} {} --container-id {} --ifname {}",
+                    e.network_name, e.netns, e.container_id, e.ifname
+                ),
+            });
+        }
+    }
+    for l in &s.leases {
+        if live.contains(&(l.network.clone(), l.container_id.clone(), l.ifname.clone())) {
+            continue;
+        }
+        let network = known(&l.network).then(|| l.network.clone());
+        out.push(Finding {
+            kind: "lease",
+            object: l.path.display().to_string(),
+            why: format!(
+                "held for container {:?} interface {:?}, which has no cached attachment",
+                l.container_id, l.ifname
+            ),
+            remedy: gc_remedy(&network),
+            network,
+        });
+    }
+    for link in &s.links {
+        let network = match &link.alias {
+            Some(alias) => match tag_prefix(alias) {
+                Some(p) if !tags.contains(p) => network_in_comment(alias),
+                _ => continue,
+            },
+            None => {
+                // A temporary creation name: `rc<hash4(net)><hash9>` of a killed ADD.
+                let of_network = s.networks.iter().find(|n| {
+                    link.name.len() == 15
+                        && link
+                            .name
+                            .starts_with(&AttachmentTag::temp_link_network_prefix(n.name()))
+                });
+                match of_network {
+                    Some(n) if !temp_names.contains(&link.name) => Some(n.name().to_string()),
+                    _ => continue,
+                }
+            }
+        };
+        let network = network.filter(|n| known(n));
+        out.push(Finding {
+            kind: "veth",
+            object: link.name.clone(),
+            why: "tagged by rcni for an attachment that has no cached result".into(),
+            remedy: gc_remedy(&network),
+            network,
+        });
+    }
+    for r in &s.rules {
+        let Some(p) = tag_prefix(&r.comment) else {
+            continue;
+        };
+        if tags.contains(p) {
+            continue;
+        }
+        let network = network_in_comment(&r.comment).filter(|n| known(n));
+        out.push(Finding {
+            kind: "nft-rule",
+            object: r.place.clone(),
+            why: format!(
+                "comment {:?} tags an attachment that has no cached result",
+                r.comment
+            ),
+            remedy: gc_remedy(&network),
+            network,
+        });
+    }
+    for b in &s.backups {
+        let file = b
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if live_backups.contains(&file) {
+            continue;
+        }
+        let network = s
+            .networks
+            .iter()
+            .find(|n| n.plugin_types().iter().any(|t| t == "tuning"))
+            .map(|n| n.name().to_string());
+        out.push(Finding {
+            kind: "tuning-backup",
+            object: b.path.display().to_string(),
+            why: "a tuning backup that no cached attachment would have written".into(),
+            remedy: gc_remedy(&network),
+            network,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(net: &str, cid: &str, ifname: &str, netns: &str) -> CacheEntry {
+        CacheEntry {
+            container_id: cid.into(),
+            config: Vec::new(),
+            ifname: ifname.into(),
+            network_name: net.into(),
+            netns: netns.into(),
+            cni_args: Vec::new(),
+            capability_args: Default::default(),
+            result: None,
+        }
+    }
+
+    fn net(name: &str) -> Network {
+        Network::from_list_bytes(
+            format!(r#"{{"cniVersion":"1.0.0","name":"{name}","plugins":[{{"type":"bridge"}},{{"type":"tuning"}}]}}"#)
+                .as_bytes(),
+        )
+        .unwrap()
+    }
+
+    fn kinds(f: &[Finding]) -> Vec<(&'static str, String)> {
+        f.iter().map(|f| (f.kind, f.object.clone())).collect()
+    }
+
+    #[test]
+    fn only_objects_without_a_cached_attachment_are_leaks() {
+        let live = AttachmentTag::new("n", "c1", "eth0");
+        let dead = AttachmentTag::new("n", "c2", "eth0");
+        let s = Snapshot {
+            cache: vec![entry("n", "c1", "eth0", "/proc/self/ns/net")],
+            networks: vec![net("n")],
+            leases: vec![
+                Lease {
+                    path: "/l/n/198.18.0.2".into(),
+                    network: "n".into(),
+                    container_id: "c1".into(),
+                    ifname: "eth0".into(),
+                },
+                Lease {
+                    path: "/l/n/198.18.0.3".into(),
+                    network: "n".into(),
+                    container_id: "c2".into(),
+                    ifname: "eth0".into(),
+                },
+            ],
+            links: vec![
+                HostLink {
+                    name: "veth1".into(),
+                    alias: Some(live.comment()),
+                },
+                HostLink {
+                    name: "veth2".into(),
+                    alias: Some(dead.comment()),
+                },
+                HostLink {
+                    name: dead.temp_link_name(),
+                    alias: None,
+                },
+                HostLink {
+                    name: live.temp_link_name(),
+                    alias: None,
+                },
+                HostLink {
+                    name: "vethgo".into(),
+                    alias: None,
+                },
+            ],
+            rules: vec![
+                TaggedRule {
+                    place: "t/c handle 1".into(),
+                    comment: live.comment(),
+                },
+                TaggedRule {
+                    place: "t/c handle 2".into(),
+                    comment: dead.comment(),
+                },
+                TaggedRule {
+                    place: "t/c handle 3".into(),
+                    comment: "someone else's".into(),
+                },
+            ],
+            backups: vec![
+                Backup {
+                    path: "/b/c1_eth0.json".into(),
+                },
+                Backup {
+                    path: "/b/c2_eth0.json".into(),
+                },
+            ],
+        };
+        let f = judge(&s);
+        assert_eq!(
+            kinds(&f),
+            vec![
+                ("lease", "/l/n/198.18.0.3".to_string()),
+                ("veth", "veth2".to_string()),
+                ("veth", dead.temp_link_name()),
+                ("nft-rule", "t/c handle 2".to_string()),
+                ("tuning-backup", "/b/c2_eth0.json".to_string()),
+            ]
+        );
+        assert!(f.iter().all(|f| f.network.as_deref() == Some("n")));
+    }
+
+    #[test]
+    fn a_cache_entry_of_a_vanished_netns_is_reported_with_its_del() {
+        let s = Snapshot {
+            cache: vec![entry("n", "c1", "eth0", "/run/netns/rcni-doctor-unit-gone")],
+            ..Default::default()
+        };
+        let f = judge(&s);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, "cache-netns-gone");
+        assert!(f[0].remedy.starts_with("rcni del n "), "{}", f[0].remedy);
+    }
+
+    #[test]
+    fn a_leak_of_an_unknown_network_has_no_automatic_remedy() {
+        let s = Snapshot {
+            leases: vec![Lease {
+                path: "/l/x/1".into(),
+                network: "x".into(),
+                container_id: "c".into(),
+                ifname: "eth0".into(),
+            }],
+            ..Default::default()
+        };
+        let f = judge(&s);
+        assert_eq!(f[0].network, None);
+        assert!(f[0].remedy.starts_with("none"));
+    }
+}

@@ -1,0 +1,179 @@
+//! Reading a node's CNI state for the audit, in the calling thread's network namespace:
+//! the result cache, the configs, host-local's lease directories (the default one and every
+//! `dataDir` a config names), the host links, the nf_tables tables rcni and the Go plugins
+//! write tagged rules into, and tuning's backup directories. Read-only.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use cni_linux::Handle;
+use cni_nft::{Family, Nft};
+use cni_runtime::{Network, ResultCache};
+use cni_types::RawObject;
+
+use super::audit::{Backup, HostLink, Lease, Snapshot, TaggedRule};
+
+/// The tables whose rules carry attachment tags.
+fn tagged_tables() -> Vec<(Family, &'static str)> {
+    use cni_plugins::{common::masquerade, firewall, portmap};
+    let mut t = vec![
+        (Family::Inet, masquerade::TABLE),
+        (firewall::isolation::FAMILY, firewall::isolation::TABLE),
+    ];
+    t.extend(portmap::rules::TABLES);
+    t.extend(firewall::iptables::TABLES);
+    t
+}
+
+/// A string key of a plugin's `ipam` object, or of the plugin itself.
+fn key_of(plugin: &RawObject, ipam: bool, key: &str) -> Option<String> {
+    if ipam {
+        let inner: RawObject = plugin.decode("ipam").ok().flatten()?;
+        inner.decode(key).ok().flatten()
+    } else {
+        plugin.decode(key).ok().flatten()
+    }
+}
+
+fn dirs_from_configs(
+    networks: &[Network],
+    default: &str,
+    plugin_type: &str,
+    ipam: bool,
+) -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from(default)];
+    for n in networks {
+        for p in n.plugins() {
+            let t = if ipam {
+                key_of(p, true, "type")
+            } else {
+                key_of(p, false, "type")
+            };
+            if t.as_deref() != Some(plugin_type) {
+                continue;
+            }
+            if let Some(d) = key_of(p, ipam, "dataDir").filter(|d| !d.is_empty()) {
+                dirs.push(PathBuf::from(d));
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+fn leases_in(dir: &Path) -> Vec<Lease> {
+    let mut out = Vec::new();
+    let Ok(nets) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for net in nets.flatten().filter(|e| e.path().is_dir()) {
+        let network = net.file_name().to_string_lossy().into_owned();
+        let Ok(files) = std::fs::read_dir(net.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.parse::<IpAddr>().is_err() {
+                continue;
+            }
+            let Ok(content) = std::fs::read_to_string(f.path()) else {
+                continue;
+            };
+            // `<id>\r\n<ifname>`; leases of old Go versions hold the ID alone.
+            let mut parts = content.splitn(2, "\r\n");
+            let container_id = parts.next().unwrap_or_default().trim().to_string();
+            let ifname = parts.next().unwrap_or_default().trim().to_string();
+            out.push(Lease {
+                path: f.path(),
+                network: network.clone(),
+                container_id,
+                ifname,
+            });
+        }
+    }
+    out
+}
+
+fn backups_in(dir: &Path) -> Vec<Backup> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.extension().is_some_and(|x| x == "json")
+                        && p.file_name()
+                            .is_some_and(|f| f.to_string_lossy().contains('_'))
+                })
+                .map(|path| Backup { path })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn host_links() -> Result<Vec<HostLink>, String> {
+    let mut h = Handle::new().map_err(|e| format!("netlink: {e}"))?;
+    Ok(h.links()
+        .map_err(|e| format!("listing links: {e}"))?
+        .into_iter()
+        .filter(|l| l.kind.as_deref() == Some("veth"))
+        .map(|l| HostLink {
+            name: l.name,
+            alias: l.alias,
+        })
+        .collect())
+}
+
+fn tagged_rules() -> Result<Vec<TaggedRule>, String> {
+    let mut nft = Nft::new().map_err(|e| format!("nf_tables: {e}"))?;
+    let mut out = Vec::new();
+    for (family, table) in tagged_tables() {
+        if !nft.table_exists(family, table).unwrap_or(false) {
+            continue;
+        }
+        let chains = nft
+            .list_chains(family, table)
+            .map_err(|e| format!("listing {table}: {e}"))?;
+        for chain in chains {
+            let rules = nft
+                .list_rules(family, table, &chain.name)
+                .map_err(|e| format!("listing {table}/{}: {e}", chain.name))?;
+            for r in rules {
+                if let Some(comment) = r.comment {
+                    out.push(TaggedRule {
+                        place: format!("{family:?} {table}/{} handle {}", r.chain, r.handle),
+                        comment,
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Snapshot {
+    /// Reads the node. Kernel state that cannot be read is an error (an audit that silently
+    /// skipped it would report a clean node).
+    pub fn read(conf_dir: &Path, cache_dir: &Path) -> Result<Snapshot, String> {
+        let networks = cni_runtime::discover(conf_dir)
+            .map(|d| d.networks)
+            .unwrap_or_default();
+        let cache = ResultCache::new(cache_dir).attachments(None);
+        let lease_dirs =
+            dirs_from_configs(&networks, cni_ipam::DEFAULT_DATA_DIR, "host-local", true);
+        let backup_dirs = dirs_from_configs(
+            &networks,
+            cni_plugins::tuning::conf::DEFAULT_DATA_DIR,
+            "tuning",
+            false,
+        );
+        Ok(Snapshot {
+            leases: lease_dirs.iter().flat_map(|d| leases_in(d)).collect(),
+            backups: backup_dirs.iter().flat_map(|d| backups_in(d)).collect(),
+            links: host_links()?,
+            rules: tagged_rules()?,
+            cache,
+            networks,
+        })
+    }
+}
