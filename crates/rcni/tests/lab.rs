@@ -90,6 +90,7 @@ fn default_lab_proves_all_four_layers_with_rcni_plugins() {
         "kernel",
         "ipam",
         "traffic",
+        "lifecycle",
         "teardown",
     ] {
         assert!(
@@ -112,7 +113,7 @@ fn lab_drives_the_go_reference_plugins_too() {
     std::fs::write(
         &conf,
         r#"{"cniVersion":"1.0.0","name":"golab","plugins":[{"type":"bridge","bridge":"golab0","isGateway":true,
-            "ipam":{"type":"host-local","ranges":[[{"subnet":"10.204.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}"#,
+            "ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.204.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}"#,
     )
     .unwrap();
     let (code, report, pid) = lab(&[

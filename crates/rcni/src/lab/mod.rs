@@ -12,6 +12,7 @@
 mod checks;
 mod config;
 mod http;
+mod lifecycle;
 mod report;
 
 use std::path::PathBuf;
@@ -205,6 +206,26 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
             "HTTP from pod-a to pod-b",
             Verdict::Skip,
             "a pod has no attachment",
+        );
+    }
+
+    for pod in &pods {
+        if pod.result.is_none() {
+            continue;
+        }
+        let req = request(pod);
+        lifecycle::check(report, pod.label, &host, &networks, &rt, &req);
+    }
+    if let Some(pod) = pods.first().filter(|p| p.result.is_some()) {
+        lifecycle::repeated_add(
+            report,
+            pod.label,
+            &pod.ns,
+            &host,
+            &networks,
+            &rt,
+            &request(pod),
+            prepared.lease_dir.as_deref(),
         );
     }
 

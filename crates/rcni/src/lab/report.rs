@@ -11,6 +11,8 @@ pub enum Layer {
     Kernel,
     Ipam,
     Traffic,
+    /// CHECK and a repeated ADD of a live attachment.
+    Lifecycle,
     Teardown,
 }
 
@@ -22,6 +24,7 @@ impl Layer {
             Layer::Kernel => "kernel",
             Layer::Ipam => "ipam",
             Layer::Traffic => "traffic",
+            Layer::Lifecycle => "lifecycle",
             Layer::Teardown => "teardown",
         }
     }
