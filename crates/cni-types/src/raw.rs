@@ -3,6 +3,11 @@
 //! Configs pass through the runtime and into plugins unchanged (SC items 15, 21; L-9 is the Go
 //! behaviour we improve on): key order is kept, and every value keeps its exact bytes, so large
 //! numbers are never rounded and strings are never re-escaped.
+//!
+//! This is the one decoding rule every plugin shares: a value nothing reads is only checked for
+//! syntax (so `1e400` or a 5-million-element array in an unknown key passes through untouched,
+//! as Go's struct decoding skips it), and a document nested deeper than
+//! [`MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner refuses it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,6 +15,43 @@ use std::fmt;
 use serde::de::{DeserializeOwned, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+
+/// The deepest nesting of arrays and objects a document may have, counting the outermost value:
+/// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
+pub const MAX_NESTING_DEPTH: usize = 10_000;
+
+/// Refuses a document nested deeper than [`MAX_NESTING_DEPTH`]. Only brackets outside strings
+/// count; the syntax itself is left to the decoder. Linear in the input, no allocation.
+pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING_DEPTH {
+                    return Err(serde::de::Error::custom(format!(
+                        "exceeded max depth: nested deeper than {MAX_NESTING_DEPTH}"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 /// An ordered JSON object of raw values. Later duplicates of a key replace earlier ones (Go).
 #[derive(Debug, Clone, Default)]
@@ -24,8 +66,9 @@ impl RawObject {
         RawObject::default()
     }
 
-    /// Parses bytes that must hold one JSON object.
+    /// Parses bytes that must hold one JSON object, under the nesting limit.
     pub fn parse(bytes: &[u8]) -> Result<RawObject, serde_json::Error> {
+        check_nesting(bytes)?;
         serde_json::from_slice(bytes)
     }
 
@@ -216,6 +259,39 @@ mod tests {
         let obj = RawObject::parse(distinct.as_bytes()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert_eq!(obj.len(), n + 1);
+    }
+
+    fn nested(depth: usize) -> String {
+        // The outer object counts as one level.
+        let inner = depth - 1;
+        format!(
+            r#"{{"k":"[{{\"}}","x":{}{}}}"#,
+            "[".repeat(inner),
+            "]".repeat(inner)
+        )
+    }
+
+    // Go's scanner: depth 10000 is fine, 10001 is refused; brackets in strings do not count.
+    #[test]
+    fn nesting_limit_is_gos() {
+        let ok = RawObject::parse(nested(MAX_NESTING_DEPTH).as_bytes()).unwrap();
+        assert!(ok.get("x").unwrap().get().starts_with("[["));
+        let e = RawObject::parse(nested(MAX_NESTING_DEPTH + 1).as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("exceeded max depth"), "{e}");
+        assert!(check_nesting(br#"{"s":"\"[[[[[[","t":"\\"}"#).is_ok());
+        let strings = format!(r#"{{"s":"{}"}}"#, "[".repeat(MAX_NESTING_DEPTH * 2));
+        assert!(RawObject::parse(strings.as_bytes()).is_ok());
+    }
+
+    // Values nothing reads are checked for syntax only.
+    #[test]
+    fn unread_values_pass_untouched() {
+        let deep = format!("{}{}", "[".repeat(9_000), "]".repeat(9_000));
+        let src = format!(
+            r#"{{"huge":1e400,"neg":-1e-400,"deep":{deep},"n":123456789012345678901234567890}}"#
+        );
+        let obj = RawObject::parse(src.as_bytes()).unwrap();
+        assert_eq!(obj.to_bytes(), src.as_bytes());
     }
 
     #[test]

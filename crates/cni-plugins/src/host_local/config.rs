@@ -4,7 +4,6 @@
 use cni_ipam::HostLocalConfig;
 use cni_plugin::CmdArgs;
 use cni_types::CniError;
-use serde_json::Value;
 
 use crate::ipam_shared::{checked_cni_args, config_error};
 
@@ -36,12 +35,11 @@ pub fn load(args: &CmdArgs, args_use: ArgsUse) -> Result<HostLocalConfig, CniErr
         .and_then(|a| a.get("IP"))
         .filter(|ip| !ip.is_empty());
 
-    let value: Value = serde_json::from_slice(&args.stdin)
-        .map_err(|e| CniError::decoding(format!("error unmarshall network config: {e}")))?;
-    let config = HostLocalConfig::from_value(&value, None).map_err(config_error)?;
+    // Parsing borrows from stdin and copies no unknown value, so a second pass costs little.
+    let config = HostLocalConfig::parse(&args.stdin, None).map_err(config_error)?;
     match ip_arg {
         Some(ip) if config.requested_ips.is_empty() => {
-            HostLocalConfig::from_value(&value, Some(ip)).map_err(config_error)
+            HostLocalConfig::parse(&args.stdin, Some(ip)).map_err(config_error)
         }
         Some(ip) => {
             log::info!(
