@@ -138,3 +138,146 @@ fn bridge_with_host_local_memory_stays_proportional() {
         );
     }
 }
+
+/// One plugin of the table: its base config (members after `cniVersion`, `name`, `type`) and a
+/// key it knows, given a value of the wrong type.
+struct Case {
+    plugin: &'static str,
+    base: String,
+    wrong_type: &'static str,
+}
+
+/// Every plugin of the registry with a config its DEL accepts in an empty container.
+fn cases(data_dir: &std::path::Path) -> Vec<Case> {
+    let ipam = format!(
+        r#""ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.43.0/24"}}]],"dataDir":{data_dir:?}}}"#
+    );
+    let case = |plugin, base: &str, wrong_type| Case {
+        plugin,
+        base: base.to_string(),
+        wrong_type,
+    };
+    let with_ipam = |plugin, extra: &str, wrong_type| Case {
+        plugin,
+        base: format!("{extra}{ipam}"),
+        wrong_type,
+    };
+    let cases = vec![
+        case("loopback", "", r#""dns":"x""#),
+        with_ipam("bridge", r#""bridge":"rcnidec0","#, r#""bridge":5"#),
+        with_ipam("ptp", "", r#""ipMasq":"yes""#),
+        with_ipam("macvlan", r#""master":"rcnidecm0","#, r#""master":5"#),
+        with_ipam("ipvlan", r#""master":"rcnidecm0","#, r#""master":5"#),
+        with_ipam(
+            "vlan",
+            r#""master":"rcnidecm0","vlanId":100,"#,
+            r#""vlanId":"x""#,
+        ),
+        with_ipam("dummy", "", r#""ipam":{"type":"host-local","ranges":5}"#),
+        case("portmap", "", r#""snat":"x""#),
+        case("firewall", "", r#""backend":5"#),
+        case("tuning", "", r#""sysctl":5"#),
+        case("bandwidth", "", r#""ingressRate":"x""#),
+        with_ipam(
+            "host-local",
+            "",
+            r#""ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.43.0/24"}]],"rangeStart":5}"#,
+        ),
+        case(
+            "static",
+            r#""ipam":{"type":"static","addresses":[{"address":"198.18.44.2/24"}]}"#,
+            r#""ipam":{"type":"static","addresses":5}"#,
+        ),
+    ];
+    let names: Vec<&str> = cases.iter().map(|c| c.plugin).collect();
+    let registry: Vec<&str> = cni_plugins::PLUGINS.iter().map(|p| p.name).collect();
+    assert_eq!(
+        names, registry,
+        "every plugin of the registry, in its order"
+    );
+    cases
+}
+
+/// What a plugin answered: success, or the CNI error code.
+fn verdict(out: &PluginOutput) -> Result<(), u64> {
+    if out.success() {
+        return Ok(());
+    }
+    common::assert_clean_stdout(out);
+    let error: serde_json::Value = out.json().unwrap_or_else(|e| panic!("{e}: {out}"));
+    Err(error["code"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no code: {out}")))
+}
+
+fn nested(levels: usize) -> String {
+    format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+// The same config gets the same answer from every plugin: an unknown key holding 1e400 or
+// 9000 levels of nesting is accepted, nesting past Go's limit is code 6, a known key of the
+// wrong type is code 7. Before: bridge, ptp, host-local and static (and every plugin
+// delegating to host-local) refused 1e400 and deep nesting; host-local ignored a wrong-typed
+// rangeStart when ranges was set; loopback, portmap and firewall accepted 100k levels.
+#[test]
+fn every_plugin_decodes_alike() {
+    let sb = Sandbox::new().expect("sandbox");
+    let pod = sb.add_container().unwrap();
+    let names: Vec<&str> = cni_plugins::PLUGINS.iter().map(|p| p.name).collect();
+    let cni_dir = sb.link_plugins(BIN, &names).unwrap();
+    let rows: [(&str, Option<String>, Result<(), u64>); 5] = [
+        ("base config", None, Ok(())),
+        (
+            "1e400 in an unknown key",
+            Some(r#""junk":1e400"#.into()),
+            Ok(()),
+        ),
+        (
+            "9000 levels in an unknown key",
+            Some(format!(r#""junk":{}"#, nested(9_000))),
+            Ok(()),
+        ),
+        (
+            "10001 levels in an unknown key",
+            Some(format!(r#""junk":{}"#, nested(10_001))),
+            Err(6),
+        ),
+        ("a known key of the wrong type", None, Err(7)),
+    ];
+    let mut failures = Vec::new();
+    for case in cases(&sb.dir().join("ipam")) {
+        for (index, (row, member, expected)) in rows.iter().enumerate() {
+            let member = match (index, member) {
+                (4, _) => Some(case.wrong_type.to_string()),
+                (_, member) => member.clone(),
+            };
+            // A later key replaces an earlier one of the same name (the wrong-typed `ipam`).
+            let members = [case.base.as_str(), member.as_deref().unwrap_or("")]
+                .into_iter()
+                .filter(|m| !m.is_empty())
+                .collect::<Vec<_>>()
+                .join(",");
+            let sep = if members.is_empty() { "" } else { "," };
+            let conf = format!(
+                r#"{{"cniVersion":"1.0.0","name":"decnet","type":"{}"{sep}{members}}}"#,
+                case.plugin
+            );
+            let call = PluginCall::new("DEL")
+                .container_id("dec1")
+                .netns(&pod.path)
+                .ifname("eth0")
+                .path(&cni_dir)
+                .stdin(conf);
+            let out = sb.run_plugin(cni_dir.join(case.plugin), &call).unwrap();
+            let got = verdict(&out);
+            if got != *expected {
+                failures.push(format!(
+                    "{} / {row}: expected {expected:?}, got {got:?}: {}",
+                    case.plugin,
+                    out.stdout.trim()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
