@@ -36,5 +36,5 @@ pub use resolv::{parse_resolv_conf, parse_resolv_conf_text, Dns};
 pub use static_config::{StaticAddress, StaticConfig};
 pub use store::{
     lease_content, DiskStore, Lease, LeaseOwner, LockedStore, LAST_RESERVED_PREFIX, LINE_BREAK,
-    LOCK_FILE,
+    LOCK_FILE, TEMP_PREFIX,
 };
