@@ -59,6 +59,9 @@ pub struct RawObject {
     entries: Vec<(String, Box<RawValue>)>,
     /// Position in `entries` of each key, so duplicates and lookups cost O(1), not O(n).
     index: HashMap<String, usize>,
+    /// For each ASCII-lowercased key, the position of the entry among its spellings that was
+    /// assigned last: what Go's decoder leaves in the field.
+    folded: HashMap<String, usize>,
 }
 
 impl RawObject {
@@ -77,15 +80,13 @@ impl RawObject {
         self.index.get(key).map(|&i| self.entries[i].1.as_ref())
     }
 
-    /// The raw value of `key`, matched exactly first, then ASCII case-insensitively, as Go's
-    /// decoder does (configs in the wild send `RuntimeConfig`, `bandWidth`, ...).
+    /// The raw value of `key` matched ASCII case-insensitively, as Go's decoder fills a struct
+    /// field (configs in the wild send `RuntimeConfig`, `bandWidth`, ...): Go assigns every
+    /// matching key in turn, so the spelling that came last wins, exact or not.
     pub fn get_ci(&self, key: &str) -> Option<&RawValue> {
-        self.get(key).or_else(|| {
-            self.entries
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| v.as_ref())
-        })
+        self.folded
+            .get(&key.to_ascii_lowercase())
+            .map(|&i| self.entries[i].1.as_ref())
     }
 
     /// Decodes `key` (case-insensitive, see [`RawObject::get_ci`]); JSON `null` reads as absent.
@@ -103,13 +104,19 @@ impl RawObject {
 
     /// Sets `key` to raw JSON text, replacing an existing entry in place or appending.
     pub fn set_raw(&mut self, key: &str, value: Box<RawValue>) {
-        match self.index.get(key) {
-            Some(&i) => self.entries[i].1 = value,
-            None => {
-                self.index.insert(key.to_string(), self.entries.len());
-                self.entries.push((key.to_string(), value));
+        let i = match self.index.get(key) {
+            Some(&i) => {
+                self.entries[i].1 = value;
+                i
             }
-        }
+            None => {
+                let i = self.entries.len();
+                self.index.insert(key.to_string(), i);
+                self.entries.push((key.to_string(), value));
+                i
+            }
+        };
+        self.folded.insert(key.to_ascii_lowercase(), i);
     }
 
     /// Sets `key` to the JSON encoding of `value`.
@@ -129,10 +136,23 @@ impl RawObject {
             return false;
         };
         self.entries.remove(i);
-        for pos in self.index.values_mut() {
+        for pos in self.index.values_mut().chain(self.folded.values_mut()) {
             if *pos > i {
                 *pos -= 1;
             }
+        }
+        // Another spelling, if any, is what a case-insensitive lookup finds now (the one
+        // assigned last is no longer known: take the last in order).
+        let lower = key.to_ascii_lowercase();
+        if self.folded.get(&lower) == Some(&i) {
+            match self
+                .entries
+                .iter()
+                .rposition(|(k, _)| k.eq_ignore_ascii_case(key))
+            {
+                Some(other) => self.folded.insert(lower, other),
+                None => self.folded.remove(&lower),
+            };
         }
         true
     }
@@ -226,11 +246,22 @@ mod tests {
         assert_eq!(obj.to_bytes(), br#"{"b":"x","c":[1,2]}"#.to_vec());
     }
 
+    // Go assigns each matching key in turn: the spelling assigned last wins, exact or not.
     #[test]
-    fn case_insensitive_lookup_prefers_exact() {
+    fn case_insensitive_lookup_takes_the_last_assigned_spelling() {
         let obj =
             RawObject::parse(br#"{"RuntimeConfig":{"a":1},"runtimeConfig":{"b":2}}"#).unwrap();
         assert_eq!(obj.get_ci("runtimeConfig").unwrap().get(), r#"{"b":2}"#);
+        let obj = RawObject::parse(br#"{"mtu":1,"MTU":2}"#).unwrap();
+        assert_eq!(obj.get_ci("mtu").unwrap().get(), "2");
+        assert_eq!(obj.get("mtu").unwrap().get(), "1");
+        // A repeated spelling counts where it was assigned last.
+        let mut obj = RawObject::parse(br#"{"mtu":1,"MTU":2,"mtu":3}"#).unwrap();
+        assert_eq!(obj.get_ci("Mtu").unwrap().get(), "3");
+        assert!(obj.remove("mtu"));
+        assert_eq!(obj.get_ci("mtu").unwrap().get(), "2");
+        assert!(obj.remove("MTU"));
+        assert!(obj.get_ci("mtu").is_none());
         let only_upper = RawObject::parse(br#"{"RuntimeConfig":{"a":1},"n":null}"#).unwrap();
         assert!(only_upper.get_ci("runtimeconfig").is_some());
         assert_eq!(only_upper.decode::<u32>("n").unwrap(), None);
