@@ -59,8 +59,10 @@ pub struct RawObject {
     entries: Vec<(String, Box<RawValue>)>,
     /// Position in `entries` of each key, so duplicates and lookups cost O(1), not O(n).
     index: HashMap<String, usize>,
-    /// For each ASCII-lowercased key, the position of the entry among its spellings that was
-    /// assigned last: what Go's decoder leaves in the field.
+    /// For each ASCII-lowercased key that has a spelling other than all-lowercase, the position
+    /// of the entry among its spellings that was assigned last: what Go's decoder leaves in the
+    /// field. All-lowercase keys without variants need no entry (the exact index answers), so
+    /// objects of many plain keys cost nothing extra.
     folded: HashMap<String, usize>,
 }
 
@@ -84,8 +86,10 @@ impl RawObject {
     /// field (configs in the wild send `RuntimeConfig`, `bandWidth`, ...): Go assigns every
     /// matching key in turn, so the spelling that came last wins, exact or not.
     pub fn get_ci(&self, key: &str) -> Option<&RawValue> {
+        let lower = key.to_ascii_lowercase();
         self.folded
-            .get(&key.to_ascii_lowercase())
+            .get(&lower)
+            .or_else(|| self.index.get(&lower))
             .map(|&i| self.entries[i].1.as_ref())
     }
 
@@ -116,7 +120,10 @@ impl RawObject {
                 i
             }
         };
-        self.folded.insert(key.to_ascii_lowercase(), i);
+        let lower = key.to_ascii_lowercase();
+        if lower != key || self.folded.contains_key(&lower) {
+            self.folded.insert(lower, i);
+        }
     }
 
     /// Sets `key` to the JSON encoding of `value`.
