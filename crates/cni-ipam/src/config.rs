@@ -5,10 +5,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use ipnet::IpNet;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::ConfigError;
-use crate::gojson::{as_list, as_str, GoObject};
+use crate::gojson::{as_list, as_str, is_null, GoObject};
 use crate::ident;
 use crate::ip;
 use crate::range::{RangeSet, RangeSpec};
@@ -52,19 +52,17 @@ pub struct HostLocalConfig {
 impl HostLocalConfig {
     /// Parses the whole stdin config of a host-local invocation. `cni_args_ip` is the value of the
     /// `IP` key of CNI_ARGS, if the caller found one (an empty value means none).
+    ///
+    /// Every known key is type-checked whether or not the configuration uses it (Go decodes
+    /// into a struct, so a wrong-typed legacy `rangeStart` fails even when `ranges` is set);
+    /// unknown keys are only checked for syntax and never copied.
     pub fn parse(stdin: &[u8], cni_args_ip: Option<&str>) -> Result<Self, ConfigError> {
-        let value: Value = serde_json::from_slice(stdin).map_err(ConfigError::Json)?;
-        Self::from_value(&value, cni_args_ip)
-    }
-
-    /// Like [`HostLocalConfig::parse`], from an already decoded document.
-    pub fn from_value(value: &Value, cni_args_ip: Option<&str>) -> Result<Self, ConfigError> {
-        let net = GoObject::new(Some(value), "")?;
-        let name = net.string("name")?.unwrap_or_default().to_string();
+        let net = GoObject::document(stdin)?;
+        let name = net.string("name")?.unwrap_or_default();
         if !ident::is_valid_name(&name) {
             return Err(ConfigError::InvalidNetworkName { name });
         }
-        let cni_version = net.string("cniVersion")?.unwrap_or_default().to_string();
+        let cni_version = net.string("cniVersion")?.unwrap_or_default();
         let runtime = net.object("runtimeConfig")?;
         let args_cni = net.object("args")?.object("cni")?;
         if net.get("ipam").is_none() {
@@ -77,13 +75,15 @@ impl HostLocalConfig {
         let requested_ips = requested_ips(cni_args_ip, &args_cni, &runtime)?;
 
         let mut specs = range_sets(&runtime, "ipRanges")?;
-        if let Some(subnet) = ipam.cidr("subnet")? {
-            specs.push(vec![RangeSpec {
-                subnet: Some(subnet),
-                range_start: ipam.ip("rangeStart")?,
-                range_end: ipam.ip("rangeEnd")?,
-                gateway: ipam.ip("gateway")?,
-            }]);
+        // The legacy range's fields are read (and so type-checked) even without a subnet.
+        let legacy = RangeSpec {
+            subnet: ipam.cidr("subnet")?,
+            range_start: ipam.ip("rangeStart")?,
+            range_end: ipam.ip("rangeEnd")?,
+            gateway: ipam.ip("gateway")?,
+        };
+        if legacy.subnet.is_some() {
+            specs.push(vec![legacy]);
         }
         specs.extend(range_sets(&ipam, "ranges")?);
         let range_sets = validate_range_sets(&specs, &cni_version)?;
@@ -95,7 +95,7 @@ impl HostLocalConfig {
             .map(|(index, route)| parse_route(route, index, &ipam.path_of("routes")))
             .collect::<Result<Vec<_>, _>>()?;
 
-        let data_dir = match ipam.string("dataDir")? {
+        let data_dir = match ipam.string("dataDir")?.as_deref() {
             None | Some("") => PathBuf::from(DEFAULT_DATA_DIR),
             Some(dir) => PathBuf::from(dir),
         };
@@ -122,15 +122,19 @@ fn requested_ips(
     args_cni: &GoObject<'_>,
     runtime: &GoObject<'_>,
 ) -> Result<Vec<IpAddr>, ConfigError> {
-    let mut texts: Vec<&str> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
     // An empty `IP=` means no address, as with Go's `ip.IP` text decoding.
-    texts.extend(cni_args_ip.filter(|text| !text.is_empty()));
+    texts.extend(
+        cni_args_ip
+            .filter(|text| !text.is_empty())
+            .map(str::to_string),
+    );
     for (obj, name) in [(args_cni, "ips"), (runtime, "ips")] {
         let field = obj.path_of(name);
         for value in obj.list(name)? {
             // A `null` or `""` element decodes to no address, which Go then rejects.
-            let text = if value.is_null() {
-                ""
+            let text = if is_null(value) {
+                String::new()
             } else {
                 as_str(value, &field)?
             };
@@ -139,11 +143,8 @@ fn requested_ips(
     }
     let mut ips: Vec<IpAddr> = Vec::with_capacity(texts.len());
     for text in texts {
-        let parsed = ip::parse_ip_with_optional_prefix(text).ok_or_else(|| {
-            ConfigError::InvalidRequestedIp {
-                value: text.to_string(),
-            }
-        })?;
+        let parsed = ip::parse_ip_with_optional_prefix(&text)
+            .ok_or(ConfigError::InvalidRequestedIp { value: text })?;
         if !ips.contains(&parsed) {
             ips.push(parsed);
         }
@@ -160,7 +161,7 @@ fn range_sets(obj: &GoObject<'_>, name: &str) -> Result<Vec<Vec<RangeSpec>>, Con
         .map(|(i, set)| {
             let set_field = format!("{field}[{i}]");
             as_list(set, &set_field)?
-                .iter()
+                .into_iter()
                 .enumerate()
                 .map(|(j, range)| {
                     let range = GoObject::new(Some(range), format!("{set_field}[{j}]"))?;
@@ -224,7 +225,7 @@ pub(crate) fn version_at_least(version: &str, minimum: (u64, u64, u64)) -> bool 
 
 /// Parses one entry of a `routes` list (shared with the static IPAM config).
 pub(crate) fn parse_route(
-    value: &Value,
+    value: &RawValue,
     index: usize,
     list_field: &str,
 ) -> Result<Route, ConfigError> {

@@ -148,6 +148,8 @@ pub enum IpamError {
         #[source]
         source: std::io::Error,
     },
+    #[error("refusing the host-local directory {}: {reason}", path.display())]
+    UnsafeDirectory { path: PathBuf, reason: String },
     #[error("timed out waiting for the lock {}", path.display())]
     LockTimeout { path: PathBuf },
     #[error("no IP addresses available in range set: {ranges}")]
@@ -200,7 +202,7 @@ impl IpamError {
             IpamError::InvalidContainerId { .. } | IpamError::InvalidIfName { .. } => {
                 code::INVALID_ENV
             }
-            IpamError::Io { .. } => code::IO_FAILURE,
+            IpamError::Io { .. } | IpamError::UnsafeDirectory { .. } => code::IO_FAILURE,
             IpamError::LockTimeout { .. } => code::TRY_AGAIN_LATER,
             IpamError::RangeSetExhausted { .. }
             | IpamError::RequestedIpUnavailable { .. }

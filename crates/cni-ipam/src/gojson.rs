@@ -2,11 +2,20 @@
 //! were written against: keys match case-insensitively (the last matching key wins), `null` leaves a
 //! field unset, unknown keys are ignored, an IP field given as `""` is unset, a CIDR field given as
 //! `""` is an error, and integers reject fractions and exponents.
+//!
+//! Nothing is decoded into a value tree: an object is a list of (key, raw text) pairs borrowed
+//! from the input, and only the fields a caller asks for are decoded. A value nothing reads is
+//! checked for syntax only, so `1e400` or a 5-million-element array in an unknown key costs no
+//! memory beyond the input (the decoding rule of `cni_types::raw`, shared by every plugin).
 
+use std::borrow::Cow;
+use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use serde_json::{Map, Value};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::error::ConfigError;
 use crate::ip;
@@ -14,23 +23,37 @@ use crate::ip;
 /// A JSON object viewed as a Go struct. `path` names it in error messages (`ipam.ranges[0][1]`).
 #[derive(Debug, Clone)]
 pub(crate) struct GoObject<'a> {
-    map: Option<&'a Map<String, Value>>,
+    /// Every member in input order, duplicates included; values are raw text.
+    entries: Vec<(Cow<'a, str>, &'a RawValue)>,
     path: String,
 }
 
 impl<'a> GoObject<'a> {
+    /// The whole document: refused when nested deeper than Go allows or not valid JSON (code 6);
+    /// anything but an object is a type error.
+    pub(crate) fn document(bytes: &'a [u8]) -> Result<Self, ConfigError> {
+        cni_types::raw::check_nesting(bytes).map_err(ConfigError::Json)?;
+        let raw: &'a RawValue = serde_json::from_slice(bytes).map_err(ConfigError::Json)?;
+        GoObject::new(Some(raw), "")
+    }
+
     /// Views `value` as a struct. Absent or `null` is an empty struct; anything but an object is an error.
     pub(crate) fn new(
-        value: Option<&'a Value>,
+        value: Option<&'a RawValue>,
         path: impl Into<String>,
     ) -> Result<Self, ConfigError> {
         let path = path.into();
-        match value {
-            None | Some(Value::Null) => Ok(GoObject { map: None, path }),
-            Some(Value::Object(map)) => Ok(GoObject {
-                map: Some(map),
+        match value.filter(|raw| !is_null(raw)) {
+            None => Ok(GoObject {
+                entries: Vec::new(),
                 path,
             }),
+            Some(raw) if raw.get().starts_with('{') => {
+                // The text is already known to be valid JSON, so this only splits it.
+                let Members(entries) =
+                    serde_json::from_str(raw.get()).map_err(ConfigError::Json)?;
+                Ok(GoObject { entries, path })
+            }
             Some(_) => Err(ConfigError::WrongType {
                 field: path,
                 expected: "an object",
@@ -48,13 +71,13 @@ impl<'a> GoObject<'a> {
     }
 
     /// The value of field `name`: the last key equal to it ignoring case; `null` counts as absent.
-    pub(crate) fn get(&self, name: &str) -> Option<&'a Value> {
-        let map = self.map?;
-        map.iter()
+    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.entries
+            .iter()
             .rev()
             .find(|(key, _)| fold_eq(key, name))
-            .map(|(_, value)| value)
-            .filter(|value| !value.is_null())
+            .map(|&(_, value)| value)
+            .filter(|value| !is_null(value))
     }
 
     /// A nested struct.
@@ -63,7 +86,7 @@ impl<'a> GoObject<'a> {
     }
 
     /// A string field.
-    pub(crate) fn string(&self, name: &str) -> Result<Option<&'a str>, ConfigError> {
+    pub(crate) fn string(&self, name: &str) -> Result<Option<String>, ConfigError> {
         self.get(name)
             .map(|value| as_str(value, &self.path_of(name)))
             .transpose()
@@ -72,7 +95,7 @@ impl<'a> GoObject<'a> {
     /// A `net.IP` field: `""` is unset.
     pub(crate) fn ip(&self, name: &str) -> Result<Option<IpAddr>, ConfigError> {
         let field = self.path_of(name);
-        match self.string(name)? {
+        match self.string(name)?.as_deref() {
             None | Some("") => Ok(None),
             Some(text) => ip::parse_ip(text).map(Some).ok_or(ConfigError::InvalidIp {
                 field,
@@ -86,10 +109,8 @@ impl<'a> GoObject<'a> {
         let field = self.path_of(name);
         self.string(name)?
             .map(|text| {
-                text.parse::<IpNet>().map_err(|_| ConfigError::InvalidCidr {
-                    field,
-                    value: text.to_string(),
-                })
+                text.parse::<IpNet>()
+                    .map_err(|_| ConfigError::InvalidCidr { field, value: text })
             })
             .transpose()
     }
@@ -98,51 +119,63 @@ impl<'a> GoObject<'a> {
     pub(crate) fn int(&self, name: &str) -> Result<Option<i64>, ConfigError> {
         let field = self.path_of(name);
         self.get(name)
-            .map(|value| match value {
-                Value::Number(number) => {
-                    number.as_i64().ok_or_else(|| ConfigError::InvalidInteger {
+            .map(|value| {
+                let text = value.get();
+                if !text.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+                    return Err(ConfigError::WrongType {
                         field,
-                        value: number.to_string(),
-                    })
+                        expected: "an integer",
+                    });
                 }
-                _ => Err(ConfigError::WrongType {
+                serde_json::from_str::<i64>(text).map_err(|_| ConfigError::InvalidInteger {
                     field,
-                    expected: "an integer",
-                }),
+                    value: text.to_string(),
+                })
             })
             .transpose()
     }
 
     /// A slice field: absent or `null` is empty.
-    pub(crate) fn list(&self, name: &str) -> Result<&'a [Value], ConfigError> {
+    pub(crate) fn list(&self, name: &str) -> Result<Vec<&'a RawValue>, ConfigError> {
         match self.get(name) {
-            None => Ok(&[]),
-            Some(Value::Array(items)) => Ok(items),
-            Some(_) => Err(ConfigError::WrongType {
-                field: self.path_of(name),
-                expected: "a list",
-            }),
+            None => Ok(Vec::new()),
+            Some(value) => as_list(value, &self.path_of(name)),
         }
     }
 }
 
+/// JSON `null`.
+pub(crate) fn is_null(value: &RawValue) -> bool {
+    value.get() == "null"
+}
+
 /// A JSON string, or a type error naming `field`.
-pub(crate) fn as_str<'a>(value: &'a Value, field: &str) -> Result<&'a str, ConfigError> {
-    value.as_str().ok_or_else(|| ConfigError::WrongType {
+pub(crate) fn as_str(value: &RawValue, field: &str) -> Result<String, ConfigError> {
+    let wrong = || ConfigError::WrongType {
         field: field.to_string(),
         expected: "a string",
-    })
+    };
+    if !value.get().starts_with('"') {
+        return Err(wrong());
+    }
+    serde_json::from_str(value.get()).map_err(|_| wrong())
 }
 
 /// A JSON list where `null` is empty, or a type error naming `field`.
-pub(crate) fn as_list<'a>(value: &'a Value, field: &str) -> Result<&'a [Value], ConfigError> {
-    match value {
-        Value::Null => Ok(&[]),
-        Value::Array(items) => Ok(items),
-        _ => Err(ConfigError::WrongType {
+pub(crate) fn as_list<'a>(
+    value: &'a RawValue,
+    field: &str,
+) -> Result<Vec<&'a RawValue>, ConfigError> {
+    let text = value.get();
+    if is_null(value) {
+        Ok(Vec::new())
+    } else if text.starts_with('[') {
+        serde_json::from_str(text).map_err(ConfigError::Json)
+    } else {
+        Err(ConfigError::WrongType {
             field: field.to_string(),
             expected: "a list",
-        }),
+        })
     }
 }
 
@@ -153,34 +186,88 @@ fn fold_eq(key: &str, name: &str) -> bool {
         .eq(name.chars().flat_map(char::to_lowercase))
 }
 
+/// An object's members in input order, keys borrowed unless they hold escapes.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    entries.push((key, value));
+                }
+                Ok(Members(entries))
+            }
+        }
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+/// A member name, borrowed from the input when it can be.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn doc(text: &str) -> GoObject<'_> {
+        GoObject::document(text.as_bytes()).unwrap()
+    }
 
     #[test]
     fn keys_match_ignoring_case_and_last_wins() {
-        let value = json!({"Subnet": "10.0.0.0/8", "SUBNET": "10.1.0.0/16", "other": 1});
-        let obj = GoObject::new(Some(&value), "ipam").unwrap();
+        // Go assigns every matching key in turn, so the last one wins even when an earlier
+        // spelling repeats.
+        let obj = doc(
+            r#"{"Subnet": "10.0.0.0/8", "SUBNET": "10.1.0.0/16", "Subnet": "10.2.0.0/16", "other": 1}"#,
+        );
         assert_eq!(
             obj.cidr("subnet").unwrap(),
-            Some("10.1.0.0/16".parse().unwrap())
+            Some("10.2.0.0/16".parse().unwrap())
         );
-        assert_eq!(obj.get("missing"), None);
+        assert!(obj.get("missing").is_none());
+        let escaped = doc(r#"{"sub\u006eet": "10.3.0.0/16"}"#);
+        assert_eq!(
+            escaped.cidr("subnet").unwrap(),
+            Some("10.3.0.0/16".parse().unwrap())
+        );
     }
 
     #[test]
     fn null_is_unset_and_empty_ip_is_unset() {
-        let value = json!({"gateway": "", "rangeStart": null});
-        let obj = GoObject::new(Some(&value), "").unwrap();
+        let obj = doc(r#"{"gateway": "", "rangeStart": null}"#);
         assert_eq!(obj.ip("gateway").unwrap(), None);
         assert_eq!(obj.ip("rangeStart").unwrap(), None);
     }
 
     #[test]
     fn empty_cidr_is_an_error() {
-        let value = json!({"subnet": ""});
-        let obj = GoObject::new(Some(&value), "ipam").unwrap();
+        let obj = doc(r#"{"ipam": {"subnet": ""}}"#).object("ipam").unwrap();
         assert!(matches!(
             obj.cidr("subnet"),
             Err(ConfigError::InvalidCidr { field, .. }) if field == "ipam.subnet"
@@ -189,26 +276,52 @@ mod tests {
 
     #[test]
     fn integers_reject_fractions_and_strings() {
-        let value = json!({"a": 1.5, "b": "3", "c": 1e3, "d": -4});
-        let obj = GoObject::new(Some(&value), "").unwrap();
-        assert!(matches!(
-            obj.int("a"),
-            Err(ConfigError::InvalidInteger { .. })
-        ));
+        let obj = doc(
+            r#"{"a": 1.5, "b": "3", "c": 1e3, "d": -4, "e": 1e400, "f": 99999999999999999999}"#,
+        );
+        for name in ["a", "c", "e", "f"] {
+            assert!(
+                matches!(obj.int(name), Err(ConfigError::InvalidInteger { .. })),
+                "{name}"
+            );
+        }
         assert!(matches!(obj.int("b"), Err(ConfigError::WrongType { .. })));
-        assert!(matches!(
-            obj.int("c"),
-            Err(ConfigError::InvalidInteger { .. })
-        ));
         assert_eq!(obj.int("d").unwrap(), Some(-4));
     }
 
     #[test]
-    fn non_objects_are_type_errors() {
-        let value = json!("x");
+    fn wrong_types_are_type_errors() {
+        let obj = doc(r#"{"ipam": "x", "s": 5, "l": {}, "ip": true}"#);
         assert!(matches!(
-            GoObject::new(Some(&value), "ipam"),
+            obj.object("ipam"),
             Err(ConfigError::WrongType { .. })
+        ));
+        assert!(matches!(
+            obj.string("s"),
+            Err(ConfigError::WrongType { .. })
+        ));
+        assert!(matches!(obj.list("l"), Err(ConfigError::WrongType { .. })));
+        assert!(matches!(obj.ip("ip"), Err(ConfigError::WrongType { .. })));
+        assert!(matches!(
+            GoObject::document(b"[1]"),
+            Err(ConfigError::WrongType { .. })
+        ));
+    }
+
+    // Unread members are only checked for syntax; the nesting limit is Go's.
+    #[test]
+    fn unread_members_pass_and_depth_is_limited() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let text = format!(r#"{{"big": 1e400, "deep": {}, "name": "n"}}"#, deep(9_999));
+        assert_eq!(doc(&text).string("name").unwrap().as_deref(), Some("n"));
+        let text = format!(r#"{{"deep": {}}}"#, deep(10_000));
+        assert!(matches!(
+            GoObject::document(text.as_bytes()),
+            Err(ConfigError::Json(_))
+        ));
+        assert!(matches!(
+            GoObject::document(br#"{"a": tru}"#),
+            Err(ConfigError::Json(_))
         ));
     }
 }

@@ -4,7 +4,6 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use serde_json::Value;
 
 use crate::config::{parse_route, version_at_least, Route};
 use crate::error::{ConfigError, IpamError};
@@ -32,25 +31,16 @@ pub struct StaticConfig {
 
 impl StaticConfig {
     /// Parses the whole stdin config. `cni_args_ip` and `cni_args_gateway` are the values of the
-    /// CNI_ARGS keys `IP` and `GATEWAY` (comma-separated lists), if present.
+    /// CNI_ARGS keys `IP` and `GATEWAY` (comma-separated lists), if present. Known keys are
+    /// type-checked, unknown keys only checked for syntax (see [`crate::HostLocalConfig::parse`]).
     pub fn parse(
         stdin: &[u8],
         cni_args_ip: Option<&str>,
         cni_args_gateway: Option<&str>,
     ) -> Result<Self, ConfigError> {
-        let value: Value = serde_json::from_slice(stdin).map_err(ConfigError::Json)?;
-        Self::from_value(&value, cni_args_ip, cni_args_gateway)
-    }
-
-    /// Like [`StaticConfig::parse`], from an already decoded document.
-    pub fn from_value(
-        value: &Value,
-        cni_args_ip: Option<&str>,
-        cni_args_gateway: Option<&str>,
-    ) -> Result<Self, ConfigError> {
-        let net = GoObject::new(Some(value), "")?;
-        let name = net.string("name")?.unwrap_or_default().to_string();
-        let cni_version = net.string("cniVersion")?.unwrap_or_default().to_string();
+        let net = GoObject::document(stdin)?;
+        let name = net.string("name")?.unwrap_or_default();
+        let cni_version = net.string("cniVersion")?.unwrap_or_default();
         let runtime = net.object("runtimeConfig")?;
         let args_cni = net.object("args")?.object("cni")?;
         if net.get("ipam").is_none() {
@@ -87,7 +77,7 @@ impl StaticConfig {
                     .iter()
                     .map(|item| {
                         Ok(StaticAddress {
-                            address: parse_cidr(as_str(item, &field)?, &field)?,
+                            address: parse_cidr(&as_str(item, &field)?, &field)?,
                             gateway: None,
                         })
                     })
@@ -147,13 +137,13 @@ impl StaticConfig {
 fn configured_addresses(ipam: &GoObject<'_>) -> Result<Vec<StaticAddress>, ConfigError> {
     let field = ipam.path_of("addresses");
     ipam.list("addresses")?
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, entry)| {
             let entry = GoObject::new(Some(entry), format!("{field}[{i}]"))?;
             let address = entry.string("address")?.unwrap_or_default();
             Ok(StaticAddress {
-                address: parse_cidr(address, &entry.path_of("address"))?,
+                address: parse_cidr(&address, &entry.path_of("address"))?,
                 gateway: entry.ip("gateway")?,
             })
         })
@@ -191,17 +181,11 @@ fn parse_cidr(text: &str, field: &str) -> Result<IpNet, ConfigError> {
 fn parse_dns(dns: &GoObject<'_>) -> Result<Dns, ConfigError> {
     let strings = |name: &str| -> Result<Vec<String>, ConfigError> {
         let field = dns.path_of(name);
-        dns.list(name)?
-            .iter()
-            .map(|v| as_str(v, &field).map(str::to_string))
-            .collect()
+        dns.list(name)?.iter().map(|v| as_str(v, &field)).collect()
     };
     Ok(Dns {
         nameservers: strings("nameservers")?,
-        domain: dns
-            .string("domain")?
-            .filter(|d| !d.is_empty())
-            .map(str::to_string),
+        domain: dns.string("domain")?.filter(|d| !d.is_empty()),
         search: strings("search")?,
         options: strings("options")?,
     })

@@ -1,18 +1,28 @@
 //! The on-disk store, byte-compatible with the Go host-local plugin so both can share a data
 //! directory:
 //!
-//! * `<dataDir>/<network>/` holds everything, created with mode 0755;
-//! * `lock` is opened (created with mode 0750 if missing, never truncated) and `flock(LOCK_EX)`ed
+//! * `<dataDir>/<network>/` holds everything, created with mode 0755; before use, it and
+//!   `dataDir` must be owned by this user or root and writable by no one else (a directory
+//!   others can write lets them plant links where leases are written);
+//! * `lock` is opened (created with mode 0600 if missing, never truncated) and `flock(LOCK_EX)`ed
 //!   for as long as a [`LockedStore`] lives;
-//! * one file per reserved address, named by Go's text form of the address, created with
-//!   `O_EXCL` and mode 0600, holding `<containerID>\r\n<ifname>` without a trailing newline
-//!   (files of pre-ifname versions hold only `<containerID>`);
+//! * one file per reserved address, named by Go's text form of the address, mode 0600, holding
+//!   `<containerID>\r\n<ifname>` without a trailing newline (files of pre-ifname versions hold
+//!   only `<containerID>`);
 //! * `last_reserved_ip.<rangeID>` holds the last address reserved in a range set, as plain text.
+//!
+//! Every file is written whole before it appears under its name, so a reader that takes no lock
+//! (the Go plugin's readers, tools) never sees a partial file: the content goes to a temp file
+//! with a random name (`.rcni-tmp-*`, opened `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), which is
+//! then hard-linked to the lease's name (failing if the address is taken, so the reservation
+//! stays exclusive) or renamed over the hint. A temp file only exists under the lock; one left
+//! by a killed writer is removed the next time the lock is taken.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::Read;
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -26,6 +36,9 @@ pub const LOCK_FILE: &str = "lock";
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// Separator between container ID and interface name in a lease file.
 pub const LINE_BREAK: &str = "\r\n";
+
+/// Prefix of the temp files writes go through (not an address, so never read as a lease).
+pub const TEMP_PREFIX: &str = ".rcni-tmp-";
 
 /// How often a lock with a timeout is retried.
 const LOCK_POLL: Duration = Duration::from_millis(10);
@@ -119,34 +132,121 @@ impl DiskStore {
 
     /// Creates the directory if needed and takes the exclusive lock. Each call opens the lock file
     /// anew, so two callers in one process exclude each other like two processes do.
+    ///
+    /// The data directory and the network directory are checked for owner and mode first.
     pub fn lock(&self) -> Result<LockedStore<'_>, IpamError> {
         DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create(&self.dir)
             .map_err(|e| IpamError::io("create directory", &self.dir, e))?;
+        if let Some(data_dir) = self.dir.parent() {
+            check_directory(data_dir)?;
+        }
+        check_directory(&self.dir)?;
         let path = self.dir.join(LOCK_FILE);
         let file = open_lock_file(&path).map_err(|e| IpamError::io("open", &path, e))?;
         match self.lock_timeout {
             None => file.lock().map_err(|e| IpamError::io("lock", &path, e))?,
             Some(timeout) => lock_with_timeout(&file, &path, timeout)?,
         }
-        Ok(LockedStore {
+        let locked = LockedStore {
             dir: &self.dir,
             _lock: file,
+        };
+        locked.remove_stale_temp_files();
+        Ok(locked)
+    }
+}
+
+/// Refuses a directory that someone other than this user (or root) could write to: owned by
+/// another user, or writable by its group or by everyone.
+fn check_directory(dir: &Path) -> Result<(), IpamError> {
+    let meta = fs::metadata(dir).map_err(|e| IpamError::io("inspect", dir, e))?;
+    let refuse = |reason: String| {
+        Err(IpamError::UnsafeDirectory {
+            path: dir.to_path_buf(),
+            reason,
         })
+    };
+    if !meta.is_dir() {
+        return refuse("not a directory".into());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me && meta.uid() != 0 {
+        return refuse(format!(
+            "owned by uid {}, not by this user (uid {me}) or root",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return refuse(format!(
+            "mode {mode:04o} lets other users write to it (chmod go-w)"
+        ));
+    }
+    Ok(())
+}
+
+/// Writes `content` to a new temp file with a random name in `dir` (`O_CREAT|O_EXCL|
+/// O_NOFOLLOW`, mode 0600) and returns its path; on failure nothing is left behind.
+fn write_temp(dir: &Path, content: &[u8]) -> io::Result<PathBuf> {
+    let mut attempts = 0;
+    loop {
+        let path = dir.join(format!("{TEMP_PREFIX}{}", random_suffix()?));
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path);
+        let mut file = match opened {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 8 => {
+                attempts += 1;
+                continue;
+            }
+            other => other?,
+        };
+        // No fsync, as in Go: leases only matter while their containers live, and none outlive
+        // a crash; the flock, not durability, is what prevents double allocation.
+        return match file.write_all(content) {
+            Ok(()) => Ok(path),
+            Err(e) => {
+                drop(file);
+                let _ = fs::remove_file(&path);
+                Err(e)
+            }
+        };
+    }
+}
+
+/// 16 random hex digits from the kernel.
+fn random_suffix() -> io::Result<String> {
+    let mut bytes = [0u8; 8];
+    File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Removes a temp file after it was linked or renamed; one that stays is only logged, since
+/// the next lock holder removes it.
+fn discard_temp(path: &Path) {
+    if let Err(e) = fs::remove_file(path) {
+        if e.kind() != io::ErrorKind::NotFound {
+            log::warn!("cannot remove temp file {}: {e}", path.display());
+        }
     }
 }
 
 /// Opens the lock file without truncating it: read-only when it exists (works on a read-only
-/// store, as Go's `O_RDONLY|O_CREAT` does), created with mode 0750 otherwise.
+/// store, as Go's `O_RDONLY|O_CREAT` does), created with mode 0600 otherwise.
 fn open_lock_file(path: &Path) -> io::Result<File> {
     match File::open(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o750)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path),
         other => other,
     }
@@ -183,8 +283,9 @@ impl LockedStore<'_> {
         self.dir.join(ip::go_string(addr))
     }
 
-    /// Reserves `addr` for the attachment with an exclusive create. `Ok(false)` when someone
-    /// already holds it. On success the range set's round-robin hint is updated.
+    /// Reserves `addr` for the attachment: the lease is written whole to a temp file, then
+    /// linked to its name, which fails if someone already holds the address (`Ok(false)`). On
+    /// success the range set's round-robin hint is updated.
     pub fn reserve(
         &self,
         container_id: &str,
@@ -193,24 +294,19 @@ impl LockedStore<'_> {
         range_id: usize,
     ) -> Result<bool, IpamError> {
         let path = self.lease_path(addr);
-        let mut file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(file) => file,
+        // Checked first so that a taken address costs no write.
+        if fs::symlink_metadata(&path).is_ok() {
+            return Ok(false);
+        }
+        let content = lease_content(container_id, ifname);
+        let temp = write_temp(self.dir, content.as_bytes())
+            .map_err(|e| IpamError::io("write", &path, e))?;
+        let linked = fs::hard_link(&temp, &path);
+        discard_temp(&temp);
+        match linked {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(IpamError::io("create", &path, e)),
-        };
-        // No fsync, as in Go: leases only matter while their containers live, and none outlive
-        // a crash; the flock, not durability, is what prevents double allocation.
-        let written = file.write_all(lease_content(container_id, ifname).as_bytes());
-        if let Err(e) = written {
-            drop(file);
-            let _ = fs::remove_file(&path);
-            return Err(IpamError::io("write", &path, e));
         }
         // The hint only steers round-robin; losing it must not fail a reservation that is made.
         if let Err(e) = self.write_last_reserved(range_id, addr) {
@@ -239,21 +335,27 @@ impl LockedStore<'_> {
     /// Not fsynced: the hint only steers round-robin, and after a crash any value is fine.
     fn write_last_reserved(&self, range_id: usize, addr: IpAddr) -> Result<(), IpamError> {
         let path = self.last_reserved_path(range_id);
-        let temp = self
-            .dir
-            .join(format!(".{LAST_RESERVED_PREFIX}{range_id}.tmp"));
-        let result = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)
-            .and_then(|mut file| file.write_all(ip::go_string(addr).as_bytes()))
-            .and_then(|()| fs::rename(&temp, &path));
-        result.map_err(|e| {
-            let _ = fs::remove_file(&temp);
+        let temp = write_temp(self.dir, ip::go_string(addr).as_bytes())
+            .map_err(|e| IpamError::io("write", &path, e))?;
+        fs::rename(&temp, &path).map_err(|e| {
+            discard_temp(&temp);
             IpamError::io("write", &path, e)
         })
+    }
+
+    /// Removes temp files: under the lock, any that exist were left by a killed writer. A
+    /// store that cannot be changed (read-only) keeps them, which harms no reader.
+    fn remove_stale_temp_files(&self) {
+        let Ok(entries) = fs::read_dir(self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                if let Err(e) = fs::remove_file(entry.path()) {
+                    log::debug!("cannot remove stale {}: {e}", entry.path().display());
+                }
+            }
+        }
     }
 
     /// Every lease in the directory: regular files whose names are IP addresses. Files that cannot
@@ -316,15 +418,7 @@ impl LockedStore<'_> {
 
     /// Checks that the directory accepts new files, with a probe that only lives under the lock.
     pub fn probe_writable(&self) -> io::Result<()> {
-        let probe = self
-            .dir
-            .join(format!(".status-probe.{}", std::process::id()));
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&probe)?;
+        let probe = write_temp(self.dir, b"")?;
         fs::remove_file(&probe)
     }
 }

@@ -413,6 +413,108 @@ fn every_config_error() {
     }
 }
 
+// Go assigns every key matching a field in turn: the last spelling wins, even when an earlier
+// spelling is repeated after a different one.
+#[test]
+fn last_matching_key_wins_across_spellings() {
+    let text = br#"{"cniVersion":"1.0.0","name":"n","ipam":{"Subnet":"10.7.0.0/24","subnet":"10.8.0.0/24","Subnet":"10.9.0.0/24"}}"#;
+    let config = HostLocalConfig::parse(text, None).unwrap();
+    assert_eq!(
+        config.range_sets[0].ranges()[0].subnet.to_string(),
+        "10.9.0.0/24"
+    );
+}
+
+/// A `ranges` config with `extra` spliced into the top level, `ipam`, a range and a route.
+fn spliced(top: &str, ipam: &str, range: &str, route: &str) -> String {
+    format!(
+        r#"{{"cniVersion":"1.0.0","name":"n"{top},"ipam":{{"type":"host-local"{ipam},"ranges":[[{{"subnet":"10.1.0.0/24"{range}}}]],"routes":[{{"dst":"0.0.0.0/0"{route}}}]}}}}"#
+    )
+}
+
+// Unknown keys are only checked for syntax, wherever they are (Go skips them).
+#[test]
+fn unknown_keys_with_huge_numbers_or_deep_nesting_are_ignored() {
+    let deep = format!("{}{}", "[".repeat(9_000), "]".repeat(9_000));
+    for value in ["1e400", "-1e400", "123456789012345678901234567890", &deep] {
+        let member = format!(r#","junk":{value}"#);
+        for (place, text) in [
+            ("top", spliced(&member, "", "", "")),
+            ("ipam", spliced("", &member, "", "")),
+            ("range", spliced("", "", &member, "")),
+            ("route", spliced("", "", "", &member)),
+            (
+                "runtimeConfig",
+                spliced(
+                    &format!(r#","runtimeConfig":{{"junk":{value}}}"#),
+                    "",
+                    "",
+                    "",
+                ),
+            ),
+            (
+                "args",
+                spliced(
+                    &format!(r#","args":{{"cni":{{"junk":{value}}}}}"#),
+                    "",
+                    "",
+                    "",
+                ),
+            ),
+        ] {
+            let config = HostLocalConfig::parse(text.as_bytes(), None)
+                .unwrap_or_else(|e| panic!("{place} {}: {e}", &value[..value.len().min(8)]));
+            assert_eq!(config.routes.len(), 1);
+            let config = cni_ipam::StaticConfig::parse(text.as_bytes(), None, None)
+                .unwrap_or_else(|e| panic!("static {place}: {e}"));
+            assert_eq!(config.routes.len(), 1);
+        }
+    }
+}
+
+// Go's scanner limit: 10000 levels, counting the outer object.
+#[test]
+fn nesting_deeper_than_go_allows_is_a_decoding_error() {
+    let deep = |n: usize| format!(r#","junk":{}{}"#, "[".repeat(n), "]".repeat(n));
+    HostLocalConfig::parse(spliced(&deep(9_999), "", "", "").as_bytes(), None).unwrap();
+    for text in [
+        spliced(&deep(10_000), "", "", ""),
+        spliced("", &deep(9_999), "", ""),
+    ] {
+        let error = HostLocalConfig::parse(text.as_bytes(), None).unwrap_err();
+        assert!(matches!(error, ConfigError::Json(_)), "{error}");
+        assert_eq!(error.cni_code(), 6);
+        let error = cni_ipam::StaticConfig::parse(text.as_bytes(), None, None).unwrap_err();
+        assert_eq!(error.cni_code(), 6);
+    }
+}
+
+// Every known key is type-checked, used or not: the legacy range fields with `ranges` set too.
+#[test]
+fn known_keys_of_the_wrong_type_are_refused_even_when_unused() {
+    for member in [
+        r#","rangeStart":5"#,
+        r#","rangeEnd":[]"#,
+        r#","gateway":true"#,
+        r#","subnet":{}"#,
+        r#","dataDir":1"#,
+        r#","resolvConf":false"#,
+    ] {
+        let error =
+            HostLocalConfig::parse(spliced("", member, "", "").as_bytes(), None).expect_err(member);
+        assert!(
+            matches!(error, ConfigError::WrongType { .. }),
+            "{member}: {error}"
+        );
+        assert_eq!(error.cni_code(), 7);
+    }
+    // A string that is no address is refused too, as Go's net.IP decoding refuses it.
+    let error =
+        HostLocalConfig::parse(spliced("", r#","rangeStart":"x""#, "", "").as_bytes(), None)
+            .unwrap_err();
+    assert!(matches!(error, ConfigError::InvalidIp { .. }), "{error}");
+}
+
 #[test]
 fn malformed_json_is_a_decoding_error() {
     let error = HostLocalConfig::parse(b"{\"name\": ", None).unwrap_err();
@@ -543,8 +645,9 @@ mod never_panics {
         ) {
             let doc = json!({"cniVersion": "1.0.0", "name": "n", "ipam": ipam,
                              "runtimeConfig": runtime, "args": args});
-            let _ = HostLocalConfig::from_value(&doc, Some("10.0.0.9"));
-            let _ = StaticConfig::from_value(&doc, Some("10.0.0.9/24"), Some("10.0.0.1"));
+            let text = doc.to_string();
+            let _ = HostLocalConfig::parse(text.as_bytes(), Some("10.0.0.9"));
+            let _ = StaticConfig::parse(text.as_bytes(), Some("10.0.0.9/24"), Some("10.0.0.1"));
             let _ = HostLocalConfig::parse(&bytes, None);
             let _ = StaticConfig::parse(&bytes, None, None);
         }

@@ -30,8 +30,9 @@ fn ipv4_lease_files_exact_bytes() {
     let net_dir = dir.path().join(NETWORK);
     assert_eq!(mode(&net_dir.join("10.1.2.2")), 0o600);
     assert_eq!(mode(&net_dir.join("last_reserved_ip.0")), 0o600);
-    // Created with 0750 and 0755 minus the umask, which can only remove bits.
-    assert_eq!(mode(&net_dir.join("lock")) & !0o750, 0);
+    // Created with 0600 and 0755 minus the umask, which can only remove bits.
+    assert_eq!(mode(&net_dir.join("lock")) & !0o600, 0);
+    assert_ne!(mode(&net_dir.join("lock")) & 0o600, 0);
     assert_eq!(mode(&net_dir) & !0o755, 0);
 }
 

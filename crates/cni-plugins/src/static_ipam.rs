@@ -3,7 +3,8 @@
 //! - ADD answers `ipam.addresses` after the overrides, in Go's order: CNI_ARGS `IP` (a list of
 //!   CIDRs) appends, CNI_ARGS `GATEWAY` fills the gateway of every address whose subnet holds
 //!   it, `args.cni.ips` replaces, `runtimeConfig.ips` replaces again. Plus `routes` and `dns`.
-//! - DEL has nothing to undo and always succeeds.
+//! - DEL has nothing to undo; it succeeds for every config ADD would accept (Go does not
+//!   decode the config on DEL; rcni refuses the same configs on every command).
 //! - CHECK is Go's weak check: a configured address found in `prevResult` must carry the
 //!   configured gateway; a configured address missing from `prevResult` is not detected.
 //! - STATUS and GC have nothing to do.
@@ -42,8 +43,10 @@ impl Plugin for StaticIpam {
         Ok(result)
     }
 
-    fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
-        Ok(())
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        // Nothing to undo, but the config is decoded like ADD's so that every plugin refuses
+        // the same configs (Go's static skips decoding on DEL).
+        load(args).map(drop)
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {

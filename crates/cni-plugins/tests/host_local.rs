@@ -802,6 +802,47 @@ fn interop_concurrent_allocation_with_go() {
 
 // PL §2.2, §2.9: the same requests through Go and rcni in two data directories leave
 // byte-identical files with the same names, and each continues the other's round-robin.
+// A lease write that fails half-way (here: no file may grow, `ulimit -f 0`) leaves neither a
+// lease nor a temp file, and the ADD fails with an I/O error. (A guard for the temp-file path
+// of the atomic writes; the partial-read regression is in cni-ipam's store_safety.rs.)
+#[test]
+fn failed_lease_write_leaves_nothing_behind() {
+    let net = Net::new();
+    let conf = net.conf("1.0.0", json!({"subnet": "198.18.60.0/24"}));
+    // Lock file and directory first, so only the lease and hint writes meet the limit.
+    net.del("prep", "eth0", &conf);
+    let call = net.call("ADD", "c1", "eth0", &conf);
+    let mut child = std::process::Command::new("/bin/sh")
+        .args(["-c", r#"trap "" XFSZ; ulimit -f 0; exec "$0""#])
+        .arg(net.plugins.plugin("host-local"))
+        .env_clear()
+        .envs(call.env_vars())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(call.stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let out = PluginOutput {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::new(),
+    };
+    let error = assert_cni_error(&out, 5);
+    assert!(
+        error["msg"].as_str().unwrap().contains("198.18.60.2"),
+        "{out}"
+    );
+    let names: Vec<String> = files(&net.dir()).into_keys().collect();
+    assert_eq!(names, ["lock"], "leftovers after a failed write");
+}
+
 #[test]
 fn interop_store_files_match_go() {
     let Some(go) = go_plugin("host-local") else {

@@ -53,6 +53,10 @@ impl CniArgs {
     }
 
     /// The value of `key` (case-sensitive, as Go matches struct field names); the last wins.
+    ///
+    /// Go's `LoadArgs` decodes every pair into its field in turn, so for a repeated key the
+    /// last value is what the plugin sees, and a value that does not decode fails the call
+    /// wherever it stands: a typed key must check every one of [`CniArgs::values`].
     pub fn get(&self, key: &str) -> Option<&str> {
         self.pairs
             .iter()
@@ -61,16 +65,26 @@ impl CniArgs {
             .map(|(_, v)| v.as_str())
     }
 
-    /// `IgnoreUnknown` as `1`/`true`/`0`/`false` in any case; absent is false.
+    /// Every value of `key`, in order (a key may be repeated).
+    pub fn values<'a>(&'a self, key: &'a str) -> impl DoubleEndedIterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `IgnoreUnknown` as `1`/`true`/`0`/`false` in any case; absent is false. Repeated, the
+    /// last wins, and every value must be one of those (Go decodes each in turn).
     pub fn ignore_unknown(&self) -> Result<bool, ArgsError> {
-        match self.get("IgnoreUnknown") {
-            None => Ok(false),
-            Some(v) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" => Ok(true),
-                "0" | "false" => Ok(false),
-                _ => Err(ArgsError::BadIgnoreUnknown(v.to_string())),
-            },
+        let mut ignore = false;
+        for v in self.values("IgnoreUnknown") {
+            ignore = match v.to_ascii_lowercase().as_str() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => return Err(ArgsError::BadIgnoreUnknown(v.to_string())),
+            };
         }
+        Ok(ignore)
     }
 
     /// Fails on keys outside `known` unless `IgnoreUnknown` is set (Go's `LoadArgs`).
@@ -124,6 +138,24 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    // Go's LoadArgs decodes every pair in turn: the last value wins, a bad one anywhere fails.
+    #[test]
+    fn repeated_keys_last_wins_and_every_value_is_checked() {
+        let a = CniArgs::parse("IP=10.0.0.5;K=v;IP=10.0.0.6").unwrap();
+        assert_eq!(a.get("IP"), Some("10.0.0.6"));
+        assert_eq!(a.values("IP").collect::<Vec<_>>(), ["10.0.0.5", "10.0.0.6"]);
+        assert_eq!(a.values("ip").count(), 0);
+        let later_off = CniArgs::parse("IgnoreUnknown=1;IgnoreUnknown=0;FOO=1").unwrap();
+        assert!(later_off.check_known(&[]).is_err());
+        let later_on = CniArgs::parse("IgnoreUnknown=0;IgnoreUnknown=1;FOO=1").unwrap();
+        assert!(later_on.check_known(&[]).is_ok());
+        let bad_first = CniArgs::parse("IgnoreUnknown=maybe;IgnoreUnknown=1;FOO=1").unwrap();
+        assert_eq!(
+            bad_first.check_known(&[]),
+            Err(ArgsError::BadIgnoreUnknown("maybe".into()))
+        );
     }
 
     #[test]

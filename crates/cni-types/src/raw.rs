@@ -3,6 +3,11 @@
 //! Configs pass through the runtime and into plugins unchanged (SC items 15, 21; L-9 is the Go
 //! behaviour we improve on): key order is kept, and every value keeps its exact bytes, so large
 //! numbers are never rounded and strings are never re-escaped.
+//!
+//! This is the one decoding rule every plugin shares: a value nothing reads is only checked for
+//! syntax (so `1e400` or a 5-million-element array in an unknown key passes through untouched,
+//! as Go's struct decoding skips it), and a document nested deeper than
+//! [`MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner refuses it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,12 +16,54 @@ use serde::de::{DeserializeOwned, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+/// The deepest nesting of arrays and objects a document may have, counting the outermost value:
+/// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
+pub const MAX_NESTING_DEPTH: usize = 10_000;
+
+/// Refuses a document nested deeper than [`MAX_NESTING_DEPTH`]. Only brackets outside strings
+/// count; the syntax itself is left to the decoder. Linear in the input, no allocation.
+pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING_DEPTH {
+                    return Err(serde::de::Error::custom(format!(
+                        "exceeded max depth: nested deeper than {MAX_NESTING_DEPTH}"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// An ordered JSON object of raw values. Later duplicates of a key replace earlier ones (Go).
 #[derive(Debug, Clone, Default)]
 pub struct RawObject {
     entries: Vec<(String, Box<RawValue>)>,
     /// Position in `entries` of each key, so duplicates and lookups cost O(1), not O(n).
     index: HashMap<String, usize>,
+    /// For each ASCII-lowercased key that has a spelling other than all-lowercase, the position
+    /// of the entry among its spellings that was assigned last: what Go's decoder leaves in the
+    /// field. All-lowercase keys without variants need no entry (the exact index answers), so
+    /// objects of many plain keys cost nothing extra.
+    folded: HashMap<String, usize>,
 }
 
 impl RawObject {
@@ -24,8 +71,9 @@ impl RawObject {
         RawObject::default()
     }
 
-    /// Parses bytes that must hold one JSON object.
+    /// Parses bytes that must hold one JSON object, under the nesting limit.
     pub fn parse(bytes: &[u8]) -> Result<RawObject, serde_json::Error> {
+        check_nesting(bytes)?;
         serde_json::from_slice(bytes)
     }
 
@@ -34,15 +82,15 @@ impl RawObject {
         self.index.get(key).map(|&i| self.entries[i].1.as_ref())
     }
 
-    /// The raw value of `key`, matched exactly first, then ASCII case-insensitively, as Go's
-    /// decoder does (configs in the wild send `RuntimeConfig`, `bandWidth`, ...).
+    /// The raw value of `key` matched ASCII case-insensitively, as Go's decoder fills a struct
+    /// field (configs in the wild send `RuntimeConfig`, `bandWidth`, ...): Go assigns every
+    /// matching key in turn, so the spelling that came last wins, exact or not.
     pub fn get_ci(&self, key: &str) -> Option<&RawValue> {
-        self.get(key).or_else(|| {
-            self.entries
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| v.as_ref())
-        })
+        let lower = key.to_ascii_lowercase();
+        self.folded
+            .get(&lower)
+            .or_else(|| self.index.get(&lower))
+            .map(|&i| self.entries[i].1.as_ref())
     }
 
     /// Decodes `key` (case-insensitive, see [`RawObject::get_ci`]); JSON `null` reads as absent.
@@ -60,12 +108,21 @@ impl RawObject {
 
     /// Sets `key` to raw JSON text, replacing an existing entry in place or appending.
     pub fn set_raw(&mut self, key: &str, value: Box<RawValue>) {
-        match self.index.get(key) {
-            Some(&i) => self.entries[i].1 = value,
-            None => {
-                self.index.insert(key.to_string(), self.entries.len());
-                self.entries.push((key.to_string(), value));
+        let i = match self.index.get(key) {
+            Some(&i) => {
+                self.entries[i].1 = value;
+                i
             }
+            None => {
+                let i = self.entries.len();
+                self.index.insert(key.to_string(), i);
+                self.entries.push((key.to_string(), value));
+                i
+            }
+        };
+        let lower = key.to_ascii_lowercase();
+        if lower != key || self.folded.contains_key(&lower) {
+            self.folded.insert(lower, i);
         }
     }
 
@@ -86,10 +143,23 @@ impl RawObject {
             return false;
         };
         self.entries.remove(i);
-        for pos in self.index.values_mut() {
+        for pos in self.index.values_mut().chain(self.folded.values_mut()) {
             if *pos > i {
                 *pos -= 1;
             }
+        }
+        // Another spelling, if any, is what a case-insensitive lookup finds now (the one
+        // assigned last is no longer known: take the last in order).
+        let lower = key.to_ascii_lowercase();
+        if self.folded.get(&lower) == Some(&i) {
+            match self
+                .entries
+                .iter()
+                .rposition(|(k, _)| k.eq_ignore_ascii_case(key))
+            {
+                Some(other) => self.folded.insert(lower, other),
+                None => self.folded.remove(&lower),
+            };
         }
         true
     }
@@ -183,11 +253,22 @@ mod tests {
         assert_eq!(obj.to_bytes(), br#"{"b":"x","c":[1,2]}"#.to_vec());
     }
 
+    // Go assigns each matching key in turn: the spelling assigned last wins, exact or not.
     #[test]
-    fn case_insensitive_lookup_prefers_exact() {
+    fn case_insensitive_lookup_takes_the_last_assigned_spelling() {
         let obj =
             RawObject::parse(br#"{"RuntimeConfig":{"a":1},"runtimeConfig":{"b":2}}"#).unwrap();
         assert_eq!(obj.get_ci("runtimeConfig").unwrap().get(), r#"{"b":2}"#);
+        let obj = RawObject::parse(br#"{"mtu":1,"MTU":2}"#).unwrap();
+        assert_eq!(obj.get_ci("mtu").unwrap().get(), "2");
+        assert_eq!(obj.get("mtu").unwrap().get(), "1");
+        // A repeated spelling counts where it was assigned last.
+        let mut obj = RawObject::parse(br#"{"mtu":1,"MTU":2,"mtu":3}"#).unwrap();
+        assert_eq!(obj.get_ci("Mtu").unwrap().get(), "3");
+        assert!(obj.remove("mtu"));
+        assert_eq!(obj.get_ci("mtu").unwrap().get(), "2");
+        assert!(obj.remove("MTU"));
+        assert!(obj.get_ci("mtu").is_none());
         let only_upper = RawObject::parse(br#"{"RuntimeConfig":{"a":1},"n":null}"#).unwrap();
         assert!(only_upper.get_ci("runtimeconfig").is_some());
         assert_eq!(only_upper.decode::<u32>("n").unwrap(), None);
@@ -216,6 +297,39 @@ mod tests {
         let obj = RawObject::parse(distinct.as_bytes()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert_eq!(obj.len(), n + 1);
+    }
+
+    fn nested(depth: usize) -> String {
+        // The outer object counts as one level.
+        let inner = depth - 1;
+        format!(
+            r#"{{"k":"[{{\"}}","x":{}{}}}"#,
+            "[".repeat(inner),
+            "]".repeat(inner)
+        )
+    }
+
+    // Go's scanner: depth 10000 is fine, 10001 is refused; brackets in strings do not count.
+    #[test]
+    fn nesting_limit_is_gos() {
+        let ok = RawObject::parse(nested(MAX_NESTING_DEPTH).as_bytes()).unwrap();
+        assert!(ok.get("x").unwrap().get().starts_with("[["));
+        let e = RawObject::parse(nested(MAX_NESTING_DEPTH + 1).as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("exceeded max depth"), "{e}");
+        assert!(check_nesting(br#"{"s":"\"[[[[[[","t":"\\"}"#).is_ok());
+        let strings = format!(r#"{{"s":"{}"}}"#, "[".repeat(MAX_NESTING_DEPTH * 2));
+        assert!(RawObject::parse(strings.as_bytes()).is_ok());
+    }
+
+    // Values nothing reads are checked for syntax only.
+    #[test]
+    fn unread_values_pass_untouched() {
+        let deep = format!("{}{}", "[".repeat(9_000), "]".repeat(9_000));
+        let src = format!(
+            r#"{{"huge":1e400,"neg":-1e-400,"deep":{deep},"n":123456789012345678901234567890}}"#
+        );
+        let obj = RawObject::parse(src.as_bytes()).unwrap();
+        assert_eq!(obj.to_bytes(), src.as_bytes());
     }
 
     #[test]

@@ -75,6 +75,15 @@ fn runtime_values(runtime: Option<&Value>) -> Result<[u64; 4], CniError> {
     Ok(out)
 }
 
+/// Decodes the four keys (top level and `runtimeConfig.bandwidth`) without validating the
+/// limits, as Go's DEL does: a value of the wrong type is code 7.
+pub fn check_types(conf: &NetConf) -> Result<(), CniError> {
+    for key in KEYS {
+        field::<u64>(&conf.raw, key)?;
+    }
+    runtime_values(conf.runtime_config.as_ref()).map(drop)
+}
+
 /// Go's `validateRateAndBurst`, plus the floor below which the byte values TBF needs are 0.
 fn limit(rate: u64, burst: u64) -> Result<Option<Limit>, CniError> {
     let bad = |msg: &str| Err(CniError::invalid_config(msg.to_string()));

@@ -18,7 +18,8 @@
 //! - the TBF root is installed with replace semantics, so a repeated ADD does not fail;
 //! - the redirect filter carries one mirred action (Go's netlink library sends the same
 //!   redirect twice);
-//! - DEL does not validate the limits: it only needs the network name and container ID;
+//! - DEL does not validate the limits (it only needs the network name and container ID), but
+//!   refuses a key of the wrong type, as Go and every rcni plugin do;
 //! - GC cannot tell which `bwp…` devices belong to this network (the name is a hash of the
 //!   network name and the container ID), so it removes nothing, like Go.
 
@@ -232,6 +233,8 @@ impl Plugin for BandwidthPlugin {
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        // Types are checked like ADD's, so every command refuses the same configs.
+        conf::check_types(&args.conf)?;
         let ifb = ifb_name(&args.conf.name, &args.container_id);
         host_handle()?
             .delete_link_by_name(&ifb)

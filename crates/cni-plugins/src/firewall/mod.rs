@@ -209,6 +209,8 @@ impl Plugin for Firewall {
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        // The config is decoded like ADD's, so every command refuses the same configs.
+        FirewallConf::parse(&args.conf)?;
         let tag = tag_of(args);
         let mut nft = open_host("firewall")?;
         cleaned(&mut nft, &|r| tag.owns(r))

@@ -1,10 +1,9 @@
 //! Loading host-local's configuration for one request: the `ipam` section through `cni-ipam`,
 //! plus CNI_ARGS `IP` under the conventions' precedence rule.
 
-use cni_ipam::HostLocalConfig;
+use cni_ipam::{ConfigError, HostLocalConfig};
 use cni_plugin::CmdArgs;
 use cni_types::CniError;
-use serde_json::Value;
 
 use crate::ipam_shared::{checked_cni_args, config_error};
 
@@ -31,17 +30,27 @@ pub fn load(args: &CmdArgs, args_use: ArgsUse) -> Result<HostLocalConfig, CniErr
         ArgsUse::Honour => Some(checked_cni_args(args, KNOWN_ARGS)?),
         ArgsUse::Ignore => None,
     };
-    let ip_arg = cni_args
+    // Go decodes each `IP=` in turn: an empty value leaves the address as it was, so the last
+    // non-empty one counts; every non-empty one must be an address (checked when used).
+    let ip_values: Vec<&str> = cni_args
         .as_ref()
-        .and_then(|a| a.get("IP"))
-        .filter(|ip| !ip.is_empty());
+        .map(|a| a.values("IP").filter(|ip| !ip.is_empty()).collect())
+        .unwrap_or_default();
+    let ip_arg = ip_values.last().copied();
 
-    let value: Value = serde_json::from_slice(&args.stdin)
-        .map_err(|e| CniError::decoding(format!("error unmarshall network config: {e}")))?;
-    let config = HostLocalConfig::from_value(&value, None).map_err(config_error)?;
+    // Parsing borrows from stdin and copies no unknown value, so a second pass costs little.
+    let config = HostLocalConfig::parse(&args.stdin, None).map_err(config_error)?;
     match ip_arg {
         Some(ip) if config.requested_ips.is_empty() => {
-            HostLocalConfig::from_value(&value, Some(ip)).map_err(config_error)
+            if let Some(bad) = ip_values
+                .iter()
+                .find(|v| cni_ipam::parse_requested_ip(v).is_none())
+            {
+                return Err(config_error(ConfigError::InvalidRequestedIp {
+                    value: bad.to_string(),
+                }));
+            }
+            HostLocalConfig::parse(&args.stdin, Some(ip)).map_err(config_error)
         }
         Some(ip) => {
             log::info!(
@@ -107,6 +116,23 @@ mod tests {
         .unwrap();
         // Not read at all when ignored.
         load(&args(PLAIN, "ip=x;bad"), ArgsUse::Ignore).unwrap();
+    }
+
+    // As Go's LoadArgs: the last non-empty `IP` wins, and a bad earlier one fails the ADD.
+    #[test]
+    fn repeated_ip_arg_last_non_empty_wins_and_each_is_checked() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        for (cni_args, want) in [
+            ("IP=10.1.0.9;IP=10.1.0.10", "10.1.0.10"),
+            ("IP=10.1.0.11;IP=", "10.1.0.11"),
+            ("IP=;IP=10.1.0.12", "10.1.0.12"),
+        ] {
+            let c = load(&args(PLAIN, cni_args), ArgsUse::Honour).unwrap();
+            assert_eq!(c.requested_ips, [ip(want)], "{cni_args}");
+        }
+        let e = load(&args(PLAIN, "IP=bogus;IP=10.1.0.9"), ArgsUse::Honour).unwrap_err();
+        assert_eq!(e.code, 7);
+        assert!(e.msg.contains("bogus"), "{}", e.msg);
     }
 
     #[test]

@@ -132,6 +132,9 @@ impl Plugin for Portmap {
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        // The config is decoded like ADD's, so every command refuses the same configs.
+        PortMapConf::parse(&args.conf)?;
+        port_mappings(&args.conf)?;
         let tag = tag_of(args);
         let mut nft = open_host("portmap")?;
         let mut errors = Vec::new();

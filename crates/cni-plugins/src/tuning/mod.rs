@@ -5,7 +5,7 @@
 //! - [`conf`]: keys, `args.cni` overrides, MAC precedence; [`sysctl`]: key to file, the
 //!   `/proc/sys/net/` restriction, the allowlist; [`backup`]: the Go-compatible backup file.
 //! - ADD needs `prevResult` and returns it, with the new MAC on the interfaces named
-//!   `CNI_IFNAME`. DEL restores the backup and always succeeds. CHECK is as strict as Go's
+//!   `CNI_IFNAME`. DEL restores the backup and succeeds for every config ADD decodes. CHECK is as strict as Go's
 //!   (`promisc: false` requires promiscuous mode off). STATUS and GC are no-ops, as in Go.
 //!
 //! Deliberate differences from the Go plugin:
@@ -14,8 +14,10 @@
 //!   before anything is written;
 //! - a failed ADD undoes what it did (sysctls, link attributes, the backup file);
 //! - a null `sysctl` with `args.cni.sysctl` set works (Go panics);
-//! - DEL never fails and drops the backup file when there is nothing left to restore it to
-//!   (netns or interface gone) or it does not decode (Go leaves it behind);
+//! - DEL fails only on a config every command refuses (a known key of the wrong type, as in
+//!   Go), never on CNI_ARGS or on the kernel side, and drops the backup file when there is
+//!   nothing left to restore it to (netns or interface gone) or it does not decode (Go leaves
+//!   it behind);
 //! - MACs are compared as addresses and reported in the kernel's lower-case form (Go compares
 //!   strings, so an upper-case MAC fails its CHECK); only 6-byte MACs are accepted;
 //! - CHECK compares multi-value sysctls field by field (`tcp_rmem` reads back tab-separated);
@@ -307,6 +309,9 @@ impl Plugin for Tuning {
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        // The config is decoded like ADD's, so every command refuses the same configs; CNI_ARGS
+        // are not read, so a cleanup never fails over an argument only ADD uses (host-local).
+        TuningConf::parse(&args.conf, &args.stdin, &cni_types::CniArgs::default())?;
         del(args);
         Ok(())
     }
