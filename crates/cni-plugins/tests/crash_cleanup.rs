@@ -103,3 +103,79 @@ fn a_panic_mid_add_runs_the_undo_stack() {
         assert_nothing_left(&env, &pod, "c1", &format!("panic at {step}"));
     }
 }
+
+/// Runs a bridge ADD that aborts at `step` (debug-build hook `RCNI_TEST_ABORT_AT`: no undo
+/// runs, as with a SIGKILL there) and checks the kill left the pair behind.
+fn killed_add(env: &Env, pod: &cni_testkit::Netns, cid: &str, conf: &Value, step: &str) {
+    let call = env
+        .call("ADD", pod, cid, &conf.to_string())
+        .env("RCNI_TEST_ABORT_AT", format!("bridge:{step}"));
+    let out = env.run("bridge", &call);
+    assert_eq!(out.status, 128 + 6, "{step}: killed by SIGABRT: {out}");
+    assert_eq!(out.stdout, "", "{step}: {out}");
+    assert!(
+        has_link(&pod.name, "eth0"),
+        "{step}: the killed ADD left the container end"
+    );
+    assert_eq!(host_ports(env).len(), 1, "{step}: and the host end");
+}
+
+const KILL_STEPS: [&str; 5] = ["veth", "port", "ipam", "container", "done"];
+
+/// GC with an empty valid list after an ADD killed at each step removes the host veth (found
+/// by its alias), with it the container's eth0, the lease and the masquerade rule.
+#[test]
+fn gc_removes_a_killed_adds_veth() {
+    if !cfg!(debug_assertions) {
+        eprintln!("skipped: RCNI_TEST_ABORT_AT is only honoured by debug builds");
+        return;
+    }
+    let env = Env::new();
+    let mut conf = bridge_conf(
+        &env,
+        NET,
+        BR,
+        SUBNET,
+        json!({"isGateway": true, "ipMasq": true}),
+    );
+    conf["cniVersion"] = json!("1.1.0");
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([]);
+    for step in KILL_STEPS {
+        let pod = env.pod();
+        let cid = format!("c-{step}");
+        killed_add(&env, &pod, &cid, &conf, step);
+        let call = cni_testkit::PluginCall::new("GC")
+            .path(&env.cni_dir)
+            .stdin(gc.to_string());
+        let out = env.run("bridge", &call);
+        out.assert_success();
+        assert_nothing_left(&env, &pod, &cid, &format!("GC after a kill at {step}"));
+    }
+}
+
+/// DEL with an empty CNI_NETNS after an ADD killed at each step removes the host veth by its
+/// alias (the container end goes with it), the lease and the masquerade rule.
+#[test]
+fn del_without_netns_removes_the_tagged_host_veth() {
+    if !cfg!(debug_assertions) {
+        eprintln!("skipped: RCNI_TEST_ABORT_AT is only honoured by debug builds");
+        return;
+    }
+    let env = Env::new();
+    let conf = bridge_conf(
+        &env,
+        NET,
+        BR,
+        SUBNET,
+        json!({"isGateway": true, "ipMasq": true}),
+    );
+    for step in KILL_STEPS {
+        let pod = env.pod();
+        let cid = format!("c-{step}");
+        killed_add(&env, &pod, &cid, &conf, step);
+        let del = env.call("DEL", &pod, &cid, &conf.to_string()).netns("");
+        env.run("bridge", &del).assert_success();
+        assert_nothing_left(&env, &pod, &cid, &format!("DEL after a kill at {step}"));
+    }
+}
