@@ -173,6 +173,13 @@ pub enum RuntimeError {
         #[source]
         source: Box<RuntimeError>,
     },
+    /// The operation's timeout was spent before this plugin of the chain could start.
+    #[error("plugin {plugin} was not started ({op}): the {op} timeout of {budget:?} for the whole chain was spent")]
+    DeadlineExceeded {
+        plugin: PluginId,
+        op: Operation,
+        budget: std::time::Duration,
+    },
     /// A bug-level failure inside the runtime (for example a worker thread panicked).
     #[error("internal error: {0}")]
     Internal(String),
@@ -231,6 +238,7 @@ impl RuntimeError {
             RuntimeError::Io { .. } => code::IO_FAILURE,
             RuntimeError::BadCache { .. } => code::DECODING_FAILURE,
             RuntimeError::Internal(_) => code::INTERNAL,
+            RuntimeError::DeadlineExceeded { .. } => code::TRY_AGAIN_LATER,
             RuntimeError::RolledBack { original, .. } => original.code(),
             RuntimeError::Multiple(errs) => errs.first().map_or(code::UNKNOWN, |e| e.code()),
             RuntimeError::StaleDelete { source, .. } | RuntimeError::Network { source, .. } => {

@@ -18,6 +18,7 @@
 mod attachment;
 pub mod cache;
 mod cache_temp;
+mod deadline;
 mod discovery;
 mod error;
 pub mod gojson;

@@ -16,12 +16,14 @@ use cni_types::{
 
 use crate::attachment::Attachment;
 use crate::cache::{CacheEntry, ResultCache, DEFAULT_CACHE_DIR};
+use crate::deadline::Deadline;
 use crate::error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
 use crate::lock::NetworkLock;
 use crate::network::{plugin_name, plugin_type, Network};
 use crate::request;
 
-/// Per-command plugin timeouts (libcni has none: SC §4 item 6). `None` waits forever.
+/// Per-command timeouts (libcni has none: SC §4 item 6), each for the whole chain of one
+/// operation: the plugins of a chain share it. `None` waits forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
     pub add: Option<Duration>,
@@ -141,11 +143,30 @@ impl Runtime {
         inv
     }
 
-    fn options(&self, op: Operation) -> ExecOptions {
-        ExecOptions {
-            timeout: self.timeouts.for_op(op),
+    /// The clock for one operation over the whole chain.
+    fn deadline(&self, op: Operation) -> Deadline {
+        Deadline::start(self.timeouts.for_op(op))
+    }
+
+    /// Options for the next plugin of an operation: its timeout is what is left of the
+    /// operation's deadline, so the deadline is applied once per chain, not once per plugin.
+    fn options(
+        &self,
+        op: Operation,
+        plugin: &RawObject,
+        deadline: &Deadline,
+    ) -> Result<ExecOptions, RuntimeError> {
+        let timeout = deadline
+            .left()
+            .map_err(|e| RuntimeError::DeadlineExceeded {
+                plugin: plugin_id(plugin),
+                op,
+                budget: e.budget,
+            })?;
+        Ok(ExecOptions {
+            timeout,
             ..self.exec.clone()
-        }
+        })
     }
 
     fn locate(&self, op: Operation, plugin: &RawObject) -> Result<PathBuf, RuntimeError> {
@@ -191,9 +212,10 @@ impl Runtime {
                 RuntimeError::Internal("the cache entry vanished while claiming it".into())
             }));
         }
+        let deadline = self.deadline(Operation::Add);
         let mut prev: Option<CniResult> = None;
         for plugin in net.plugins() {
-            match self.add_one(net, plugin, att, prev.as_ref()) {
+            match self.add_one(net, plugin, att, prev.as_ref(), &deadline) {
                 Ok(r) => prev = Some(r),
                 Err(e) => return Err(self.roll_back(net, att, prev.as_ref(), e)),
             }
@@ -230,13 +252,15 @@ impl Runtime {
         plugin: &RawObject,
         att: &Attachment,
         prev: Option<&CniResult>,
+        deadline: &Deadline,
     ) -> Result<CniResult, RuntimeError> {
         let op = Operation::Add;
         let path = self.locate(op, plugin)?;
         let prev_value = prev.map(|r| render(r, net.version));
         let stdin = attachment_stdin(op, net, plugin, att, prev_value.as_ref())?;
         let inv = self.invocation(op, Some(att));
-        let result = exec_with_result(&path, &inv, &stdin, net.version, &self.options(op))
+        let opts = self.options(op, plugin, deadline)?;
+        let result = exec_with_result(&path, &inv, &stdin, net.version, &opts)
             .map_err(|e| exec_failure(plugin, op, e))?;
         Ok(normalize(result, net.version))
     }
@@ -344,6 +368,8 @@ impl Runtime {
     }
 
     /// Runs DEL over every plugin in reverse. Stops at the first error unless `keep_going`.
+    /// The chain gets a DEL budget of its own, also when it rolls back an ADD that ran out of
+    /// time: the undo must still run.
     fn del_chain(
         &self,
         net: &Network,
@@ -351,9 +377,11 @@ impl Runtime {
         prev: Option<&Value>,
         keep_going: bool,
     ) -> Vec<RuntimeError> {
+        let op = Operation::Del;
+        let deadline = self.deadline(op);
         let mut errors = Vec::new();
         for plugin in net.plugins().iter().rev() {
-            if let Err(e) = self.run_without_result(Operation::Del, net, plugin, att, prev) {
+            if let Err(e) = self.run_without_result(op, net, plugin, att, prev, &deadline) {
                 errors.push(e);
                 if !keep_going {
                     break;
@@ -370,16 +398,13 @@ impl Runtime {
         plugin: &RawObject,
         att: &Attachment,
         prev: Option<&Value>,
+        deadline: &Deadline,
     ) -> Result<(), RuntimeError> {
         let path = self.locate(op, plugin)?;
         let stdin = attachment_stdin(op, net, plugin, att, prev)?;
-        exec_without_result(
-            &path,
-            &self.invocation(op, Some(att)),
-            &stdin,
-            &self.options(op),
-        )
-        .map_err(|e| exec_failure(plugin, op, e))
+        let opts = self.options(op, plugin, deadline)?;
+        exec_without_result(&path, &self.invocation(op, Some(att)), &stdin, &opts)
+            .map_err(|e| exec_failure(plugin, op, e))
     }
 
     // ---- CHECK ----------------------------------------------------------------------------
@@ -404,8 +429,10 @@ impl Runtime {
                 container_id: att.container_id.clone(),
                 ifname: att.ifname.clone(),
             })?;
+        let op = Operation::Check;
+        let deadline = self.deadline(op);
         for plugin in net.plugins() {
-            self.run_without_result(Operation::Check, net, plugin, att, Some(&prev))?;
+            self.run_without_result(op, net, plugin, att, Some(&prev), &deadline)?;
         }
         Ok(())
     }
@@ -420,6 +447,7 @@ impl Runtime {
             return Ok(());
         }
         let op = Operation::Status;
+        let deadline = self.deadline(op);
         for plugin in net.plugins() {
             let path = self.locate(op, plugin)?;
             let stdin = request::status_request(plugin, net.name(), net.version).map_err(|e| {
@@ -430,7 +458,8 @@ impl Runtime {
                     PluginFailure::Other(e.to_string()),
                 )
             })?;
-            exec_without_result(&path, &self.invocation(op, None), &stdin, &self.options(op))
+            let opts = self.options(op, plugin, &deadline)?;
+            exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
                 .map_err(|e| exec_failure(plugin, op, e))?;
         }
         Ok(())
@@ -477,6 +506,7 @@ impl Runtime {
         }
         if net.version.allows_status_and_gc() {
             let op = Operation::Gc;
+            let deadline = self.deadline(op);
             for plugin in net.plugins() {
                 let run = || -> Result<(), RuntimeError> {
                     let path = self.locate(op, plugin)?;
@@ -489,13 +519,9 @@ impl Runtime {
                                 PluginFailure::Other(e.to_string()),
                             )
                         })?;
-                    exec_without_result(
-                        &path,
-                        &self.invocation(op, None),
-                        &stdin,
-                        &self.options(op),
-                    )
-                    .map_err(|e| exec_failure(plugin, op, e))
+                    let opts = self.options(op, plugin, &deadline)?;
+                    exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
+                        .map_err(|e| exec_failure(plugin, op, e))
                 };
                 if let Err(e) = run() {
                     errors.push(e);
@@ -518,9 +544,10 @@ impl Runtime {
             .iter()
             .map(|plugin| PluginVersion {
                 plugin_type: plugin_type(plugin),
+                // Each plugin's VERSION is its own question, with its own budget.
                 info: self.locate(op, plugin).and_then(|path| {
-                    get_version_info(&path, &self.options(op))
-                        .map_err(|e| exec_failure(plugin, op, e))
+                    let opts = self.options(op, plugin, &self.deadline(op))?;
+                    get_version_info(&path, &opts).map_err(|e| exec_failure(plugin, op, e))
                 }),
             })
             .collect()

@@ -503,6 +503,35 @@ fn plugin_timeout() {
     assert!(err.to_string().contains(r#"type="B""#), "{err}");
 }
 
+// #10 item 6: the ADD timeout bounds the whole chain, not each plugin: three plugins of 1 s
+// each do not fit in 2.5 s, although each alone would. The rollback DEL still runs, with a
+// budget of its own.
+#[test]
+fn the_add_timeout_is_applied_once_per_chain() {
+    let f = abc();
+    for p in ["A", "B", "C"] {
+        f.sleep(p, "ADD", 1);
+    }
+    let mut rt = f.runtime();
+    rt.timeouts.add = Some(std::time::Duration::from_millis(2500));
+    let start = std::time::Instant::now();
+    let err = rt.add(&chain("1.0.0", ""), &att()).unwrap_err();
+    assert!(start.elapsed().as_secs() < 10);
+    assert_eq!(err.code(), 11, "{err}");
+    assert!(err.to_string().contains(r#"type="C""#), "{err}");
+    let dels: Vec<String> = f
+        .calls_str()
+        .into_iter()
+        .filter(|c| c.contains("DEL"))
+        .collect();
+    assert_eq!(
+        dels.len(),
+        3,
+        "rollback DEL over the chain: {:?}",
+        f.calls_str()
+    );
+}
+
 // L-20, L-33: VERSION per plugin and validation.
 #[test]
 fn version_and_validate() {

@@ -109,6 +109,20 @@ pub enum Command {
     /// kernel objects, the IPAM leases and a real HTTP request between two pods; then delete
     /// everything and prove nothing is left. Exit status 1 if any check fails.
     Lab(LabArgs),
+    /// Diagnose CNI problems.
+    #[command(subcommand)]
+    Doctor(DoctorCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DoctorCommand {
+    /// Place an error message (from kubelet events, containerd or CRI-O logs, or rcni) in its
+    /// CNI lifecycle stage, and say what it means and what to look at next. `-` reads the
+    /// message from standard input.
+    Explain {
+        /// The message, quoted.
+        message: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use cni_runtime::{discover, Discovery, GcAttachment, Network, Runtime};
 use cni_types::code;
 
-use crate::cli::{AttachArgs, Cli, Command, GcArgs, Global};
+use crate::cli::{AttachArgs, Cli, Command, DoctorCommand, GcArgs, Global};
 use crate::failure::Failure;
 use crate::{netns, setup};
 
@@ -27,6 +27,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::List => list(g),
         Command::Netns(c) => netns::run(c, g.json),
         Command::Lab(l) => lab(g, l),
+        Command::Doctor(DoctorCommand::Explain { message }) => explain(g, message),
     }
 }
 
@@ -236,4 +237,17 @@ fn lab(g: &Global, l: &crate::cli::LabArgs) -> Result<(), Failure> {
     } else {
         Err(Failure::Reported)
     }
+}
+
+fn explain(g: &Global, message: &str) -> Result<(), Failure> {
+    let text = if message == "-" {
+        let mut buf = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+            .map_err(|e| Failure::usage(format!("cannot read the message from stdin: {e}")))?;
+        buf
+    } else {
+        message.to_string()
+    };
+    crate::doctor::print(&crate::doctor::explain(&text), g.json);
+    Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod doctor;
 mod failure;
 mod lab;
 mod logger;

@@ -134,6 +134,14 @@ fn missing_plugins_fail_before_anything_is_made() {
     assert_eq!(report["ok"], false);
     let failed = failed_steps(&report);
     assert!(failed.iter().any(|f| f.contains("found")), "{failed:?}");
+    // Nothing was made, so nothing may be reported as proven about teardown.
+    let teardown_passes: Vec<&Value> = report["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["layer"] == "teardown" && s["verdict"] == "pass")
+        .collect();
+    assert!(teardown_passes.is_empty(), "{teardown_passes:?}");
     no_namespaces_left(pid);
 }
 
@@ -149,7 +157,7 @@ fn a_failing_attachment_is_reported_and_cleaned_up() {
     std::fs::write(
         &conf,
         r#"{"cniVersion":"1.0.0","name":"tiny","plugins":[{"type":"bridge","bridge":"tiny0","isGateway":true,
-            "ipam":{"type":"host-local","ranges":[[{"subnet":"10.205.0.0/30"}]]}}]}"#,
+            "ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.205.0/30"}]]}}]}"#,
     )
     .unwrap();
     let (code, report, pid) = lab(&[

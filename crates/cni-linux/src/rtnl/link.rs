@@ -419,26 +419,25 @@ impl Handle {
         self.set_link(link_message(index, vec![attr]))
     }
 
-    /// Moves the link called `name` into `ns` and sets its alias, in one request: the kernel
-    /// applies both in the same system call, so no process kill can leave the link in `ns`
-    /// without its alias. Fails with EEXIST if `ns` already has a link called `name`.
-    pub fn move_link_to_netns_with_alias(
+    /// Renames a link and sets its alias in one request, so no process kill can leave it
+    /// with the new name but without the alias (the link must be down). Fails with EEXIST if
+    /// `new_name` is taken.
+    pub fn rename_link_with_alias(
         &mut self,
-        name: &str,
-        ns: &NetNs,
+        index: u32,
+        new_name: &str,
         alias: &str,
     ) -> Result<(), Error> {
-        check_name(name)?;
+        check_name(new_name)?;
         if alias.len() > MAX_ALIAS_LEN {
             return Err(Error::InvalidArgument(format!(
                 "interface alias longer than {MAX_ALIAS_LEN} bytes"
             )));
         }
         self.set_link(link_message(
-            0,
+            index,
             vec![
-                LinkAttribute::IfName(name.to_string()),
-                LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd()),
+                LinkAttribute::IfName(new_name.to_string()),
                 LinkAttribute::IfAlias(alias.to_string()),
             ],
         ))

@@ -33,7 +33,6 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
-    let host_ns = NetNs::current().or_internal("cannot open the host network namespace")?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let mut in_container =
         Handle::in_netns(&netns).or_internal("cannot open netlink in the container namespace")?;
@@ -44,8 +43,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     let pair = veth::create_pair(
         &mut host,
-        &host_ns,
-        Target::Netns(&mut in_container),
+        Target::Netns(&netns, &mut in_container),
         &ContainerEnd {
             name: &args.ifname,
             mtu: conf.mtu,
@@ -88,7 +86,6 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     if conf.layer3 {
         let ctx = HostSide {
             handle: &mut host,
-            netns: &host_ns,
             bridge: &bridge,
         };
         apply_ipam(args, &conf, &netns, ctx, &mut result, &mut undo)?;
@@ -119,10 +116,9 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     Ok(result)
 }
 
-/// The host namespace side of an ADD: its netlink handle and namespace, and the bridge.
+/// The host namespace side of an ADD: its netlink handle and the bridge.
 struct HostSide<'h> {
     handle: &'h mut Handle,
-    netns: &'h NetNs,
     bridge: &'h Link,
 }
 
@@ -149,14 +145,7 @@ fn apply_ipam<'a>(
     configure_container(netns, &args.ifname, result, conf.enable_dad)?;
     fault::inject("bridge", "container")?;
     if conf.is_gateway {
-        add_gateways(
-            host.handle,
-            host.netns,
-            host.bridge,
-            conf,
-            &gateways,
-            result,
-        )?;
+        add_gateways(host.handle, host.bridge, conf, &gateways, result)?;
     }
     fault::inject("bridge", "gateway")?;
     if conf.ip_masq {
@@ -307,7 +296,6 @@ fn configure_container(
 /// forwarding for each family that has a gateway.
 fn add_gateways(
     host: &mut Handle,
-    host_ns: &NetNs,
     bridge: &Link,
     conf: &BridgeConf,
     gateways: &Gateways,
@@ -317,7 +305,7 @@ fn add_gateways(
     for (family_gws, v6) in [(&gateways.v4, false), (&gateways.v6, true)] {
         for gw in family_gws {
             if conf.vlan != 0 {
-                let helper = ensure_vlan_interface(host, host_ns, bridge, conf).map_err(|e| {
+                let helper = ensure_vlan_interface(host, bridge, conf).map_err(|e| {
                     CniError::internal(format!("failed to create vlan interface: {}", e.msg))
                 })?;
                 if !helper_reported {
@@ -348,7 +336,6 @@ fn add_gateways(
 /// port of the bridge in the access VLAN. Created once and shared.
 fn ensure_vlan_interface(
     host: &mut Handle,
-    host_ns: &NetNs,
     bridge: &Link,
     conf: &BridgeConf,
 ) -> Result<Link, CniError> {
@@ -364,7 +351,6 @@ fn ensure_vlan_interface(
     }
     let pair = veth::create_pair(
         host,
-        host_ns,
         Target::Host,
         &ContainerEnd {
             name: &name,

@@ -50,6 +50,23 @@ impl AttachmentTag {
         )
     }
 
+    /// `rc<hash4(net)>`: the start of every temporary host link name of the network.
+    pub fn temp_link_network_prefix(network: &str) -> String {
+        format!("rc{}", hash_hex(network, 4))
+    }
+
+    /// `rc<hash4(net)><hash9(ifname:cid)>` (15 bytes, the longest interface name): the name
+    /// a host veth has from its creation until it is renamed and tagged with its alias. The
+    /// kernel ignores an alias given at creation, so this name is what ties a veth to its
+    /// attachment when a kill lands between the two requests.
+    pub fn temp_link_name(&self) -> String {
+        format!(
+            "{}{}",
+            Self::temp_link_network_prefix(&self.network),
+            hash_hex(&format!("{}:{}", self.ifname, self.container_id), 9)
+        )
+    }
+
     /// The full comment: the prefix, then a readable description, cut to 128 bytes.
     pub fn comment(&self) -> String {
         let clean = |s: &str| s.replace('"', "");

@@ -3,10 +3,14 @@
 //!
 //! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it (PL §6 #805),
 //! and it carries its attachment as its interface alias (the nft comment of
-//! [`AttachmentTag`]): both ends are made in the container's namespace and the host end is
-//! moved out and tagged in one request, so a killed ADD never leaves an untagged host veth.
-//! DEL finds the host end by that tag when the namespace is gone, and GC removes the tagged
-//! host ends of attachments that are not valid.
+//! [`AttachmentTag`]). The kernel ignores an alias given at creation, so the pair is made in
+//! one request with the container end directly in the container's namespace and the host end
+//! under a temporary name derived from the attachment ([`AttachmentTag::temp_link_name`]),
+//! then renamed to Go's random name and tagged in a second one: a killed ADD leaves a host
+//! veth that is either tagged or named after its attachment. (Making the pair in the
+//! container and moving the host end out was attributable too, but a namespace move costs the
+//! kernel ~20 ms under the RTNL lock.) DEL finds the host end by tag or temporary name when
+//! the namespace is gone, and GC removes both kinds for attachments that are not valid.
 
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
@@ -44,18 +48,17 @@ pub struct VethPair {
 
 /// Where the container end goes.
 pub enum Target<'h> {
-    /// Another namespace, reached through a handle opened in it.
-    Netns(&'h mut Handle),
+    /// Another namespace, and a handle opened in it.
+    Netns(&'h NetNs, &'h mut Handle),
     /// The host namespace itself (bridge's `<bridge>.<vlan>` gateway helper).
     Host,
 }
 
-/// Creates the pair. `host` and `host_ns` are the host namespace (the calling thread's, where
+/// Creates the pair. `host` is a handle in the host namespace (the calling thread's, where
 /// the `accept_ra` sysctl is written). The caller owns the undo: deleting the host end by name
 /// removes both ends.
 pub fn create_pair(
     host: &mut Handle,
-    host_ns: &NetNs,
     mut target: Target<'_>,
     end: &ContainerEnd<'_>,
 ) -> Result<VethPair, CniError> {
@@ -64,45 +67,20 @@ pub fn create_pair(
         mtu: end.mtu,
         mac: end.mac,
     };
-    let alias = end.owner.map(AttachmentTag::comment).unwrap_or_default();
-    let mut host_name = String::new();
-    let mut created = false;
-    for _ in 0..NAME_ATTEMPTS {
-        host_name = random::veth_name().or_internal("failed to generate random veth name")?;
-        let host_spec = LinkSpec {
-            name: host_name.clone(),
-            mtu: end.mtu,
-            mac: Some(random::local_mac().or_internal("failed to generate a MAC")?),
-        };
-        let made = match &mut target {
-            Target::Netns(h) => {
-                create_in_container(h, host_ns, &container_spec, &host_spec, &alias)
-            }
-            Target::Host => host.create_veth(&container_spec, &host_spec, None),
-        };
-        match made {
-            Ok(()) => {
-                created = true;
-                break;
-            }
-            // A clash on the random host name: try another one.
-            Err(e) if e.is_exists() && host.link_by_name(&host_name).is_ok() => continue,
-            Err(e) if e.is_exists() => {
-                return Err(CniError::internal(format!(
-                    "container veth name ({:?}) peer provided ({host_name:?}) already exists",
-                    end.name
-                )))
-            }
-            Err(e) => return Err(CniError::internal(format!("failed to make veth pair: {e}"))),
+    let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
+    let host_name = match (&mut target, end.owner) {
+        (Target::Netns(ns, _), Some(owner)) => {
+            create_tagged(host, ns, &container_spec, end.mtu, mac, owner)?
         }
-    }
-    if !created {
-        return Err(CniError::internal("failed to find a unique veth name"));
-    }
+        (Target::Netns(ns, _), None) => {
+            create_untagged(host, Some(ns), &container_spec, end.mtu, mac)?
+        }
+        (Target::Host, _) => create_untagged(host, None, &container_spec, end.mtu, mac)?,
+    };
 
     let finish = |host: &mut Handle, target: &mut Target<'_>| -> Result<VethPair, CniError> {
         let container = match target {
-            Target::Netns(h) => h.link_by_name(end.name),
+            Target::Netns(_, h) => h.link_by_name(end.name),
             Target::Host => host.link_by_name(end.name),
         }
         .or_internal(&format!("failed to look up {:?}", end.name))?;
@@ -128,29 +106,109 @@ pub fn create_pair(
     }
 }
 
-/// Makes both ends inside the container's namespace, then moves the host end out and tags it
-/// with `alias` in one request. A kill between the two steps leaves the pair in the
-/// container's namespace (DEL of `eth0`, or the namespace's end, removes it), never an untagged
-/// link in the host's. A host-side name clash on the move removes the pair and is EEXIST.
-fn create_in_container(
-    h: &mut Handle,
-    host_ns: &NetNs,
-    container: &LinkSpec,
-    host_end: &LinkSpec,
-    alias: &str,
-) -> Result<(), cni_linux::NetlinkError> {
-    h.create_veth(container, host_end, None)?;
-    let moved = h.move_link_to_netns_with_alias(&host_end.name, host_ns, alias);
-    if moved.is_err() {
-        let _ = h.delete_link_by_name(&host_end.name);
-    }
-    moved
+/// The error for an interface name already taken in the container.
+fn container_name_taken(container: &str, host: &str) -> CniError {
+    CniError::internal(format!(
+        "container veth name ({container:?}) peer provided ({host:?}) already exists"
+    ))
 }
 
-/// The host veths in `h`'s namespace whose alias tags them as `owner`'s (normally one).
+/// Makes the pair under `owner`'s temporary host name, then renames the host end to a random
+/// Go-style name and tags it in one request. Returns the host end's final name. A temporary
+/// link of the same attachment is a killed ADD's leftover (a finished ADD renames it), so it
+/// is removed and the creation retried.
+fn create_tagged(
+    host: &mut Handle,
+    container_ns: &NetNs,
+    container: &LinkSpec,
+    mtu: Option<u32>,
+    mac: Option<MacAddr>,
+    owner: &AttachmentTag,
+) -> Result<String, CniError> {
+    let temp = LinkSpec {
+        name: owner.temp_link_name(),
+        mtu,
+        mac,
+    };
+    let mut made = host.create_veth(&temp, container, Some(container_ns));
+    if matches!(&made, Err(e) if e.is_exists()) && host.link_by_name(&temp.name).is_ok() {
+        delete(host, &temp.name).map_err(CniError::internal)?;
+        made = host.create_veth(&temp, container, Some(container_ns));
+    }
+    match made {
+        Ok(()) => {}
+        Err(e) if e.is_exists() => {
+            return Err(container_name_taken(container.name.as_str(), &temp.name))
+        }
+        Err(e) => return Err(CniError::internal(format!("failed to make veth pair: {e}"))),
+    }
+    let tagged = rename_and_tag(host, &temp.name, &owner.comment());
+    if tagged.is_err() {
+        let _ = delete(host, &temp.name);
+    }
+    tagged
+}
+
+fn rename_and_tag(host: &mut Handle, temp: &str, alias: &str) -> Result<String, CniError> {
+    let index = host
+        .link_by_name(temp)
+        .or_internal(&format!("failed to look up {temp:?}"))?
+        .index;
+    for _ in 0..NAME_ATTEMPTS {
+        let name = random::veth_name().or_internal("failed to generate random veth name")?;
+        match host.rename_link_with_alias(index, &name, alias) {
+            Ok(()) => return Ok(name),
+            // A clash on the random host name: try another one.
+            Err(e) if e.is_exists() => continue,
+            Err(e) => {
+                return Err(CniError::internal(format!(
+                    "failed to rename {temp:?} to {name:?}: {e}"
+                )))
+            }
+        }
+    }
+    Err(CniError::internal("failed to find a unique veth name"))
+}
+
+/// Makes a pair without an owner (the VLAN gateway helper on the host, or a caller that does
+/// not tag): the host end gets a random name, retried on a clash.
+fn create_untagged(
+    host: &mut Handle,
+    container_ns: Option<&NetNs>,
+    container: &LinkSpec,
+    mtu: Option<u32>,
+    mac: Option<MacAddr>,
+) -> Result<String, CniError> {
+    for _ in 0..NAME_ATTEMPTS {
+        let name = random::veth_name().or_internal("failed to generate random veth name")?;
+        let host_spec = LinkSpec {
+            name: name.clone(),
+            mtu,
+            mac,
+        };
+        let made = match container_ns {
+            Some(ns) => host.create_veth(&host_spec, container, Some(ns)),
+            None => host.create_veth(container, &host_spec, None),
+        };
+        match made {
+            Ok(()) => return Ok(name),
+            Err(e) if e.is_exists() && host.link_by_name(&name).is_ok() => continue,
+            Err(e) if e.is_exists() => return Err(container_name_taken(&container.name, &name)),
+            Err(e) => return Err(CniError::internal(format!("failed to make veth pair: {e}"))),
+        }
+    }
+    Err(CniError::internal("failed to find a unique veth name"))
+}
+
+/// The host veths in `h`'s namespace that are `owner`'s (normally one): tagged with its alias,
+/// or still under its temporary name.
 pub fn owned_by(h: &mut Handle, owner: &AttachmentTag) -> Result<Vec<Link>, CniError> {
     let prefix = owner.prefix();
-    host_veths(h, |alias| alias.starts_with(&prefix))
+    let temp = owner.temp_link_name();
+    host_veths(h, |link| match &link.alias {
+        Some(alias) => alias.starts_with(&prefix),
+        None => link.name == temp,
+    })
 }
 
 /// The host veths of `network` whose attachment is not in `valid` (for GC).
@@ -160,21 +218,38 @@ pub fn stale_in_network(
     valid: &[GcAttachment],
 ) -> Result<Vec<Link>, CniError> {
     let net_prefix = AttachmentTag::network_prefix(network);
-    let keep: Vec<String> = valid
+    let temp_prefix = AttachmentTag::temp_link_network_prefix(network);
+    let valid: Vec<AttachmentTag> = valid
         .iter()
-        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
+        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname))
         .collect();
-    host_veths(h, |alias| {
-        alias.starts_with(&net_prefix) && !keep.iter().any(|k| alias.starts_with(k.as_str()))
+    let keep: Vec<String> = valid.iter().map(AttachmentTag::prefix).collect();
+    let keep_temp: Vec<String> = valid.iter().map(AttachmentTag::temp_link_name).collect();
+    host_veths(h, |link| match &link.alias {
+        Some(alias) => {
+            alias.starts_with(&net_prefix) && !keep.iter().any(|k| alias.starts_with(k.as_str()))
+        }
+        None => is_temp_name(&link.name, &temp_prefix) && !keep_temp.contains(&link.name),
     })
 }
 
-fn host_veths(h: &mut Handle, select: impl Fn(&str) -> bool) -> Result<Vec<Link>, CniError> {
+/// True for a temporary host veth name of the network with `temp_prefix`: the prefix, then
+/// nine lowercase hex digits.
+fn is_temp_name(name: &str, temp_prefix: &str) -> bool {
+    name.strip_prefix(temp_prefix).is_some_and(|rest| {
+        rest.len() == 9
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+fn host_veths(h: &mut Handle, select: impl Fn(&Link) -> bool) -> Result<Vec<Link>, CniError> {
     let links = h.links().or_internal("failed to list links")?;
     Ok(links
         .into_iter()
         .filter(|l| l.kind.as_deref() == Some("veth"))
-        .filter(|l| l.alias.as_deref().is_some_and(&select))
+        .filter(|l| select(l))
         .collect())
 }
 

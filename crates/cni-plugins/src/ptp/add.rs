@@ -63,13 +63,11 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     sysctl::enable_ip_forwarding(v4, v6)
         .map_err(|e| CniError::internal(format!("Could not enable IP forwarding: {e}")))?;
 
-    let host_ns = NetNs::current().or_internal("cannot open the host network namespace")?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     let pair = veth::create_pair(
         &mut host,
-        &host_ns,
-        Target::Netns(&mut in_container),
+        Target::Netns(&netns, &mut in_container),
         &ContainerEnd {
             name: &args.ifname,
             mtu: conf.mtu,

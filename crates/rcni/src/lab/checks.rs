@@ -2,6 +2,7 @@
 //! (cni-linux), not through the `ip` tool.
 
 use std::net::IpAddr;
+use std::path::Path;
 
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
 use cni_linux::{Handle, NetNs};
@@ -57,16 +58,7 @@ pub fn plugin_result(report: &mut Report, pod: &str, r: Option<&CniResult>, ns: 
             .join(", "),
     );
     if !on_host.is_empty() {
-        report.check(
-            Layer::PluginResult,
-            format!("{pod}: host-side interfaces reported"),
-            true,
-            on_host
-                .iter()
-                .map(|&i| r.interfaces[i].name.clone())
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
+        host_interfaces_reported(report, pod, r, &on_host);
     }
     report.check(
         Layer::PluginResult,
@@ -77,6 +69,48 @@ pub fn plugin_result(report: &mut Report, pod: &str, r: Option<&CniResult>, ns: 
             .map(|ip| ip.address.to_string())
             .collect::<Vec<_>>()
             .join(", "),
+    );
+}
+
+/// Host-side interfaces in a result must be usable by a runtime: a kernel-valid name, unique in
+/// the result, and a well-formed MAC when one is given (the spec makes `mac` optional).
+fn host_interfaces_reported(report: &mut Report, pod: &str, r: &CniResult, on_host: &[usize]) {
+    let mut problems = Vec::new();
+    for &i in on_host {
+        let iface = &r.interfaces[i];
+        if iface.name.is_empty() || iface.name.len() > 15 || iface.name.contains(['/', ' ']) {
+            problems.push(format!(
+                "name {:?} is not a valid interface name",
+                iface.name
+            ));
+        }
+        if on_host
+            .iter()
+            .filter(|&&j| r.interfaces[j].name == iface.name)
+            .count()
+            > 1
+        {
+            problems.push(format!("{} is listed twice", iface.name));
+        }
+        if !iface.mac.is_empty() && iface.mac.parse::<cni_linux::mac::MacAddr>().is_err() {
+            problems.push(format!("{}: MAC {:?} is malformed", iface.name, iface.mac));
+        }
+    }
+    problems.dedup();
+    let names = on_host
+        .iter()
+        .map(|&i| r.interfaces[i].name.clone())
+        .collect::<Vec<_>>()
+        .join(", ");
+    report.check(
+        Layer::PluginResult,
+        format!("{pod}: host-side interfaces reported with valid names and MACs"),
+        problems.is_empty(),
+        if problems.is_empty() {
+            names
+        } else {
+            problems.join("; ")
+        },
     );
 }
 
@@ -300,6 +334,66 @@ fn server_addr_text(ip: IpAddr) -> String {
     }
 }
 
+/// No lease file of the attachment's addresses is left; with no addresses there is nothing to
+/// prove, and the step says so instead of passing.
+fn leases_released(report: &mut Report, pod: &str, ips: &[IpAddr], dir: &Path) {
+    if ips.is_empty() {
+        report.record(
+            Layer::Teardown,
+            format!("{pod}: leases released"),
+            Verdict::Skip,
+            "the result had no addresses",
+        );
+        return;
+    }
+    let left: Vec<String> = ips
+        .iter()
+        .map(|ip| dir.join(ip.to_string()))
+        .filter(|f| f.exists())
+        .map(|f| f.display().to_string())
+        .collect();
+    report.check(
+        Layer::Teardown,
+        format!("{pod}: leases released"),
+        left.is_empty(),
+        if left.is_empty() {
+            format!("{} addresses", ips.len())
+        } else {
+            left.join(", ")
+        },
+    );
+}
+
+/// The lab's own namespaces are gone. When setup failed before any was made there is nothing
+/// to prove, so the step is a skip, not a pass.
+pub fn namespaces_removed(
+    report: &mut Report,
+    names: &[String],
+    removed: Result<(), String>,
+    left: &[String],
+) {
+    if names.is_empty() && removed.is_ok() {
+        report.record(
+            Layer::Teardown,
+            "lab namespaces removed",
+            Verdict::Skip,
+            "no namespace was created",
+        );
+        return;
+    }
+    let ok = removed.is_ok() && left.is_empty();
+    report.check(
+        Layer::Teardown,
+        "lab namespaces removed",
+        ok,
+        match removed {
+            Err(e) => e,
+            Ok(()) if left.is_empty() => format!("{} namespaces", names.len()),
+            Ok(()) => format!("still present: {left:?}"),
+        },
+    );
+}
+
 /// What an attachment made, recorded before DEL so its absence can be proven afterwards.
 pub struct Snapshot {
     pod_ifaces: Vec<String>,
@@ -362,11 +456,18 @@ pub fn nothing_left(
     if let Ok(mut h) = Handle::in_netns(host) {
         for (name, shared) in &before.host_ifaces {
             if *shared {
-                report.record(
+                let kept = h
+                    .link_by_name(name)
+                    .is_ok_and(|l| l.kind.as_deref() == Some("bridge"));
+                report.check(
                     Layer::Teardown,
                     format!("{pod}: bridge {name} kept"),
-                    Verdict::Pass,
-                    "shared by the network, as the Go plugin does; removed with the host namespace",
+                    kept,
+                    if kept {
+                        "shared by the network, as the Go plugin does; removed with the host namespace"
+                    } else {
+                        "DEL removed the network's shared bridge"
+                    },
                 );
                 continue;
             }
@@ -380,19 +481,7 @@ pub fn nothing_left(
         }
     }
     if let Some(dir) = &prepared.lease_dir {
-        let left: Vec<String> = before
-            .ips
-            .iter()
-            .map(|ip| dir.join(ip.to_string()))
-            .filter(|f| f.exists())
-            .map(|f| f.display().to_string())
-            .collect();
-        report.check(
-            Layer::Teardown,
-            format!("{pod}: leases released"),
-            left.is_empty(),
-            left.join(", "),
-        );
+        leases_released(report, pod, &before.ips, dir);
     }
     let cached = rt.cached_attachments(Some(cid));
     report.check(
@@ -401,4 +490,75 @@ pub fn nothing_left(
         cached.is_empty(),
         format!("{} left", cached.len()),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni_types::{Interface, SpecVersion};
+
+    fn verdicts(r: &Report) -> Vec<(String, Verdict)> {
+        r.steps
+            .iter()
+            .map(|s| (s.check.clone(), s.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn no_addresses_means_no_lease_proof() {
+        let mut r = Report::new(true);
+        leases_released(&mut r, "pod-a", &[], Path::new("/nonexistent"));
+        assert_eq!(r.count(Verdict::Pass), 0, "{:?}", verdicts(&r));
+        assert_eq!(r.count(Verdict::Skip), 1);
+    }
+
+    #[test]
+    fn a_left_lease_file_fails_the_step() {
+        let dir = std::env::temp_dir().join(format!("rcni-lab-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ip: IpAddr = "198.18.0.7".parse().unwrap();
+        std::fs::write(dir.join(ip.to_string()), "x").unwrap();
+        let mut r = Report::new(true);
+        leases_released(&mut r, "pod-a", &[ip], &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(r.count(Verdict::Fail), 1, "{:?}", verdicts(&r));
+    }
+
+    #[test]
+    fn namespaces_removed_is_a_skip_when_none_were_made() {
+        let mut r = Report::new(true);
+        namespaces_removed(&mut r, &[], Ok(()), &[]);
+        assert_eq!(r.count(Verdict::Pass), 0, "{:?}", verdicts(&r));
+        let mut r = Report::new(true);
+        namespaces_removed(&mut r, &["x".into()], Ok(()), &["x".into()]);
+        assert_eq!(r.count(Verdict::Fail), 1, "{:?}", verdicts(&r));
+    }
+
+    fn result_with_host(name: &str, mac: &str) -> CniResult {
+        let mut res = CniResult::new(SpecVersion::V1_1_0);
+        res.interfaces.push(Interface {
+            name: name.into(),
+            mac: mac.into(),
+            ..Default::default()
+        });
+        res
+    }
+
+    #[test]
+    fn host_interfaces_are_checked_not_assumed() {
+        let mut r = Report::new(true);
+        host_interfaces_reported(&mut r, "p", &result_with_host("veth1", "not-a-mac"), &[0]);
+        assert_eq!(r.count(Verdict::Fail), 1, "{:?}", verdicts(&r));
+        let mut r = Report::new(true);
+        host_interfaces_reported(&mut r, "p", &result_with_host("", ""), &[0]);
+        assert_eq!(r.count(Verdict::Fail), 1, "{:?}", verdicts(&r));
+        let mut r = Report::new(true);
+        host_interfaces_reported(
+            &mut r,
+            "p",
+            &result_with_host("veth1", "0a:58:c6:12:00:02"),
+            &[0],
+        );
+        assert_eq!(r.count(Verdict::Pass), 1, "{:?}", verdicts(&r));
+    }
 }

@@ -61,20 +61,12 @@ pub fn run(opts: &LabOptions) -> Report {
     // Namespaces go last, and their removal is itself checked.
     let names = namespaces.names();
     let removed = namespaces.remove_all();
-    let left: Vec<&String> = names
+    let left: Vec<String> = names
         .iter()
         .filter(|n| std::path::Path::new("/run/netns").join(n).exists())
+        .cloned()
         .collect();
-    report.check(
-        Layer::Teardown,
-        "lab namespaces removed",
-        removed.is_ok() && left.is_empty(),
-        match removed {
-            Err(e) => e,
-            Ok(()) if left.is_empty() => format!("{} namespaces", names.len()),
-            Ok(()) => format!("still present: {left:?}"),
-        },
-    );
+    checks::namespaces_removed(&mut report, &names, removed, &left);
     if opts.json {
         println!("{}", report.to_json());
     } else {
