@@ -47,12 +47,28 @@ const MASTER: &str = "kmst0";
 const TAG_VAR: &str = "RCNI_KILLS_TAG";
 
 /// Leaks this harness found whose fixes belong to the plugins' own attribution work (issue
-/// 10); all after direct plugin runs, which leave no runtime cache entry, so GC has only the
-/// valid list. Remove an entry when its fix lands.
+/// 10); the plugin leaks are after direct plugin runs, which leave no runtime cache entry, so
+/// GC has only the valid list. Remove an entry when its fix lands.
 /// - bandwidth: GC leaves the IFB (`bwp…`) and the host veth's TBF of a killed ADD.
 /// - macvlan: no GC (the lease stays), and GC cannot reach the macvlan inside the namespace.
 /// - tuning: a backup of a killed ADD stays after GC, and sometimes after DEL.
+/// - host-local (any scenario): a kill between creating a lease file and writing its owner
+///   leaves an empty file no DEL or GC can attribute (its store's atomic write fixes it); a
+///   kill while writing the round-robin hint leaves `.last_reserved_ip.N.tmp` (a fixed name,
+///   reused by the next write).
 const KNOWN_LEAKS: &[&str] = &[
+    "bridge:host-local temp files",
+    "ptp:host-local temp files",
+    "macvlan:host-local temp files",
+    "portmap:host-local temp files",
+    "tuning:host-local temp files",
+    "bandwidth:host-local temp files",
+    "bridge:empty lease files",
+    "ptp:empty lease files",
+    "macvlan:empty lease files",
+    "portmap:empty lease files",
+    "tuning:empty lease files",
+    "bandwidth:empty lease files",
     "bandwidth:host links",
     "bandwidth:host qdiscs",
     "macvlan:container links",
@@ -359,13 +375,27 @@ impl Scenario {
         let (rules, chains) = nft(self.host());
         s.add("nft rules", rules);
         s.add("nft chains", chains);
-        s.add(
-            "host-local files",
-            files(&self.dir.join("ipam").join(&self.net))
-                .into_iter()
-                .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
-                .collect(),
-        );
+        let lease_dir = self.dir.join("ipam").join(&self.net);
+        let (temps, names): (Vec<String>, Vec<String>) = files(&lease_dir)
+            .into_iter()
+            .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
+            .partition(|n| n.starts_with('.'));
+        // The store's temp files (a kill during a write).
+        s.add("host-local temp files", temps);
+        let (empty, leases): (Vec<String>, Vec<String>) = names
+            .into_iter()
+            .partition(|n| fs::metadata(lease_dir.join(n)).is_ok_and(|m| m.len() == 0));
+        // With the owner written in the file, so a leftover says whose it is.
+        let leases = leases
+            .into_iter()
+            .map(|n| {
+                let owner = fs::read_to_string(lease_dir.join(&n)).unwrap_or_default();
+                format!("{n}={}", owner.replace("\r\n", "/"))
+            })
+            .collect();
+        s.add("host-local files", leases);
+        // Killed between creating a lease file and writing its owner into it.
+        s.add("empty lease files", empty);
         s.add("tuning backups", files(&self.dir.join("tuning")));
         let results = files(&self.dir.join("cache").join("results"));
         let (temps, entries): (Vec<String>, Vec<String>) = results
@@ -531,13 +561,20 @@ fn spawn_and_kill(mut k: Killable, tag: &str, delay: Duration, whole_tree: bool)
         }
     };
     let _ = child.wait();
-    // Orphans (a delegated host-local, a plugin `rcni` started) finish on their own.
+    // Orphans (a delegated host-local, a plugin `rcni` started) finish on their own. Three
+    // empty scans in a row, so a process caught mid-exec is not missed.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !tagged(tag).is_empty() {
+    let mut empty_scans = 0;
+    while empty_scans < 3 {
         assert!(
             Instant::now() < deadline,
             "processes of {tag} still running"
         );
+        empty_scans = if tagged(tag).is_empty() {
+            empty_scans + 1
+        } else {
+            0
+        };
         std::thread::sleep(Duration::from_millis(5));
     }
     landed
