@@ -585,7 +585,8 @@ struct Tally {
     kills: BTreeMap<(&'static str, &'static str), u32>,
     finished_first: BTreeMap<&'static str, u32>,
     leftovers: BTreeMap<(&'static str, &'static str), u32>,
-    examples: BTreeMap<(&'static str, &'static str), String>,
+    /// The first leftover of each (scenario, kind, context).
+    examples: BTreeMap<(&'static str, &'static str, String), String>,
     /// Per (scenario, kind): how many calls left some, by "way, then cleanup".
     contexts: BTreeMap<(&'static str, &'static str), BTreeMap<String, u32>>,
     cleanup_failures: BTreeMap<&'static str, Vec<String>>,
@@ -746,18 +747,17 @@ fn kill_at_any_point_leaves_nothing_after_del_or_gc() {
             let k = (s.name, kind);
             *tally.leftovers.entry(k).or_default() += items.len() as u32;
             let cleanup = if use_gc { "GC" } else { "DEL" };
+            let context = format!("{way}, then {cleanup}");
             *tally
                 .contexts
                 .entry(k)
                 .or_default()
-                .entry(format!("{way}, then {cleanup}"))
+                .entry(context.clone())
                 .or_default() += 1;
-            tally.examples.entry(k).or_insert_with(|| {
-                format!(
-                    "{what}, then {}: {items:?}",
-                    if use_gc { "GC" } else { "DEL" }
-                )
-            });
+            tally
+                .examples
+                .entry((s.name, kind, context))
+                .or_insert_with(|| format!("{what}, then {cleanup}: {items:?}"));
         }
         s.sb.remove_container(&pod).unwrap();
     }
@@ -777,11 +777,13 @@ fn kill_at_any_point_leaves_nothing_after_del_or_gc() {
     for ((scenario, kind), n) in &tally.leftovers {
         let tolerated = tolerate.contains(&format!("{scenario}:{kind}"));
         eprintln!(
-            "  {scenario:<10} {kind:<17} {n}{}  calls: {:?}\n      e.g. {}",
+            "  {scenario:<10} {kind:<21} {n}{}",
             if tolerated { " (tolerated)" } else { "" },
-            tally.contexts[&(*scenario, *kind)],
-            tally.examples[&(*scenario, *kind)]
         );
+        for (context, calls) in &tally.contexts[&(*scenario, *kind)] {
+            let example = &tally.examples[&(*scenario, *kind, context.clone())];
+            eprintln!("      {calls} after {context}, e.g. {example}");
+        }
         if !tolerated {
             failing.push(format!("{scenario}:{kind}={n}"));
         }
