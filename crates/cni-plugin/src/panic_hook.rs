@@ -1,30 +1,26 @@
-//! A panic hook that still answers in CNI form: a code-999 error object on stdout, then exit 1.
+//! Panics still answer in CNI form, and still clean up.
 //!
-//! Release builds use `panic = "abort"`, so nothing runs after the hook: it writes and flushes
-//! stdout itself and exits. The panic message and location go to the log (stderr or file);
-//! stdout gets no panic text, only the location in `details`.
+//! The workspace builds with `panic = "unwind"` (release too), so a panic unwinds through the
+//! plugin: every live undo stack (`common::undo::Undo` of cni-plugins) is dropped on the way
+//! and removes what the failed call created. The hook
+//! installed here only logs the message and location (to the log: stderr or a file) and
+//! remembers the first location; the runner catches the unwind and answers with the code-999
+//! object of [`panic_error`], which names the location but carries no panic text or backtrace.
 
-use std::io::Write;
 use std::panic::PanicHookInfo;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use cni_types::{pretty_json, CniError, SpecVersion};
+use cni_types::CniError;
 
-/// Index into [`SpecVersion::ALL`] of the request's version, `usize::MAX` while unknown.
-static REQUEST_VERSION: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// Where the first panic of the process happened (`file:line`), once one has.
+static FIRST_PANIC: Mutex<Option<String>> = Mutex::new(None);
 
-/// Remembers the negotiated version so a later panic is stamped with it.
-pub(crate) fn set_request_version(version: SpecVersion) {
-    if let Some(i) = SpecVersion::ALL.iter().position(|v| *v == version) {
-        REQUEST_VERSION.store(i, Ordering::Relaxed);
-    }
-}
-
-fn request_version() -> SpecVersion {
-    SpecVersion::ALL
-        .get(REQUEST_VERSION.load(Ordering::Relaxed))
-        .copied()
-        .unwrap_or(SpecVersion::CURRENT)
+/// The location of the first panic the hook saw on any thread, if any.
+pub(crate) fn first_panic() -> Option<String> {
+    FIRST_PANIC
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone()
 }
 
 /// Installs the hook for the whole process (done by [`crate::run`]).
@@ -32,12 +28,13 @@ pub fn install() {
     std::panic::set_hook(Box::new(on_panic));
 }
 
-/// The error object printed for a panic.
+/// The error object answered for a panic at `location`.
 pub(crate) fn panic_error(location: &str) -> CniError {
-    CniError::internal("internal error: the plugin panicked")
-        .with_details(format!("at {location}; see the plugin log for the message"))
+    CniError::internal(format!("internal error: plugin panic at {location}"))
+        .with_details("see the plugin log for the panic message")
 }
 
+/// Logs and records; never writes stdout, never exits: the unwind does the rest.
 fn on_panic(info: &PanicHookInfo<'_>) {
     let location = info
         .location()
@@ -49,13 +46,13 @@ fn on_panic(info: &PanicHookInfo<'_>) {
         .map(|s| (*s).to_string())
         .or_else(|| info.payload().downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into());
-    log::error!("panic at {location}: {message}");
-    let mut err = panic_error(&location);
-    err.cni_version = Some(request_version().to_string());
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(pretty_json(&err).as_bytes());
-    let _ = out.flush();
-    std::process::exit(1);
+    let thread = std::thread::current();
+    let thread = thread.name().unwrap_or("unnamed");
+    log::error!("panic on thread {thread:?} at {location}: {message}");
+    let mut first = FIRST_PANIC
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    first.get_or_insert(location);
 }
 
 #[cfg(test)]
@@ -63,13 +60,13 @@ mod tests {
     use super::*;
 
     // The hook itself is exercised against the real binary (tests of cni-plugins); here the
-    // object it prints and the version stamp.
+    // object answered for a panic.
     #[test]
-    fn error_object_and_stamp() {
+    fn error_object() {
         let e = panic_error("src/x.rs:1");
         assert_eq!(e.code, 999);
+        assert!(e.msg.contains("src/x.rs:1"), "{}", e.msg);
+        assert!(!e.msg.contains("panicked at"));
         assert!(!e.details.contains("panicked at"));
-        set_request_version(SpecVersion::V0_2_0);
-        assert_eq!(request_version(), SpecVersion::V0_2_0);
     }
 }

@@ -28,8 +28,7 @@ pub fn run(plugin: &dyn Plugin) -> i32 {
     } else {
         Box::new(io::stdin().lock())
     };
-    // Not locked for the whole run: the panic hook must be able to write from any thread
-    // (a namespace worker) while this thread waits for it.
+    // Not locked for the whole run, so nothing else in the process can block on it.
     let mut stdout = io::stdout();
     let mut stderr = io::stderr();
     run_with(plugin, &env, &mut stdin, &mut stdout, &mut stderr)
@@ -57,7 +56,20 @@ pub fn run_with(
 ) -> i32 {
     // The version errors are stamped with: the request's once it is known.
     let mut stamp = SpecVersion::CURRENT;
-    match dispatch(plugin, env, stdin, stderr, &mut stamp) {
+    // A panic unwinds to here (release builds too, `panic = "unwind"`): the undo stacks it
+    // passed have run, and it becomes a code-999 answer. A panic on a worker thread that the
+    // plugin swallowed answers the same: the call did not do what it was asked.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dispatch(plugin, env, stdin, stderr, &mut stamp)
+    }));
+    let outcome = match (outcome, panic_hook::first_panic()) {
+        (Ok(outcome), None) => outcome,
+        (Ok(_), Some(location)) => Err(panic_hook::panic_error(&location)),
+        (Err(_payload), location) => Err(panic_hook::panic_error(
+            location.as_deref().unwrap_or("unknown location"),
+        )),
+    };
+    match outcome {
         Ok(None) => 0,
         Ok(Some(text)) => match write_all(stdout, &text) {
             Ok(()) => 0,
@@ -129,7 +141,6 @@ fn dispatch(
     // 4. gates, 5. reconciliation (SC items 67, 77, 78, 118).
     let version = negotiate(command, &conf.cni_version, &plugin.supported_versions())?;
     *stamp = version;
-    panic_hook::set_request_version(version);
 
     // One GC policy for every plugin: a GC without a valid list would collect everything.
     if command == Command::Gc && conf.valid_attachments.is_none() {

@@ -209,6 +209,21 @@ impl ResultCache {
         .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
     }
 
+    /// Writes `entry` unless an entry of its attachment exists (`Ok(false)` then, nothing
+    /// changed): the runtime's claim on an attachment before its ADD runs.
+    pub fn create(&self, entry: &CacheEntry) -> Result<bool, RuntimeError> {
+        let name = self.entry_name(&entry.network_name, &entry.attachment())?;
+        let dir = self.checked_results_dir()?;
+        cache_temp::create_atomic(
+            &dir,
+            &entry.network_name,
+            &name,
+            entry.to_go_json().as_bytes(),
+        )
+        .map(|created| created.is_some())
+        .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
+    }
+
     /// The entry's file when one exists (whatever its content).
     pub fn existing(
         &self,

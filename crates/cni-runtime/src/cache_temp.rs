@@ -79,6 +79,41 @@ pub(crate) fn write_atomic(
     bytes: &[u8],
 ) -> io::Result<PathBuf> {
     let target = dir.join(entry_name);
+    let tmp = write_temp(dir, network, entry_name, bytes)?;
+    let renamed = fs::rename(&tmp, &target);
+    if renamed.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    renamed?;
+    sync_dir(dir);
+    Ok(target)
+}
+
+/// Creates `<dir>/<entry_name>` with `bytes` complete from its first instant, unless it
+/// exists: `Ok(None)` then, and nothing changed. The temp file is hard-linked to the name
+/// (which fails on an existing one, where a rename would replace it) and then removed.
+pub(crate) fn create_atomic(
+    dir: &Path,
+    network: &str,
+    entry_name: &str,
+    bytes: &[u8],
+) -> io::Result<Option<PathBuf>> {
+    let target = dir.join(entry_name);
+    let tmp = write_temp(dir, network, entry_name, bytes)?;
+    let linked = fs::hard_link(&tmp, &target);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_dir(dir);
+            Ok(Some(target))
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A fresh, fsynced temp file of this entry holding `bytes` (removed again on failure).
+fn write_temp(dir: &Path, network: &str, entry_name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
     let prefix = attachment_prefix(network, entry_name);
     let (tmp, mut file) = (0..8)
         .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
@@ -88,19 +123,19 @@ pub(crate) fn write_atomic(
             Err(e) => Some(Err(e)),
         })
         .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| fs::rename(&tmp, &target));
-    if written.is_err() {
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    written?;
-    // Make the rename itself durable; not every filesystem supports syncing a directory.
+    Ok(tmp)
+}
+
+/// Makes a rename or link durable; not every filesystem supports syncing a directory.
+fn sync_dir(dir: &Path) {
     if let Ok(d) = fs::File::open(dir) {
         let _ = d.sync_all();
     }
-    Ok(target)
 }
 
 /// Temp file names in `dir` matching `keep`.
@@ -181,6 +216,19 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
         assert!(create_exclusive(&planted).is_err());
         assert_eq!(fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn create_never_replaces_and_leaves_no_temp() {
+        let d = tempfile::tempdir().unwrap();
+        let p = create_atomic(d.path(), "n", "n-c1-eth0", b"first").unwrap();
+        assert_eq!(p, Some(d.path().join("n-c1-eth0")));
+        assert_eq!(
+            create_atomic(d.path(), "n", "n-c1-eth0", b"second").unwrap(),
+            None
+        );
+        assert_eq!(fs::read(d.path().join("n-c1-eth0")).unwrap(), b"first");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -181,13 +181,37 @@ impl Runtime {
     /// failure the whole chain gets DEL in reverse before the error is returned.
     ///
     /// Refused before any plugin runs (nothing changes): names that cannot become a cache
-    /// file (code 4), and an attachment that already has a cached result
+    /// file (code 4), and an attachment that already has a cache entry
     /// ([`RuntimeError::AlreadyAttached`], code 4), because a second ADD would fail inside
     /// the plugins and its rollback would DEL the live attachment.
+    ///
+    /// Before the first plugin runs, the entry is created without a result (exclusively: of
+    /// two concurrent ADDs of one attachment only one gets past this). An ADD killed at any
+    /// later instant so leaves an entry with the attachment's netns, CNI_ARGS and capability
+    /// args: DEL and GC (which holds the network lock exclusively, so it never sees the
+    /// entry of a running ADD) find it and run the chain's DEL with the container's netns,
+    /// which reaches what GC alone cannot (interfaces inside that namespace). Go libcni reads
+    /// such an entry as an attachment without a cached result.
     pub fn add(&self, net: &Network, att: &Attachment) -> Result<CniResult, RuntimeError> {
         self.cache.entry_name(net.name(), att)?;
         let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
         self.refuse_if_attached(net, att)?;
+        let mut entry = CacheEntry {
+            container_id: att.container_id.clone(),
+            config: net.config_bytes().to_vec(),
+            ifname: att.ifname.clone(),
+            network_name: net.name().to_string(),
+            netns: att.netns.clone(),
+            cni_args: att.args.clone(),
+            capability_args: att.capability_args.clone(),
+            result: None,
+        };
+        if !self.cache.create(&entry)? {
+            // A concurrent ADD claimed it between the check and the claim.
+            return Err(self.refuse_if_attached(net, att).err().unwrap_or_else(|| {
+                RuntimeError::Internal("the cache entry vanished while claiming it".into())
+            }));
+        }
         let deadline = self.deadline(Operation::Add);
         let mut prev: Option<CniResult> = None;
         for plugin in net.plugins() {
@@ -197,21 +221,13 @@ impl Runtime {
             }
         }
         let Some(result) = prev else {
+            self.cache.remove(net.name(), att);
             return Err(RuntimeError::Config {
                 file: net.source.clone(),
                 message: "no plugin configs found".into(),
             });
         };
-        let entry = CacheEntry {
-            container_id: att.container_id.clone(),
-            config: net.config_bytes().to_vec(),
-            ifname: att.ifname.clone(),
-            network_name: net.name().to_string(),
-            netns: att.netns.clone(),
-            cni_args: att.args.clone(),
-            capability_args: att.capability_args.clone(),
-            result: Some(render(&result, result.cni_version)),
-        };
+        entry.result = Some(render(&result, result.cni_version));
         if let Err(e) = self.cache.store(&entry) {
             return Err(self.roll_back(net, att, Some(&result), e));
         }
@@ -258,16 +274,18 @@ impl Runtime {
         partial: Option<&CniResult>,
         original: RuntimeError,
     ) -> RuntimeError {
-        if !self.rollback {
-            return original;
+        // The entry is this ADD's claim (no other ADD got past it), unless something removed
+        // it meanwhile and another ADD completed: then its attachment is live, and DEL would
+        // destroy it rather than undo this attempt.
+        if let Ok(Some(other)) = self.cache.load_entry(net.name(), att) {
+            if other.result.is_some() {
+                log::warn!("not rolling back: a concurrent ADD of this attachment completed");
+                return original;
+            }
         }
-        // A concurrent ADD of the same attachment (a caller bug) finished first: its
-        // attachment is live, and DEL would destroy it rather than undo this attempt.
-        if let Ok(Some(cache_file)) = self.cache.existing(net.name(), att) {
-            log::warn!(
-                "not rolling back: {} appeared meanwhile (a concurrent ADD)",
-                cache_file.display()
-            );
+        if !self.rollback {
+            // libcni's behaviour: nothing is undone, and nothing stays cached.
+            self.cache.remove(net.name(), att);
             return original;
         }
         let prev = partial

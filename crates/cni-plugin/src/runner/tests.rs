@@ -520,3 +520,60 @@ fn early_errors_stamped_current() {
     assert_eq!(o.error(code::INVALID_ENVIRONMENT)["cniVersion"], "1.1.0");
     assert_eq!(o.stderr, "");
 }
+
+/// Panics in CHECK after creating a guard whose drop records that it ran.
+struct Panicky {
+    dropped: std::sync::atomic::AtomicBool,
+}
+
+struct Guard<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Plugin for Panicky {
+    fn add(&self, _: &CmdArgs) -> Result<CniResult, CniError> {
+        unreachable!()
+    }
+    fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
+        unreachable!()
+    }
+    fn check(&self, _: &CmdArgs) -> Result<(), CniError> {
+        let _undo = Guard(&self.dropped);
+        panic!("check breaks");
+    }
+    fn supported_versions(&self) -> Vec<SpecVersion> {
+        SpecVersion::ALL.to_vec()
+    }
+}
+
+// A panic unwinds through the callback (destructors, the undo stacks, run) and becomes a
+// code-999 error stamped with the request's version, with no panic text on stdout.
+#[test]
+fn a_panic_unwinds_and_answers_999() {
+    let p = Panicky {
+        dropped: std::sync::atomic::AtomicBool::new(false),
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let exit = run_with(
+        &p,
+        &full_env("CHECK"),
+        &mut conf("0.4.0").as_bytes(),
+        &mut out,
+        &mut err,
+    );
+    assert_eq!(exit, 1);
+    assert!(p.dropped.load(std::sync::atomic::Ordering::SeqCst));
+    let stdout = String::from_utf8(out).unwrap();
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["code"], 999, "{stdout}");
+    assert_eq!(v["cniVersion"], "0.4.0", "{stdout}");
+    assert!(
+        v["msg"].as_str().unwrap().contains("plugin panic"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("check breaks") && !stdout.contains("panicked at"));
+}

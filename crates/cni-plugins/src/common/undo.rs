@@ -1,8 +1,12 @@
 //! The undo stack of a transactional ADD (ARCHITECTURE "Failure model").
 //!
 //! Every step that creates something registers how to remove it again. If the ADD returns
-//! early with an error, dropping the stack runs the undos in reverse order; a successful ADD
-//! calls [`Undo::commit`] and everything stays.
+//! early with an error, or panics (the workspace builds with `panic = "unwind"`), dropping the
+//! stack runs the undos in reverse order; a successful ADD calls [`Undo::commit`] and
+//! everything stays. Each undo action runs under `catch_unwind`: one that panics is logged as
+//! a failure and the others still run, also while the stack is dropped by an unwinding panic.
+
+use std::panic::AssertUnwindSafe;
 
 /// One undo action: removes what a step created, or says why it could not.
 type UndoFn<'a> = Box<dyn FnOnce() -> Result<(), String> + 'a>;
@@ -46,7 +50,9 @@ impl<'a> Undo<'a> {
         let mut failures = Vec::new();
         while let Some((what, undo)) = self.steps.pop() {
             log::info!("ADD failed: undoing {what}");
-            if let Err(e) = undo() {
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(undo))
+                .unwrap_or_else(|_| Err("the undo action panicked".to_string()));
+            if let Err(e) = outcome {
                 log::error!("undoing {what} failed: {e}");
                 failures.push(format!("{what}: {e}"));
             }
@@ -105,6 +111,43 @@ mod tests {
         });
         undo.commit();
         assert!(!*ran.borrow());
+    }
+
+    #[test]
+    fn a_panicking_undo_action_does_not_skip_the_others() {
+        let log = RefCell::new(Vec::new());
+        let mut undo = Undo::new();
+        undo.push("a", || {
+            log.borrow_mut().push("a");
+            Ok(())
+        });
+        undo.push("b", || panic!("undo b breaks"));
+        undo.push("c", || {
+            log.borrow_mut().push("c");
+            Ok(())
+        });
+        assert_eq!(undo.run(), ["b: the undo action panicked"]);
+        assert_eq!(*log.borrow(), ["c", "a"]);
+    }
+
+    #[test]
+    fn an_unwinding_panic_runs_every_undo_action_even_one_that_panics() {
+        let log = std::sync::Mutex::new(Vec::new());
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut undo = Undo::new();
+            undo.push("a", || {
+                log.lock().unwrap().push("a");
+                Ok(())
+            });
+            undo.push("b", || panic!("undo b breaks while unwinding"));
+            undo.push("c", || {
+                log.lock().unwrap().push("c");
+                Ok(())
+            });
+            panic!("the ADD step panics");
+        }));
+        assert!(outcome.is_err());
+        assert_eq!(*log.lock().unwrap(), ["c", "a"]);
     }
 
     #[test]
