@@ -50,29 +50,14 @@ const TAG_VAR: &str = "RCNI_KILLS_TAG";
 /// 10); the plugin leaks are after direct plugin runs, which leave no runtime cache entry, so
 /// GC has only the valid list. Remove an entry when its fix lands.
 /// - bandwidth: GC leaves the IFB (`bwp…`) and the host veth's TBF of a killed ADD.
-/// - macvlan: no GC (the lease stays), and GC cannot reach the macvlan inside the namespace.
+/// - macvlan: GC cannot reach the macvlan inside the namespace (GC gets no netns).
 /// - tuning: a backup of a killed ADD stays after GC, and sometimes after DEL.
-/// - host-local (any scenario): a kill between creating a lease file and writing its owner
-///   leaves an empty file no DEL or GC can attribute (its store's atomic write fixes it); a
-///   kill while writing the round-robin hint leaves `.last_reserved_ip.N.tmp` (a fixed name,
-///   reused by the next write).
+/// (host-local's empty lease files and hint temp files are gone since its store writes
+/// through random temp files that are linked into place and swept under the lock.)
 const KNOWN_LEAKS: &[&str] = &[
-    "bridge:host-local temp files",
-    "ptp:host-local temp files",
-    "macvlan:host-local temp files",
-    "portmap:host-local temp files",
-    "tuning:host-local temp files",
-    "bandwidth:host-local temp files",
-    "bridge:empty lease files",
-    "ptp:empty lease files",
-    "macvlan:empty lease files",
-    "portmap:empty lease files",
-    "tuning:empty lease files",
-    "bandwidth:empty lease files",
     "bandwidth:host links",
     "bandwidth:host qdiscs",
     "macvlan:container links",
-    "macvlan:host-local files",
     "tuning:tuning backups",
 ];
 
