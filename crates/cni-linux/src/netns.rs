@@ -11,13 +11,22 @@
 //! create the socket inside `run` and use it from the calling thread (see
 //! [`crate::rtnl::Handle::in_netns`]).
 //!
+//! [`NetNs::open`] never blocks and never opens anything that is not a namespace file: it
+//! takes an `O_PATH` handle first (which opens nothing: a FIFO, a device or a directory is not
+//! touched), requires nsfs or procfs, and only then opens the file and checks that it is a
+//! *network* namespace. The type check is what `NS_GET_NSTYPE` would answer, found without
+//! an ioctl (the workspace forbids `unsafe`): the kernel's name for the handle
+//! (`net:[<inode>]`) when it gives one, else a `setns(CLONE_NEWNET)` on a throwaway thread,
+//! which the kernel refuses with EINVAL for anything but a network namespace.
+//!
 //! [`NetNs::create_named`] and [`NetNs::delete_named`] manage persistent named namespaces the way
 //! `ip netns add`/`ip netns delete` do (a bind mount under `/run/netns`); they are meant for the
 //! CLI and for tests.
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -36,8 +45,29 @@ pub enum NsError {
     #[error("network namespace {} does not exist", .0.display())]
     NotFound(PathBuf),
     /// The path exists but is not on nsfs or procfs, so it cannot be a namespace.
-    #[error("{} is not a network namespace (not on nsfs or procfs)", .0.display())]
+    #[error("{} is not a network namespace (not a namespace file on nsfs or procfs)", .0.display())]
     NotANamespace(PathBuf),
+    /// The path is a namespace of another type (`mnt`, `uts`, ...).
+    #[error(
+        "{} is not a network namespace (it is a {} namespace)",
+        .path.display(),
+        .kind.as_deref().unwrap_or("different kind of")
+    )]
+    OtherNamespace {
+        /// The path opened.
+        path: PathBuf,
+        /// The kernel's name for its type (`mnt`, `uts`, ...) when it gave one.
+        kind: Option<String>,
+    },
+    /// The path cannot name a file at all: a symlink loop, a name too long, a component
+    /// that is not a directory.
+    #[error("{} is not a network namespace (unusable path: {source})", .path.display())]
+    BadPath {
+        /// The path given.
+        path: PathBuf,
+        /// ELOOP, ENAMETOOLONG or ENOTDIR.
+        source: io::Error,
+    },
     /// A named namespace is being created but the name is already taken.
     #[error("network namespace {} already exists", .0.display())]
     AlreadyExists(PathBuf),
@@ -62,6 +92,15 @@ impl NsError {
         matches!(self, NsError::NotFound(_))
     }
 
+    /// True if the path exists (or cannot exist) but is not a network namespace: a file that
+    /// is not a namespace, a namespace of another type, or a path no file can have.
+    pub fn is_not_a_network_namespace(&self) -> bool {
+        matches!(
+            self,
+            NsError::NotANamespace(_) | NsError::OtherNamespace { .. } | NsError::BadPath { .. }
+        )
+    }
+
     fn io(op: &'static str, path: &Path, source: impl Into<io::Error>) -> Self {
         NsError::Io {
             op,
@@ -81,21 +120,56 @@ pub struct NetNs {
 impl NetNs {
     /// Opens the namespace at `path` (`/run/netns/<name>`, `/proc/<pid>/ns/net`, ...).
     ///
-    /// Fails with [`NsError::NotFound`] if the path is missing and with
-    /// [`NsError::NotANamespace`] if it is not on nsfs or procfs.
+    /// Never blocks, whatever the path names (a FIFO, a device, a directory). Fails with
+    /// [`NsError::NotFound`] if the path is missing, [`NsError::NotANamespace`] if it is not
+    /// a namespace file on nsfs or procfs, [`NsError::OtherNamespace`] for a namespace of
+    /// another type and [`NsError::BadPath`] for a symlink loop or an over-long name.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, NsError> {
         let path = path.as_ref();
-        let file = match File::open(path) {
+        // O_PATH opens nothing (no FIFO rendezvous, no device open), so it cannot block.
+        let handle = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+        {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(NsError::NotFound(path.to_path_buf()))
-            }
-            Err(e) => return Err(NsError::io("open", path, e)),
+            Err(e) => return Err(open_error(path, e)),
         };
-        let fs = fstatfs(&file).map_err(|e| NsError::io("statfs", path, e))?;
+        let fs = fstatfs(&handle).map_err(|e| NsError::io("statfs", path, e))?;
         let fs_type = fs.filesystem_type();
         if fs_type != NSFS_MAGIC && fs_type != PROC_SUPER_MAGIC {
             return Err(NsError::NotANamespace(path.to_path_buf()));
+        }
+        // The kernel names a namespace handle `<type>:[<inode>]` (nsfs's dentry name), except
+        // a bind-mounted one, which reads back as its mount point.
+        let fd_link = PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()));
+        let name =
+            std::fs::read_link(&fd_link).map_err(|e| NsError::io("read the type of", path, e))?;
+        let kind = namespace_kind(&name.to_string_lossy());
+        if let Some(kind) = kind.clone().filter(|k| k != "net") {
+            return Err(NsError::OtherNamespace {
+                path: path.to_path_buf(),
+                kind: Some(kind),
+            });
+        }
+        // On nsfs or procfs: opening reads nothing and cannot block.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&fd_link)
+            .map_err(|e| NsError::io("open", path, e))?;
+        if kind.is_none() {
+            match probe_network_namespace(&file) {
+                Ok(()) => {}
+                Err(Errno::EINVAL) if fs_type == NSFS_MAGIC => {
+                    return Err(NsError::OtherNamespace {
+                        path: path.to_path_buf(),
+                        kind: None,
+                    })
+                }
+                Err(Errno::EINVAL) => return Err(NsError::NotANamespace(path.to_path_buf())),
+                Err(e) => return Err(NsError::io("check the namespace type of", path, e)),
+            }
         }
         Ok(NetNs {
             file,
@@ -213,6 +287,38 @@ impl AsFd for NetNs {
     }
 }
 
+/// The type in a namespace handle's name `<type>:[<inode>]` (`net`, `mnt`, ...); `None` for
+/// any other name (a path).
+fn namespace_kind(name: &str) -> Option<String> {
+    let (kind, rest) = name.split_once(":[")?;
+    let inode = rest.strip_suffix(']')?;
+    let plain = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    (plain && inode.bytes().all(|b| b.is_ascii_digit())).then(|| kind.to_string())
+}
+
+/// Joins `file` as a network namespace on a throwaway thread: the kernel's own type check
+/// (EINVAL for anything that is not a network namespace). The calling thread never moves.
+fn probe_network_namespace(file: &File) -> Result<(), Errno> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| setns(file.as_fd(), CloneFlags::CLONE_NEWNET))
+            .join()
+            .unwrap_or(Err(Errno::EIO))
+    })
+}
+
+/// The error of opening `path` with `O_PATH`.
+fn open_error(path: &Path, e: io::Error) -> NsError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => NsError::NotFound(path.to_path_buf()),
+        Some(libc::ELOOP | libc::ENAMETOOLONG | libc::ENOTDIR) => NsError::BadPath {
+            path: path.to_path_buf(),
+            source: e,
+        },
+        _ => NsError::io("open", path, e),
+    }
+}
+
 /// `/run/netns/<name>` for a valid single-component name.
 pub fn named_path(name: &str) -> Result<PathBuf, NsError> {
     if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
@@ -266,6 +372,25 @@ mod tests {
         let b = NetNs::current().unwrap();
         assert!(a.same_as(&b).unwrap());
         assert_eq!(a.run(|| 41 + 1).unwrap(), 42);
+    }
+
+    #[test]
+    fn handle_names_give_the_namespace_kind() {
+        assert_eq!(namespace_kind("net:[4026531840]").as_deref(), Some("net"));
+        assert_eq!(namespace_kind("mnt:[4026531841]").as_deref(), Some("mnt"));
+        assert_eq!(
+            namespace_kind("pid_for_children:[1]").as_deref(),
+            Some("pid_for_children")
+        );
+        for path in [
+            "/run/netns/x",
+            "/tmp/net:[1]",
+            "net:[]x",
+            "net:[12a]",
+            ":[1]",
+        ] {
+            assert_eq!(namespace_kind(path), None, "{path}");
+        }
     }
 
     #[test]

@@ -94,6 +94,95 @@ fn add_check_del() {
     assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
 }
 
+/// The temporary name of attachment (`cid`, eth0) of [`NET`], computed independently: `rcni`
+/// and 11 hex digits of SHA-512 of its tag `<hash16(net)>-<hash16(ifname:cid)>`.
+fn temp_name(cid: &str) -> String {
+    use sha2::{Digest, Sha512};
+    let hex = |s: &str| -> String {
+        Sha512::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let tag = format!("{}-{}", &hex(NET)[..16], &hex(&format!("eth0:{cid}"))[..16]);
+    format!("rcni{}", &hex(&tag)[..11])
+}
+
+/// What a kill between creating the macvlan and renaming it leaves: the link under the
+/// attachment's temporary name in the pod.
+fn leave_a_killed_adds_link(env: &Env, pod: &Netns, cid: &str) {
+    let temp = temp_name(cid);
+    let out = env
+        .sb
+        .exec_host([
+            "ip", "link", "add", &temp, "link", MASTER, "type", "macvlan",
+        ])
+        .unwrap();
+    out.assert_success();
+    let out = env
+        .sb
+        .exec_host(["ip", "link", "set", &temp, "netns", &pod.name])
+        .unwrap();
+    out.assert_success();
+}
+
+#[test]
+fn del_removes_a_macvlan_a_killed_add_left_under_its_temporary_name() {
+    let env = env_with_master();
+    let pod = env.pod();
+    let c = conf(&env, json!({}));
+    leave_a_killed_adds_link(&env, &pod, "c1");
+    leave_a_killed_adds_link(&env, &pod, "c2");
+    let mut before = vec![temp_name("c1"), temp_name("c2")];
+    before.sort();
+    assert_eq!(link_names(&pod.name), before);
+
+    // A new ADD of the same attachment refuses, naming the leftover, and changes nothing.
+    let out = env.cmd("ADD", &pod, "c1", &c);
+    let err = assert_cni_error(&out, 999);
+    let msg = err["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(&temp_name("c1")) && msg.contains("DEL it first"),
+        "{msg}"
+    );
+    assert_eq!(link_names(&pod.name), before);
+    assert!(env.leases(NET).is_empty());
+
+    // DEL of the attachment removes its leftover, and only its own.
+    assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
+    assert_eq!(link_names(&pod.name), [temp_name("c2")]);
+    let r = env.add(&pod, "c1", &c);
+    assert_eq!(r["interfaces"][0]["name"], "eth0");
+    let mut now = vec!["eth0".to_string(), temp_name("c2")];
+    now.sort();
+    assert_eq!(link_names(&pod.name), now);
+    // (c2 names eth0 in the same pod too, so its DEL takes c1's eth0 as well.)
+    assert_silent_success(&env.cmd("DEL", &pod, "c2", &c));
+    assert_eq!(link_names(&pod.name), Vec::<String>::new());
+}
+
+#[test]
+fn gc_releases_the_lease_of_a_dead_attachment() {
+    let env = env_with_master();
+    let c = conf(&env, json!({}));
+    let live = env.pod();
+    let dead = env.pod();
+    env.add(&live, "live", &c);
+    env.add(&dead, "dead", &c);
+    assert_eq!(env.leases(NET), ["10.66.0.2", "10.66.0.3"]);
+    // The dead pod's sandbox goes without a DEL; its macvlan goes with it (it never had a
+    // host side), its lease stays until GC.
+    env.sb.remove_container(&dead).unwrap();
+    let mut gc = conf(&env, json!({"cniVersion": "1.1.0"}));
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "live", "ifname": "eth0"}]);
+    let call = cni_testkit::PluginCall::new("GC")
+        .path(&env.cni_dir)
+        .stdin(gc.to_string());
+    assert_silent_success(&env.run("macvlan", &call));
+    assert_eq!(env.leases(NET), ["10.66.0.2"]);
+    assert_eq!(link_names(&live.name), ["eth0"]);
+}
+
 #[test]
 fn del_after_the_netns_is_gone_still_releases_the_lease() {
     let env = env_with_master();

@@ -226,8 +226,10 @@ fn add_check_del_round_trip() {
     assert_eq!(lab.sysctl(pod, "net/core/somaxconn"), "777");
     assert_eq!(lab.sysctl(pod, "net/ipv4/tcp_rmem"), "4096\t65536\t1048576");
 
-    let saved: Value =
+    let mut saved: Value =
         serde_json::from_str(&std::fs::read_to_string(lab.backup_file()).unwrap()).unwrap();
+    assert_eq!(saved["rcniOwner"], tag("tune-net", "ctr1", "eth0"));
+    saved.as_object_mut().unwrap().remove("rcniOwner");
     assert_eq!(
         saved,
         json!({"mac": ORIG_MAC, "promisc": false, "mtu": 1500, "allmulti": false, "txQLen": 1000})
@@ -572,6 +574,213 @@ fn del_always_succeeds_and_cleans_the_backup() {
     assert_cni_error(&lab.run(&lab.call("DEL", pod, &bad)), 7);
 }
 
+/// The owner tag rcni writes into backups and temp names: the first 16 hex digits of
+/// SHA-512 of the network, `-`, and of `ifname:containerID` (computed here independently).
+fn tag(net: &str, cid: &str, ifname: &str) -> String {
+    use sha2::{Digest, Sha512};
+    let h = |s: &str| -> String {
+        Sha512::digest(s.as_bytes())
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    format!("{}-{}", h(net), h(&format!("{ifname}:{cid}")))
+}
+
+/// Names in the lab's backup directory, sorted.
+fn data_files(lab: &Lab) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(&lab.data_dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn del_with_an_unreadable_or_corrupt_backup_fails_and_keeps_the_link_changed() {
+    let lab = Lab::new();
+    let pod = lab.pod();
+    let conf = lab.conf(pod, json!({"mtu": 1400}));
+    lab.run(&lab.call("ADD", pod, &conf)).assert_success();
+    let good = std::fs::read(lab.backup_file()).unwrap();
+
+    // Corrupt: DEL reports it (Go fails too) and keeps the file for a retry.
+    std::fs::write(lab.backup_file(), "{\"mtu\": 15").unwrap();
+    let err = assert_cni_error(&lab.run(&lab.call("DEL", pod, &conf)), 5);
+    assert!(
+        err["msg"].as_str().unwrap().contains("cannot restore eth0"),
+        "{err}"
+    );
+    assert_eq!(link_state(pod, "eth0").mtu, 1400, "nothing restored");
+    assert!(lab.backup_file().exists());
+
+    // Unreadable: a directory, then a symlink (never followed) in its place.
+    std::fs::remove_file(lab.backup_file()).unwrap();
+    std::fs::create_dir(lab.backup_file()).unwrap();
+    assert_cni_error(&lab.run(&lab.call("DEL", pod, &conf)), 5);
+    std::fs::remove_dir(lab.backup_file()).unwrap();
+    let elsewhere = lab.s.sb.dir().join("elsewhere.json");
+    std::fs::write(&elsewhere, &good).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, lab.backup_file()).unwrap();
+    assert_cni_error(&lab.run(&lab.call("DEL", pod, &conf)), 5);
+    assert_eq!(link_state(pod, "eth0").mtu, 1400);
+
+    // Repaired, the retried DEL restores and removes it.
+    std::fs::remove_file(lab.backup_file()).unwrap();
+    std::fs::write(lab.backup_file(), &good).unwrap();
+    assert_silent_success(&lab.run(&lab.call("DEL", pod, &conf)));
+    assert_eq!(link_state(pod, "eth0"), original());
+    assert!(data_files(&lab).is_empty(), "{:?}", data_files(&lab));
+}
+
+#[test]
+fn del_with_a_path_that_is_not_a_network_namespace_is_del_of_a_gone_one() {
+    let lab = Lab::new();
+    let pod = lab.pod();
+    let conf = lab.conf(pod, json!({"mtu": 1400}));
+    let dir = lab.s.sb.dir().join("odd");
+    std::fs::create_dir(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for path in [
+        fifo,
+        PathBuf::from("/proc/self/ns/mnt"),
+        dir.join("x".repeat(300)),
+    ] {
+        lab.run(&lab.call("ADD", pod, &conf)).assert_success();
+        assert!(lab.backup_file().exists());
+        let out = lab.run(&lab.call("DEL", pod, &conf).netns(&path));
+        assert_silent_success(&out);
+        assert!(!lab.backup_file().exists(), "{}", path.display());
+        lab.ip(pod, "link set eth0 mtu 1500");
+    }
+}
+
+#[test]
+fn an_unsafe_backup_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new();
+    let pod = lab.pod();
+    let open = lab.s.sb.dir().join("world-writable");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let real = lab.s.sb.dir().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = lab.s.sb.dir().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for dir in [&open, &link] {
+        let mut conf = lab.conf(pod, json!({"mtu": 1400}));
+        conf["dataDir"] = json!(dir);
+        let err = assert_cni_error(&lab.run(&lab.call("ADD", pod, &conf)), 5);
+        assert!(
+            err["msg"]
+                .as_str()
+                .unwrap()
+                .contains("unsafe backup directory"),
+            "{err}"
+        );
+        assert_eq!(link_state(pod, "eth0"), original(), "nothing changed");
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
+        // DEL does not trust a backup found there either.
+        assert_cni_error(&lab.run(&lab.call("DEL", pod, &conf)), 5);
+    }
+}
+
+#[test]
+fn backups_are_renamed_into_place_and_a_killed_adds_temp_file_is_removed_by_its_del() {
+    let lab = Lab::new();
+    let pod = lab.pod();
+    let conf = lab.conf(pod, json!({"mtu": 1400}));
+    lab.run(&lab.call("ADD", pod, &conf)).assert_success();
+    // Only the backup: no temp file left, and the old fixed-pattern name was never used.
+    assert_eq!(data_files(&lab), ["ctr1_eth0.json"]);
+    // What a kill between create and rename leaves: `.<tag>.<random>.tmp`.
+    let mine = format!(".{}.00112233aabbccdd.tmp", tag("tune-net", "ctr1", "eth0"));
+    let other = format!(".{}.00112233aabbccdd.tmp", tag("tune-net", "ctr2", "eth0"));
+    for name in [&mine, &other] {
+        std::fs::write(lab.data_dir.join(name), "{\"mt").unwrap();
+    }
+    assert_silent_success(&lab.run(&lab.call("DEL", pod, &conf)));
+    assert_eq!(link_state(pod, "eth0"), original());
+    assert_eq!(
+        data_files(&lab),
+        [other],
+        "only this attachment's temp file goes"
+    );
+}
+
+#[test]
+fn gc_removes_a_dead_attachments_tuning_backup() {
+    let lab = Lab::new();
+    let live = lab.pod().clone();
+    let dead = lab.new_pod();
+    let conf = |pod: &Netns| lab.conf(pod, json!({"mtu": 1400}));
+    lab.run(&lab.call("ADD", &live, &conf(&live)).container_id("live"))
+        .assert_success();
+    lab.run(&lab.call("ADD", &dead, &conf(&dead)).container_id("dead"))
+        .assert_success();
+    // The dead pod's sandbox goes without a DEL (a crash, a killed runtime).
+    lab.s.sb.remove_container(&dead).unwrap();
+    // Another network sharing the directory, a Go-written backup (no owner), and temp files
+    // of a killed ADD of a dead attachment of this network and of one of the other network.
+    let mut other = conf(&live);
+    other["name"] = json!("other-net");
+    lab.run(
+        &lab.call("ADD", &live, &other)
+            .container_id("o1")
+            .ifname("eth0"),
+    )
+    .assert_success();
+    std::fs::write(
+        lab.data_dir.join("gowrote_eth0.json"),
+        "{\n \"mtu\": 1500\n}",
+    )
+    .unwrap();
+    let dead_tmp = format!(
+        ".{}.0123456789abcdef.tmp",
+        tag("tune-net", "killed", "eth0")
+    );
+    let other_tmp = format!(
+        ".{}.0123456789abcdef.tmp",
+        tag("other-net", "killed", "eth0")
+    );
+    for name in [&dead_tmp, &other_tmp] {
+        std::fs::write(lab.data_dir.join(name), "").unwrap();
+    }
+    assert_eq!(data_files(&lab).len(), 6, "{:?}", data_files(&lab));
+
+    let gc = json!({
+        "cniVersion": "1.1.0", "name": "tune-net", "type": "tuning", "dataDir": lab.data_dir,
+        "cni.dev/valid-attachments": [{"containerID": "live", "ifname": "eth0"}],
+    });
+    let out = lab.run(
+        &PluginCall::new("GC")
+            .path(&lab.s.cni_dir)
+            .stdin(gc.to_string()),
+    );
+    assert_silent_success(&out);
+    let mut want = vec![
+        other_tmp,
+        "gowrote_eth0.json".to_string(),
+        "live_eth0.json".to_string(),
+        "o1_eth0.json".to_string(),
+    ];
+    want.sort();
+    assert_eq!(data_files(&lab), want);
+    // The live attachment's backup still restores.
+    assert_silent_success(&lab.run(&lab.call("DEL", &live, &conf(&live)).container_id("live")));
+    assert_eq!(link_state(&live, "eth0").mtu, 1500);
+    assert!(!data_files(&lab).contains(&"live_eth0.json".to_string()));
+}
+
 fn go_tuning_or_skip() -> bool {
     let ok = go_plugins_dir().is_some_and(|d| d.join(TUNING).is_file());
     if !ok {
@@ -634,8 +843,12 @@ fn interop_with_go_tuning() {
             "{key}"
         );
     }
-    let read =
-        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    // rcni's backup has one key more, its owner tag, which Go ignores.
+    let read = |p: &Path| -> Value {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("rcniOwner");
+        v
+    };
     let go_backup = go_dir.join("ctr1_eth0.json");
     assert_eq!(read(&lab.backup_file()), read(&go_backup), "backups");
 

@@ -67,6 +67,14 @@ impl AttachmentTag {
         )
     }
 
+    /// A link name (15 bytes, the kernel's limit) derived from the attachment: `rcni` and 11
+    /// hex digits of a hash of [`AttachmentTag::prefix`], for sub-links (macvlan, ipvlan,
+    /// vlan, dummy) that exist only for a moment under a temporary name inside the container,
+    /// so a killed ADD's leftover is still attributable.
+    pub fn sublink_temp_name(&self) -> String {
+        format!("rcni{}", hash_hex(&self.prefix(), 11))
+    }
+
     /// The full comment: the prefix, then a readable description, cut to 128 bytes.
     pub fn comment(&self) -> String {
         let clean = |s: &str| s.replace('"', "");

@@ -1,7 +1,13 @@
 //! What macvlan, ipvlan, vlan and dummy share (PL §0.4, §1.7-§1.9, §1.11): finding the master
-//! link, creating the container link under a temporary `vethXXXXXXXX` name straight inside the
-//! container namespace and renaming it there, configuring it from an IPAM result, and the
-//! DEL and CHECK steps that only differ by link kind.
+//! link, creating the container link under a temporary name straight inside the container
+//! namespace and renaming it there, configuring it from an IPAM result, and the DEL and CHECK
+//! steps that only differ by link kind.
+//!
+//! The temporary name is derived from the attachment ([`AttachmentTag::sublink_temp_name`],
+//! `rcni` + 11 hex digits; Go uses a random `vethXXXXXXXX`), so a link a killed ADD left under
+//! it is attributable: DEL of the same attachment deletes it. The link is created in the
+//! container's namespace in one request (never in the host's), so nothing of it is left on
+//! the host side and GC has no link to find; a lease goes through IPAM GC.
 
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
@@ -14,13 +20,11 @@ use cni_types::{CniError, CniResult, Dns, Interface};
 use super::fault;
 use super::iface_config::{configure_iface, ConfigureOptions};
 use super::link_info::interface_of;
-use super::random;
+use super::nft_tag::AttachmentTag;
 use super::undo::Undo;
 use super::validate;
 use crate::netns::{self, Opened};
 
-/// How many temporary names are tried when one is taken (as for veth pairs).
-const TEMP_NAME_ATTEMPTS: usize = 10;
 /// EOPNOTSUPP: the kernel does not know the link kind.
 const EOPNOTSUPP: i32 = 95;
 
@@ -82,11 +86,14 @@ pub struct Placement<'a> {
     pub link_in_container: bool,
 }
 
-/// Creates a link of `kind` in the container namespace under a temporary name and renames it
-/// to `ifname` there, so the final name never meets a host interface. On success the link
-/// exists in the container, down, and its deletion is registered in `undo`.
+/// Creates a link of `kind` in the container namespace under the temporary name `temp` and
+/// renames it to `ifname` there, so the final name never meets a host interface. On success
+/// the link exists in the container, down, and its deletion is registered in `undo`. A link
+/// already called `temp` (a killed ADD's leftover: the name is the attachment's) is an
+/// error; DEL removes it.
 pub fn create_in_container<'a>(
     place: &Placement<'a>,
+    temp: &str,
     ifname: &str,
     kind: VirtKind,
     mtu: Option<u32>,
@@ -107,26 +114,30 @@ pub fn create_in_container<'a>(
         Some(place.netns)
     };
 
-    let mut attempt = 0;
-    let temp = loop {
-        attempt += 1;
-        let name = random::veth_name().or_internal("cannot read random bytes")?;
-        let spec = LinkSpec { name, mtu, mac };
-        let h = creator.as_mut().unwrap_or(&mut container);
-        match h.create_virt_link(&spec, kind, place.master, target) {
-            Ok(()) => break spec.name,
-            Err(e) if e.is_exists() && attempt < TEMP_NAME_ATTEMPTS => continue,
-            Err(e) if e.errno() == Some(EOPNOTSUPP) => {
-                return Err(CniError::internal(format!(
-                    "failed to create {what}: {e} (the kernel lacks {what} support)"
-                )))
-            }
-            Err(e) => return Err(CniError::internal(format!("failed to create {what}: {e}"))),
-        }
+    let spec = LinkSpec {
+        name: temp.to_string(),
+        mtu,
+        mac,
     };
+    let h = creator.as_mut().unwrap_or(&mut container);
+    match h.create_virt_link(&spec, kind, place.master, target) {
+        Ok(()) => {}
+        Err(e) if e.is_exists() => {
+            return Err(CniError::internal(format!(
+                "failed to create {what}: the container already has {temp:?}, left by an \
+                 earlier ADD of this attachment that did not finish; DEL it first"
+            )))
+        }
+        Err(e) if e.errno() == Some(EOPNOTSUPP) => {
+            return Err(CniError::internal(format!(
+                "failed to create {what}: {e} (the kernel lacks {what} support)"
+            )))
+        }
+        Err(e) => return Err(CniError::internal(format!("failed to create {what}: {e}"))),
+    }
 
     let link = container
-        .link_by_name(&temp)
+        .link_by_name(temp)
         .or_internal(&format!("failed to look up the new {what} {temp:?}"))?;
     let index = link.index;
     let ns = place.netns;
@@ -215,8 +226,10 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
         master: plan.master,
         link_in_container: plan.link_in_container,
     };
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     let link = create_in_container(
         &place,
+        &owner.sublink_temp_name(),
         &args.ifname,
         plan.kind,
         plan.mtu,
@@ -264,8 +277,9 @@ pub fn ips_on_first_interface(result: &mut CniResult) {
     }
 }
 
-/// DEL of the link: deletes `ifname` in the container namespace. An empty CNI_NETNS, a
-/// namespace that is gone or a missing link is success.
+/// DEL of the link: deletes `ifname` in the container namespace, and the attachment's
+/// temporary name a killed ADD may have left. An empty CNI_NETNS, a namespace that is gone
+/// (or not a network namespace) or a missing link is success.
 pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
     if args.netns.is_empty() {
         return Ok(());
@@ -274,9 +288,13 @@ pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
         Opened::Ns(ns) => {
             let mut h = Handle::in_netns(&ns)
                 .or_internal("cannot open netlink in the container namespace")?;
-            h.delete_link_by_name(&args.ifname)
-                .map(|_| ())
-                .map_err(|e| CniError::internal(format!("failed to delete {:?}: {e}", args.ifname)))
+            let temp = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname)
+                .sublink_temp_name();
+            for name in [args.ifname.as_str(), temp.as_str()] {
+                h.delete_link_by_name(name)
+                    .map_err(|e| CniError::internal(format!("failed to delete {name:?}: {e}")))?;
+            }
+            Ok(())
         }
         Opened::Gone(e) => {
             log::info!("DEL: {e}; nothing to delete in the container");

@@ -2,13 +2,16 @@
 //! straight into the container namespace and renamed there, with or without IPAM.
 //!
 //! - [`conf`]: the config keys and the MAC sources; [`add`], [`del`], [`check`]: the commands.
-//!   STATUS and GC go to the IPAM plugin when `ipam.type` is set (Go: GC is a no-op).
+//!   STATUS and GC go to the IPAM plugin when `ipam.type` is set (GC releases the leases of
+//!   attachments not in the valid list, a killed ADD's included).
 //!
 //! Deliberate differences from the Go plugin (nothing a runtime depends on changes):
 //! - a failed ADD deletes the link and releases the IPAM lease (Go keeps the link on IPAM
 //!   and configuration errors);
 //! - DEL does not resolve the master, keeps going after a failed IPAM DEL and reports all
 //!   errors together;
+//! - the temporary name is derived from the attachment (Go: random), so DEL removes a link a
+//!   killed ADD left under it (see [`crate::common::sublink`]);
 //! - config values of the wrong type, an unknown mode and an MTU above the master's are
 //!   code 7 (Go: 999).
 

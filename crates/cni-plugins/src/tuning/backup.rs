@@ -1,19 +1,34 @@
 //! The backup of link attributes tuning changes (PL §1.14):
 //! `<dataDir>/<containerID>_<ifname>.json`, written before ADD changes anything and applied
 //! back by DEL. Same file name and JSON keys as the Go plugin, so either can restore what the
-//! other saved.
+//! other saved; rcni adds one key Go ignores, `rcniOwner`, the attachment's tag
+//! (`<hash16(net)>-<hash16(ifname:cid)>`, as in rule comments and veth aliases), so GC can
+//! tell which network a backup belongs to.
+//!
+//! Files (issue 10, item 7): the directory is made 0700 and used only when it is a real
+//! directory owned by this user and not writable by group or others. A backup is written to
+//! `.<tag>.<random>.tmp` (created `O_CREAT|O_EXCL|O_NOFOLLOW`, 0600), synced and renamed into
+//! place, so a reader sees the old file or the new one; a kill before the rename leaves a temp
+//! file whose name says whose it is, which DEL of that attachment and GC of its network
+//! remove.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use cni_linux::rtnl::link::Link;
 use cni_linux::{Handle, MacAddr};
+use cni_types::GcAttachment;
 
 use super::conf::TuningConf;
+use crate::common::nft_tag::AttachmentTag;
+use crate::common::random;
+
+/// A backup is a few hundred bytes; anything past this is not one.
+const MAX_BACKUP_LEN: u64 = 64 * 1024;
 
 /// The old values of the attributes ADD is about to change; `None` means "not changed".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +44,13 @@ pub struct Backup {
     pub allmulti: Option<bool>,
     #[serde(rename = "txQLen", default, skip_serializing_if = "Option::is_none")]
     pub tx_qlen: Option<u32>,
+    /// The attachment's tag ([`AttachmentTag::prefix`]); empty in backups Go wrote.
+    #[serde(
+        rename = "rcniOwner",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub owner: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -36,9 +58,10 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Backup {
-    /// The current values of exactly the attributes `conf` changes.
-    pub fn of(link: &Link, conf: &TuningConf) -> Backup {
+    /// The current values of exactly the attributes `conf` changes, owned by `owner`.
+    pub fn of(link: &Link, conf: &TuningConf, owner: &AttachmentTag) -> Backup {
         Backup {
+            owner: owner.prefix(),
             mac: match (conf.mac, link.mac) {
                 (Some(_), Some(old)) => old.to_string(),
                 _ => String::new(),
@@ -86,26 +109,75 @@ pub fn path(data_dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
     data_dir.join(format!("{container_id}_{ifname}.json"))
 }
 
-/// Writes the backup atomically (temp file, fsync, rename), creating the directory (0700).
-pub fn write(file: &Path, backup: &Backup) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
+/// Creates `dir` (0700) when missing, then checks it as [`check_dir`] does.
+pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
+    check_dir(dir)
+}
+
+/// `dir` must be a directory (not a symlink to one), owned by this process's user and not
+/// writable by group or others: otherwise someone else could plant or swap backups.
+pub fn check_dir(dir: &Path) -> std::io::Result<()> {
+    let meta = fs::symlink_metadata(dir)?;
+    let refuse = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("unsafe backup directory {}: {why}", dir.display()),
+        ))
+    };
+    if !meta.file_type().is_dir() {
+        return refuse("not a directory".into());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return refuse(format!("owned by uid {}, not {me}", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "mode {:04o} lets group or others write",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// The temp file prefix of `owner`'s backups: `.<tag>.`.
+fn temp_prefix(owner: &str) -> String {
+    format!(".{owner}.")
+}
+
+/// The owner tag in a temp file name `.<tag>.<random>.tmp`, if it is one.
+fn temp_owner(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (owner, random) = rest.rsplit_once('.')?;
+    (!owner.is_empty() && !random.is_empty()).then_some(owner)
+}
+
+/// Writes the backup atomically: a new temp file with a random name (exclusive, no symlink
+/// followed, 0600), fsync, rename; creates and checks the directory first.
+pub fn write(file: &Path, backup: &Backup) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    ensure_dir(dir)?;
     // Go's layout: one-space indentation.
     let mut text = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
     let mut ser = serde_json::Serializer::with_formatter(&mut text, fmt);
     backup.serialize(&mut ser).map_err(std::io::Error::other)?;
-    let tmp = file.with_extension(format!("json.tmp{}", std::process::id()));
+    let noise: String = random::bytes::<8>()?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let tmp = dir.join(format!("{}{noise}.tmp", temp_prefix(&backup.owner)));
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(&tmp)?;
     let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
         f.write_all(&text)?;
         f.sync_all()?;
         fs::rename(&tmp, file)
@@ -121,18 +193,37 @@ pub fn write(file: &Path, backup: &Backup) -> std::io::Result<()> {
 pub enum Saved {
     None,
     Backup(Backup),
-    /// The file exists but does not decode.
+    /// The file exists but cannot be read or does not decode.
     Unreadable(String),
 }
 
+/// Reads the backup `file` (not following a symlink, at most [`MAX_BACKUP_LEN`] bytes).
+/// The caller has checked the directory.
 pub fn read(file: &Path) -> Saved {
-    match fs::read(file) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Saved::None,
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(file);
+    let mut f = match opened {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Saved::None,
+        Err(e) => return Saved::Unreadable(e.to_string()),
+        Ok(f) => f,
+    };
+    match f.metadata() {
+        Ok(m) if m.file_type().is_file() => {}
+        Ok(_) => return Saved::Unreadable("not a regular file".into()),
+        Err(e) => return Saved::Unreadable(e.to_string()),
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = (&mut f).take(MAX_BACKUP_LEN + 1).read_to_end(&mut bytes) {
+        return Saved::Unreadable(e.to_string());
+    }
+    if bytes.len() as u64 > MAX_BACKUP_LEN {
+        return Saved::Unreadable(format!("longer than {MAX_BACKUP_LEN} bytes"));
+    }
+    match serde_json::from_slice(&bytes) {
+        Ok(b) => Saved::Backup(b),
         Err(e) => Saved::Unreadable(e.to_string()),
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(b) => Saved::Backup(b),
-            Err(e) => Saved::Unreadable(e.to_string()),
-        },
     }
 }
 
@@ -142,6 +233,65 @@ pub fn remove(file: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// Names in `dir`; a missing directory has none.
+fn entries(dir: &Path) -> std::io::Result<Vec<String>> {
+    let list = match fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        other => other?,
+    };
+    let mut names = Vec::new();
+    for entry in list {
+        if let Ok(name) = entry?.file_name().into_string() {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// Removes the temp files a killed ADD of `owner` left in `dir`.
+pub fn remove_temps(dir: &Path, owner: &AttachmentTag) -> std::io::Result<()> {
+    let owner = owner.prefix();
+    for name in entries(dir)? {
+        if temp_owner(&name) == Some(owner.as_str()) {
+            remove(&dir.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+/// GC: removes the backups and temp files in `dir` that belong to `network` (by their
+/// `rcniOwner` tag or temp name) but to no attachment in `valid`; returns the names removed.
+/// Backups without a tag (written by Go) or that do not decode are not attributable and stay.
+pub fn gc(dir: &Path, network: &str, valid: &[GcAttachment]) -> std::io::Result<Vec<String>> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        _ => check_dir(dir)?,
+    }
+    let net_prefix = AttachmentTag::network_prefix(network);
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
+        .collect();
+    let stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
+    let mut removed = Vec::new();
+    for name in entries(dir)? {
+        let path = dir.join(&name);
+        let owner = match temp_owner(&name) {
+            Some(owner) => owner.to_string(),
+            None if name.ends_with(".json") => match read(&path) {
+                Saved::Backup(b) => b.owner,
+                Saved::None | Saved::Unreadable(_) => continue,
+            },
+            None => continue,
+        };
+        if stale(&owner) {
+            remove(&path)?;
+            removed.push(name);
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]
@@ -156,6 +306,7 @@ mod tests {
             mtu: 1500,
             allmulti: None,
             tx_qlen: Some(1000),
+            owner: String::new(),
         };
         let dir = tempfile::tempdir().unwrap();
         let file = path(&dir.path().join("sub"), "cid", "eth0");
@@ -183,5 +334,62 @@ mod tests {
         remove(&file).unwrap();
         remove(&file).unwrap();
         assert!(matches!(read(&file), Saved::None));
+        // Only the backup is left: the temp file was renamed.
+        assert!(entries(file.parent().unwrap()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_owner_tag_is_an_extra_key_go_ignores() {
+        let tag = AttachmentTag::new("net", "cid", "eth0");
+        let b = Backup {
+            mtu: 1500,
+            owner: tag.prefix(),
+            ..Backup::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path(), "cid", "eth0");
+        write(&file, &b).unwrap();
+        let text = fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{{\n \"mtu\": 1500,\n \"rcniOwner\": \"{}\"\n}}",
+                tag.prefix()
+            )
+        );
+        assert!(matches!(read(&file), Saved::Backup(r) if r == b));
+    }
+
+    #[test]
+    fn temp_names_carry_their_owner() {
+        let tag = AttachmentTag::new("net", "cid", "eth0").prefix();
+        let name = format!("{}0123456789abcdef.tmp", temp_prefix(&tag));
+        assert_eq!(temp_owner(&name), Some(tag.as_str()));
+        for other in ["cid_eth0.json", ".x.tmp", "..tmp", "a.b.tmp", ".a..tmp"] {
+            assert_eq!(temp_owner(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn unsafe_directories_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check_dir(&open).unwrap_err();
+        assert!(
+            err.to_string().contains("lets group or others write"),
+            "{err}"
+        );
+        let link = dir.path().join("link");
+        let fine = dir.path().join("fine");
+        ensure_dir(&fine).unwrap();
+        std::os::unix::fs::symlink(&fine, &link).unwrap();
+        let err = check_dir(&link).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+        let file = path(&open, "cid", "eth0");
+        assert!(write(&file, &Backup::default()).is_err());
+        assert!(!file.exists());
     }
 }

@@ -5,8 +5,11 @@
 //! - [`conf`]: keys, `args.cni` overrides, MAC precedence; [`sysctl`]: key to file, the
 //!   `/proc/sys/net/` restriction, the allowlist; [`backup`]: the Go-compatible backup file.
 //! - ADD needs `prevResult` and returns it, with the new MAC on the interfaces named
-//!   `CNI_IFNAME`. DEL restores the backup and succeeds for every config ADD decodes. CHECK is as strict as Go's
-//!   (`promisc: false` requires promiscuous mode off). STATUS and GC are no-ops, as in Go.
+//!   `CNI_IFNAME`. DEL restores the backup and fails, as Go's does, when the link is there but
+//!   the backup cannot be read or applied (the file stays for a retry). CHECK is as strict as
+//!   Go's (`promisc: false` requires promiscuous mode off). STATUS is a no-op, as in Go.
+//! - GC removes this network's backups (and a killed ADD's temp files) of attachments not in
+//!   the valid list (Go: a no-op); backups Go wrote carry no owner and stay.
 //!
 //! Deliberate differences from the Go plugin:
 //! - invalid input is code 7 (Go: 999): a key outside `/proc/sys/net/`, a duplicated or
@@ -14,10 +17,12 @@
 //!   before anything is written;
 //! - a failed ADD undoes what it did (sysctls, link attributes, the backup file);
 //! - a null `sysctl` with `args.cni.sysctl` set works (Go panics);
-//! - DEL fails only on a config every command refuses (a known key of the wrong type, as in
-//!   Go), never on CNI_ARGS or on the kernel side, and drops the backup file when there is
-//!   nothing left to restore it to (netns or interface gone) or it does not decode (Go leaves
-//!   it behind);
+//! - DEL fails on a config every command refuses (a known key of the wrong type, as in Go),
+//!   never on CNI_ARGS, and drops the backup file when there is nothing left to restore it to
+//!   (netns gone or not a network namespace, interface gone), even when it does not decode
+//!   (Go leaves it behind or fails);
+//! - backups are written through a random-named temp file (`O_EXCL|O_NOFOLLOW`) in a
+//!   directory checked for owner and mode, and carry an extra `rcniOwner` key (see [`backup`]);
 //! - MACs are compared as addresses and reported in the kernel's lower-case form (Go compares
 //!   strings, so an upper-case MAC fails its CHECK); only 6-byte MACs are accepted;
 //! - CHECK compares multi-value sysctls field by field (`tcp_rmem` reads back tab-separated);
@@ -33,6 +38,7 @@ use cni_linux::{Handle, NetlinkError, NsError};
 use cni_plugin::{CmdArgs, Plugin, ResultExt};
 use cni_types::{CniError, CniResult};
 
+use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::netns::{self, Opened};
 use backup::{Backup, Saved};
@@ -90,7 +96,12 @@ impl Request {
 
 /// ADD inside the container namespace: sysctls, then the backup, then the link attributes.
 /// Every step registers its undo, so a failure leaves things as they were.
-fn apply(req: &Request, ifname: &str, backup_file: &Path) -> Result<(), CniError> {
+fn apply(
+    req: &Request,
+    ifname: &str,
+    owner: &AttachmentTag,
+    backup_file: &Path,
+) -> Result<(), CniError> {
     let mut undo = Undo::new();
     for (target, value) in &req.sysctls {
         // Write-only keys (e.g. route/flush) cannot be read back, so they have no undo.
@@ -110,7 +121,7 @@ fn apply(req: &Request, ifname: &str, backup_file: &Path) -> Result<(), CniError
         let link = h
             .link_by_name(ifname)
             .map_err(|e| link_error("get the link", ifname, e))?;
-        let saved = Backup::of(&link, conf);
+        let saved = Backup::of(&link, conf, owner);
         backup::write(backup_file, &saved).map_err(|e| {
             CniError::io(format!(
                 "tuning: failed to save {}: {e}",
@@ -215,13 +226,18 @@ enum Restore {
     Failed(String),
 }
 
-fn restore_in_netns(saved: &Backup, ifname: &str) -> Restore {
+fn restore_in_netns(saved: &Saved, ifname: &str) -> Restore {
     let mut h = match Handle::new() {
         Ok(h) => h,
         Err(e) => return Restore::Failed(e.to_string()),
     };
     match h.link_by_name(ifname) {
         Ok(link) => {
+            let saved = match saved {
+                Saved::Backup(b) => b,
+                Saved::Unreadable(e) => return Restore::Failed(format!("unreadable backup: {e}")),
+                Saved::None => return Restore::Done,
+            };
             let errors = saved.restore(&mut h, link.index);
             match errors.is_empty() {
                 true => Restore::Done,
@@ -233,58 +249,64 @@ fn restore_in_netns(saved: &Backup, ifname: &str) -> Restore {
     }
 }
 
-/// DEL: puts the saved attributes back and removes the backup. Never fails: problems are
-/// logged; the file stays only when restoring failed, so a retried DEL can try again.
-fn del(args: &CmdArgs) {
+/// DEL: removes a killed ADD's temp files, puts the saved attributes back and removes the
+/// backup. With the link gone (or the netns gone, or not a network namespace) there is
+/// nothing to restore and the backup goes, readable or not; with the link there, a backup
+/// that cannot be read or applied is an error and the file stays, so a retried DEL can try
+/// again.
+fn del(args: &CmdArgs) -> Result<(), CniError> {
     if args.ifname.contains('/') {
-        return;
+        return Ok(());
     }
-    let file = backup::path(
-        &conf::data_dir(&args.conf),
-        &args.container_id,
-        &args.ifname,
-    );
+    let dir = conf::data_dir(&args.conf);
+    if dir.exists() {
+        backup::check_dir(&dir).map_err(|e| CniError::io(format!("tuning: {e}")))?;
+    }
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    backup::remove_temps(&dir, &owner).map_err(|e| {
+        CniError::io(format!(
+            "tuning: cannot remove temp files in {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let file = backup::path(&dir, &args.container_id, &args.ifname);
     let saved = match backup::read(&file) {
-        Saved::None => return,
-        Saved::Backup(b) => b,
-        Saved::Unreadable(e) => {
-            log::warn!("tuning: dropping unreadable backup {}: {e}", file.display());
-            remove_logged(&file);
-            return;
-        }
+        Saved::None => return Ok(()),
+        other => other,
     };
-    let opened = match args.netns.is_empty() {
-        true => Ok(None),
-        false => netns::open(&args.netns).map(|o| match o {
+    let ns = match args.netns.is_empty() {
+        true => None,
+        false => match netns::open(&args.netns)? {
             Opened::Ns(ns) => Some(ns),
-            Opened::Gone(_) => None,
-        }),
+            Opened::Gone(e) => {
+                log::info!("tuning: {e}; nothing to restore");
+                None
+            }
+        },
     };
-    let outcome = match opened {
-        Ok(None) => Restore::LinkGone,
-        Ok(Some(ns)) => ns
+    let outcome = match ns {
+        None => Restore::LinkGone,
+        Some(ns) => ns
             .run(|| restore_in_netns(&saved, &args.ifname))
             .unwrap_or_else(|e| Restore::Failed(e.to_string())),
-        Err(e) => Restore::Failed(e.msg),
     };
     match outcome {
-        Restore::Done => remove_logged(&file),
+        Restore::Done => remove_backup(&file),
         Restore::LinkGone => {
             log::info!("tuning: {} is gone; nothing to restore", args.ifname);
-            remove_logged(&file);
+            remove_backup(&file)
         }
-        Restore::Failed(e) => log::warn!(
-            "tuning: restoring {} from {} failed: {e}",
+        Restore::Failed(e) => Err(CniError::io(format!(
+            "tuning: cannot restore {} from {}: {e}",
             args.ifname,
             file.display()
-        ),
+        ))),
     }
 }
 
-fn remove_logged(file: &Path) {
-    if let Err(e) = backup::remove(file) {
-        log::warn!("tuning: cannot remove {}: {e}", file.display());
-    }
+fn remove_backup(file: &Path) -> Result<(), CniError> {
+    backup::remove(file)
+        .map_err(|e| CniError::io(format!("tuning: cannot remove {}: {e}", file.display())))
 }
 
 impl Plugin for Tuning {
@@ -293,7 +315,8 @@ impl Plugin for Tuning {
         sysctl::check_allowed(req.conf.sysctl.iter().map(|(k, _)| k.as_str()))?;
         let ns = netns::open_required(&args.netns)?;
         let file = backup::path(&req.conf.data_dir, &args.container_id, &args.ifname);
-        ns.run(|| apply(&req, &args.ifname, &file))
+        let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+        ns.run(|| apply(&req, &args.ifname, &owner, &file))
             .map_err(ns_error)??;
         let mut result = req.prev;
         if let Some(mac) = req.conf.mac {
@@ -312,7 +335,21 @@ impl Plugin for Tuning {
         // The config is decoded like ADD's, so every command refuses the same configs; CNI_ARGS
         // are not read, so a cleanup never fails over an argument only ADD uses (host-local).
         TuningConf::parse(&args.conf, &args.stdin, &cni_types::CniArgs::default())?;
-        del(args);
+        del(args)
+    }
+
+    /// Removes this network's backups and temp files of attachments not in the valid list.
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        let Some(valid) = args.conf.valid_attachments.as_deref() else {
+            log::info!("tuning: GC without cni.dev/valid-attachments: nothing removed");
+            return Ok(());
+        };
+        let dir = conf::data_dir(&args.conf);
+        let removed = backup::gc(&dir, &args.conf.name, valid)
+            .map_err(|e| CniError::io(format!("tuning: GC in {}: {e}", dir.display())))?;
+        for name in removed {
+            log::info!("tuning: GC removed {name}");
+        }
         Ok(())
     }
 
