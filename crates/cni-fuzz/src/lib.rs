@@ -10,8 +10,11 @@ use cni_nft::fake::FakeTransport as NftFake;
 use cni_nft::{Family, Nft};
 use cni_types::{CniArgs, CniResult, NetConf, NetConfList, SpecVersion};
 
+/// A target body.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, for the replay test and `fuzz/run`.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("net_conf", net_conf),
     ("conf_list", conf_list),
     ("result", result),
@@ -62,7 +65,11 @@ pub fn prev_result(data: &[u8]) {
         return;
     };
     let version = SpecVersion::parse(&conf.cni_version).unwrap_or(SpecVersion::V1_1_0);
-    if let Some(Ok(prev)) = conf.prev_result.as_ref().map(|v| CniResult::parse(v, version)) {
+    if let Some(Ok(prev)) = conf
+        .prev_result
+        .as_ref()
+        .map(|v| CniResult::parse(v, version))
+    {
         renders_everywhere(&prev);
     }
 }

@@ -52,6 +52,7 @@ const TAG_VAR: &str = "RCNI_KILLS_TAG";
 /// - bandwidth: GC leaves the IFB (`bwp…`) and the host veth's TBF of a killed ADD.
 /// - macvlan: GC cannot reach the macvlan inside the namespace (GC gets no netns).
 /// - tuning: a backup of a killed ADD stays after GC, and sometimes after DEL.
+///
 /// (host-local's empty lease files and hint temp files are gone since its store writes
 /// through random temp files that are linked into place and swept under the lock.)
 const KNOWN_LEAKS: &[&str] = &[

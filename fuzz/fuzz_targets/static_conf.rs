@@ -1,0 +1,3 @@
+#![no_main]
+// cargo-fuzz wrapper; the body is cni_fuzz::static_conf, which the replay test also runs.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cni_fuzz::static_conf(data));
