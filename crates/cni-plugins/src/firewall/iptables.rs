@@ -21,7 +21,7 @@
 
 use ipnet::IpNet;
 
-use cni_nft::{ct_state, priority, xt, Batch, Chain, ChainType, Family, Hook, Nft, Policy, Rule};
+use cni_nft::{ct_state, xt, Batch, Chain, Family, Nft, Rule};
 
 use super::conf::FirewallConf;
 use crate::common::nft_tag::AttachmentTag;
@@ -92,17 +92,7 @@ pub fn skeleton(
     b.add_table(family, TABLE)?;
     if !present.forward_chain {
         // As iptables-nft creates it; only when missing, so a DROP policy stays.
-        b.add_chain(
-            &Chain::base(
-                family,
-                TABLE,
-                FORWARD,
-                ChainType::Filter,
-                Hook::Forward,
-                priority::FILTER,
-            )
-            .with_policy(Policy::Accept),
-        )?;
+        b.add_chain(&super::forward_base_chain(family, TABLE, FORWARD))?;
     }
     b.add_chain(&Chain::regular(family, TABLE, CNI_FORWARD))?;
     b.add_chain(&Chain::regular(family, TABLE, &conf.admin_chain))?;

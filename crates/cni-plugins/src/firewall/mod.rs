@@ -28,7 +28,7 @@ pub mod isolation;
 
 use ipnet::IpNet;
 
-use cni_nft::{Batch, Family, Nft, Rule, RuleInfo};
+use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Policy, Rule, RuleInfo};
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
@@ -89,6 +89,20 @@ fn targets(prev: &CniResult) -> (Vec<IpNet>, Option<&str>) {
         .map(|i| i.name.as_str())
         .filter(|n| !n.is_empty());
     (addrs, bridge)
+}
+
+/// A filter base chain on the forward hook at the filter priority with policy accept, as
+/// iptables-nft declares `FORWARD` and as rcni declares its isolation chain.
+fn forward_base_chain(family: Family, table: &str, name: &str) -> Chain {
+    Chain::base(
+        family,
+        table,
+        name,
+        ChainType::Filter,
+        Hook::Forward,
+        priority::FILTER,
+    )
+    .with_policy(Policy::Accept)
 }
 
 /// Fails when a family in use has an iptables-legacy `filter` table in this namespace.
