@@ -10,7 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use cni_plugins::common::masquerade;
 use cni_testkit::Netns;
 use nft_common::{
-    result_ip, rules_with, source_seen, Lab, BIN, HOST_IP4, HOST_IP6, OUTSIDE_IP4, OUTSIDE_IP6,
+    assert_code, result_ip, rules_with, source_seen, Lab, BIN, HOST_IP4, HOST_IP6, OUTSIDE_IP4,
+    OUTSIDE_IP6,
 };
 use serde_json::{json, Value};
 
@@ -111,4 +112,21 @@ fn ip_masq_false_keeps_the_pod_address() {
     );
     let host = lab.host().name.clone();
     assert_eq!(rules_with(&host, masquerade::TABLE, "id: masq-off"), 0);
+}
+
+#[test]
+fn gc_without_a_valid_list_is_code_7_and_keeps_the_masquerade() {
+    let lab = Lab::new();
+    let conf = bridge_conf(&lab, true);
+    let (pod, _) = add_pod(&lab, "masq-gc", &conf);
+    let host = lab.host().name.clone();
+    let before = rules_with(&host, masquerade::TABLE, "id: masq-gc");
+    assert!(before > 0);
+    let mut gc = conf.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    let msg = assert_code(&lab.rcni_gc("bridge", &gc.to_string()), 7);
+    assert!(msg.contains("valid-attachments"), "{msg}");
+    assert_eq!(rules_with(&host, masquerade::TABLE, "id: masq-gc"), before);
+    // The pod's interface is still there too.
+    lab.sh(&pod.name, "ip link show eth0");
 }

@@ -288,3 +288,26 @@ fn concurrent_add_and_del_keep_exactly_the_live_rules() {
     assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 1);
     assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
 }
+
+#[test]
+fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
+    let lab = Lab::new();
+    let ns = lab.sb.add_container().unwrap().path.display().to_string();
+    let prev = json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/x" }],
+        "ips": [{ "address": "198.18.5.2/24", "interface": 1 }]
+    });
+    let keys = fw(json!({ "ingressPolicy": "same-bridge" }));
+    let stdin = chained("fgc", keys, Some(&prev), None);
+    lab.rcni("firewall", "ADD", "gc-none", &ns, &stdin)
+        .assert_success();
+    let host = lab.host().name.clone();
+    let count =
+        || rules_with(&host, FILTER, "id: gc-none") + rules_with(&host, TABLE, "id: gc-none");
+    assert_eq!(count(), 4);
+    let gc = json!({ "cniVersion": "1.1.0", "name": "fgc", "type": "firewall" });
+    let msg = assert_code(&lab.rcni_gc("firewall", &gc.to_string()), 7);
+    assert!(msg.contains("valid-attachments"), "{msg}");
+    assert_eq!(count(), 4);
+}

@@ -483,3 +483,18 @@ fn udp_conntrack_entries_are_flushed_on_add() {
     });
     assert_eq!(echo, "late");
 }
+
+#[test]
+fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
+    let (lab, ns) = fake_lab();
+    let map = mappings(json!([{ "hostPort": 9001, "containerPort": 80 }]));
+    let stdin = chained(NET, portmap_keys(), Some(&fake_result("10.99.0.7")), map);
+    lab.rcni("portmap", "ADD", "gc-none", &ns, &stdin)
+        .assert_success();
+    let before = tag_rules(&lab, "gc-none");
+    assert!(before > 0);
+    let gc = json!({ "cniVersion": "1.1.0", "name": NET, "type": "portmap" });
+    let msg = assert_code(&lab.rcni_gc("portmap", &gc.to_string()), 7);
+    assert!(msg.contains("valid-attachments"), "{msg}");
+    assert_eq!(tag_rules(&lab, "gc-none"), before);
+}

@@ -93,8 +93,7 @@ pub fn gc_for(args: &cni_plugin::CmdArgs, ip_masq: bool) -> Result<(), CniError>
     if !ip_masq {
         return Ok(());
     }
-    let valid = args.conf.valid_attachments.as_deref().unwrap_or_default();
-    gc_masquerade(&args.conf.name, valid)
+    gc_masquerade(&args.conf.name, args.valid_attachments())
 }
 
 /// Validates `ipMasqBackend`; like Go, only when masquerading is on. Both backends Go knows

@@ -241,11 +241,7 @@ impl Plugin for Firewall {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let Some(valid) = args.conf.valid_attachments.as_deref() else {
-            log::info!("firewall: GC without cni.dev/valid-attachments: nothing removed");
-            return Ok(());
-        };
-        let select = stale_in_network(&args.conf.name, valid);
+        let select = stale_in_network(&args.conf.name, args.valid_attachments());
         let mut nft = open_host("firewall")?;
         cleaned(&mut nft, &select)
             .map(drop)

@@ -186,11 +186,7 @@ impl Plugin for Portmap {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let Some(valid) = args.conf.valid_attachments.as_deref() else {
-            log::info!("portmap: GC without cni.dev/valid-attachments: nothing removed");
-            return Ok(());
-        };
-        let select = stale_in_network(&args.conf.name, valid);
+        let select = stale_in_network(&args.conf.name, args.valid_attachments());
         let mut nft = open_host("portmap")?;
         delete_selected(&mut nft, &rules::TABLES, &rules::RULE_CHAINS, &select)
             .map(drop)
