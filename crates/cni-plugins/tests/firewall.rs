@@ -113,10 +113,10 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
     lab.rcni("firewall", "ADD", "n1", &netns, &stdin)
         .assert_success();
     let host = lab.host().name.clone();
-    // Two addresses, two rules each.
+    // Two addresses, three rules each.
     assert_eq!(
         rules_with(&host, FILTER, "id: n1"),
-        4,
+        6,
         "{:#?}",
         rules(&host)
     );
@@ -140,7 +140,7 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
     // ...and survives the next ADD and DEL.
     lab.rcni("firewall", "ADD", "n1", &netns, &stdin)
         .assert_success();
-    assert_eq!(rules_with(&host, FILTER, "id: n1"), 4);
+    assert_eq!(rules_with(&host, FILTER, "id: n1"), 6);
     assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
     lab.rcni("firewall", "DEL", "n1", &netns, &stdin)
         .assert_success();
@@ -187,7 +187,7 @@ fn gc_and_bad_inputs() {
     let host = lab.host().name.clone();
     assert_eq!(
         rules_with(&host, FILTER, "net: fnet, if: eth0, id: keep"),
-        2
+        3
     );
     assert_eq!(
         rules_with(&host, FILTER, "net: fnet, if: eth0, id: gone"),
@@ -195,7 +195,7 @@ fn gc_and_bad_inputs() {
     );
     assert_eq!(
         rules_with(&host, FILTER, "net: other, if: eth0, id: gone"),
-        2
+        3
     );
 
     let code = |stdin: String| -> (u64, String) {
@@ -282,8 +282,8 @@ fn concurrent_add_and_del_keep_exactly_the_live_rules() {
             .iter()
             .filter(|(_, _, _, c)| c.ends_with(&format!("id: f{i}")))
             .count();
-        // 2 accept rules + 2 isolation rules per live attachment.
-        assert_eq!(n, if i % 4 < 2 { 0 } else { 4 }, "f{i}");
+        // 3 accept rules + 2 isolation rules per live attachment.
+        assert_eq!(n, if i % 4 < 2 { 0 } else { 5 }, "f{i}");
     }
     assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 1);
     assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
@@ -305,9 +305,9 @@ fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
     let host = lab.host().name.clone();
     let count =
         || rules_with(&host, FILTER, "id: gc-none") + rules_with(&host, TABLE, "id: gc-none");
-    assert_eq!(count(), 4);
+    assert_eq!(count(), 5);
     let gc = json!({ "cniVersion": "1.1.0", "name": "fgc", "type": "firewall" });
     let msg = assert_code(&lab.rcni_gc("firewall", &gc.to_string()), 7);
     assert!(msg.contains("valid-attachments"), "{msg}");
-    assert_eq!(count(), 4);
+    assert_eq!(count(), 5);
 }

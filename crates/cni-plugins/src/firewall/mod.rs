@@ -14,6 +14,8 @@
 //!
 //! Differences from the Go plugin:
 //! - `"firewalld"` is refused with code 7 (Go: D-Bus calls), and `""` never means firewalld.
+//! - A third accept per address takes connections DNATed to the pod (host ports through
+//!   portmap), which Go's layout leaves to the FORWARD policy (blocked on DROP hosts).
 //! - The per-address rules carry the attachment's tag as comment; Go's have none and are
 //!   deleted by address, so two attachments with one address cannot remove each other's.
 //! - On a host whose namespace has an iptables-legacy `filter` table, ADD fails: rules written
