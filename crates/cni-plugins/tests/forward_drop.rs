@@ -185,3 +185,67 @@ fn host_ports_are_reachable_from_outside_only_with_the_firewall() {
         "still reachable after the firewall's DEL"
     );
 }
+
+#[test]
+fn an_iptables_legacy_host_is_refused_with_the_reason() {
+    if which("iptables-legacy").is_none() {
+        eprintln!("skipped: iptables-legacy is not installed");
+        return;
+    }
+    let lab = Lab::new();
+    lab.host_sh("iptables-legacy -A FORWARD -j ACCEPT");
+    let pod = lab.sb.add_container().unwrap();
+    let prev = json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/x" }],
+        "ips": [{ "address": "198.18.42.2/24", "interface": 1 }]
+    });
+    let msg = assert_code(&firewall(&lab, "ADD", "fl1", &pod, &prev), 999);
+    assert!(msg.contains("iptables-legacy"), "{msg}");
+    assert_eq!(rules_with(&lab.host().name, "filter", "id: fl1"), 0);
+}
+
+#[test]
+fn go_and_rcni_firewalls_share_the_layout() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let lab = drop_lab();
+    let _outside = lab.add_outside();
+    let conf = bridge_conf(&lab, "fwd3", "198.18.43.0/24");
+    let (go_pod, go_res) = add_pod(&lab, "fg1", &conf);
+    let (rs_pod, rs_res) = add_pod(&lab, "fr1", &conf);
+    let keys = json!({ "type": "firewall", "backend": "iptables" });
+    let go_stdin = chained(NET, keys, Some(&go_res), None);
+    let go_ns = go_pod.path.to_str().unwrap();
+    lab.go("firewall", "ADD", "fg1", go_ns, &go_stdin)
+        .assert_success();
+    firewall(&lab, "ADD", "fr1", &rs_pod, &rs_res).assert_success();
+    assert!(ping(&go_pod.name, outside()), "Go's pod blocked");
+    assert!(ping(&rs_pod.name, outside()), "rcni's pod blocked");
+    let forward = lab.host_sh("iptables-nft -S FORWARD");
+    assert_eq!(forward.matches("-j CNI-FORWARD").count(), 1, "{forward}");
+    lab.go("firewall", "CHECK", "fg1", go_ns, &go_stdin)
+        .assert_success();
+    firewall(&lab, "CHECK", "fr1", &rs_pod, &rs_res).assert_success();
+
+    // Deleting each leaves the other.
+    firewall(&lab, "DEL", "fr1", &rs_pod, &rs_res).assert_success();
+    assert!(!ping(&rs_pod.name, outside()));
+    assert!(ping(&go_pod.name, outside()), "rcni's DEL broke Go's pod");
+    firewall(&lab, "ADD", "fr1", &rs_pod, &rs_res).assert_success();
+    lab.go("firewall", "DEL", "fg1", go_ns, &go_stdin)
+        .assert_success();
+    assert!(!ping(&go_pod.name, outside()));
+    assert!(ping(&rs_pod.name, outside()), "Go's DEL broke rcni's pod");
+    firewall(&lab, "CHECK", "fr1", &rs_pod, &rs_res).assert_success();
+}
+
+fn which(tool: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|d| std::path::Path::new(d).join(tool))
+        .find(|p| p.is_file())
+}
