@@ -293,11 +293,7 @@ fn concurrent_add_and_del_keep_exactly_the_live_rules() {
 fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
     let lab = Lab::new();
     let ns = lab.sb.add_container().unwrap().path.display().to_string();
-    let prev = json!({
-        "cniVersion": "1.0.0",
-        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/x" }],
-        "ips": [{ "address": "198.18.5.2/24", "interface": 1 }]
-    });
+    let prev = fake_prev("198.18.5.2");
     let keys = fw(json!({ "ingressPolicy": "same-bridge" }));
     let stdin = chained("fgc", keys, Some(&prev), None);
     lab.rcni("firewall", "ADD", "gc-none", &ns, &stdin)
@@ -310,4 +306,35 @@ fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
     let msg = assert_code(&lab.rcni_gc("firewall", &gc.to_string()), 7);
     assert!(msg.contains("valid-attachments"), "{msg}");
     assert_eq!(count(), 5);
+}
+
+#[test]
+fn firewalld_zone_is_answered_on_stderr() {
+    let lab = Lab::new();
+    let ns = lab.sb.add_container().unwrap().path.display().to_string();
+    let prev = fake_prev("198.18.6.2");
+    let keys = fw(json!({ "backend": "iptables", "firewalldZone": "trusted" }));
+    let out = lab.rcni(
+        "firewall",
+        "ADD",
+        "fz",
+        &ns,
+        &chained("fz", keys, Some(&prev), None),
+    );
+    out.assert_success();
+    out.json().expect("stdout is the result alone");
+    let needle =
+        "firewall: firewalldZone \"trusted\" is not honoured: rcni has no firewalld backend";
+    assert_eq!(out.stderr.matches(needle).count(), 1, "{out}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert_eq!(rules_with(&lab.host().name, FILTER, "id: fz"), 3);
+}
+
+/// A prevResult for a fabricated container address on bridge `cni0`.
+fn fake_prev(ip: &str) -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/x" }],
+        "ips": [{ "address": format!("{ip}/24"), "interface": 1 }]
+    })
 }

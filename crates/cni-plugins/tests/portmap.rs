@@ -498,3 +498,24 @@ fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
     assert!(msg.contains("valid-attachments"), "{msg}");
     assert_eq!(tag_rules(&lab, "gc-none"), before);
 }
+
+#[test]
+fn iptables_only_options_are_answered_on_stderr() {
+    let (lab, ns) = fake_lab();
+    let map = mappings(json!([{ "hostPort": 9002, "containerPort": 80 }]));
+    let mut keys = portmap_keys();
+    keys["backend"] = json!("iptables");
+    keys["externalSetMarkChain"] = json!("KUBE-MARK-MASQ");
+    let stdin = chained(NET, keys, Some(&fake_result("10.99.0.8")), map);
+    let out = lab.rcni("portmap", "ADD", "pm-warn", &ns, &stdin);
+    out.assert_success();
+    out.json().expect("stdout is the result alone");
+    for needle in [
+        "portmap: backend \"iptables\" is not honoured: rcni writes the port mappings with nftables",
+        "portmap: externalSetMarkChain \"KUBE-MARK-MASQ\" is not honoured: rcni marks and masquerades",
+    ] {
+        assert_eq!(out.stderr.matches(needle).count(), 1, "{needle}: {out}");
+    }
+    assert_eq!(out.stderr.lines().count(), 2, "{out}");
+    assert!(tag_rules(&lab, "pm-warn") > 0);
+}
