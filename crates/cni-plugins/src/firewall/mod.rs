@@ -14,6 +14,7 @@
 //!
 //! Differences from the Go plugin:
 //! - `"firewalld"` is refused with code 7 (Go: D-Bus calls), and `""` never means firewalld.
+//!   `firewalldZone` is answered with one warning line on stderr.
 //! - A third accept per address takes connections DNATed to the pod (host ports through
 //!   portmap), which Go's layout leaves to the FORWARD policy (blocked on DROP hosts).
 //! - The per-address rules carry the attachment's tag as comment; Go's have none and are

@@ -12,7 +12,8 @@
 //!   attachments pass, unlike Go, upstream #819).
 //! - GC: removes this network's rules whose attachment is not in the valid list.
 //!
-//! Any `backend` value Go accepts is served by this nftables implementation.
+//! Any `backend` value Go accepts is served by this nftables implementation; `"iptables"` and
+//! `externalSetMarkChain` say so in one stderr line each (`common::conf::warn_not_honoured`).
 
 pub mod conditions;
 pub mod conf;
