@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use cni_invoke::Invocation;
-use cni_types::{CniArgs, CniError, CniResult, NetConf, SpecVersion};
+use cni_types::{CniArgs, CniError, CniResult, GcAttachment, NetConf, SpecVersion};
 
 use crate::command::Command;
 
@@ -60,6 +60,13 @@ impl CmdArgs {
     /// `CNI_ARGS` parsed as Go's `LoadArgs` does; a malformed string is code 4.
     pub fn cni_args(&self) -> Result<CniArgs, CniError> {
         CniArgs::parse(&self.args).map_err(|e| e.to_cni_error())
+    }
+
+    /// The attachments a GC keeps (`cni.dev/valid-attachments`). The runner is the one GC
+    /// policy: it refuses a GC without that key with code 7 before any plugin's `gc` runs, so
+    /// a plugin never decides what "no list" means; outside GC an absent list is empty.
+    pub fn valid_attachments(&self) -> &[GcAttachment] {
+        self.conf.valid_attachments.as_deref().unwrap_or_default()
     }
 
     /// The directories of `CNI_PATH`.

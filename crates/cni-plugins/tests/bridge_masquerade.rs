@@ -10,7 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use cni_plugins::common::masquerade;
 use cni_testkit::Netns;
 use nft_common::{
-    result_ip, rules_with, source_seen, Lab, BIN, HOST_IP4, HOST_IP6, OUTSIDE_IP4, OUTSIDE_IP6,
+    assert_code, result_ip, rules_with, source_seen, Lab, BIN, HOST_IP4, HOST_IP6, OUTSIDE_IP4,
+    OUTSIDE_IP6,
 };
 use serde_json::{json, Value};
 
@@ -34,8 +35,8 @@ fn bridge_conf(lab: &Lab, ip_masq: bool) -> Value {
     })
 }
 
-/// Attaches a new pod with rcni's bridge and host-local; returns it and the result.
-fn add_pod(lab: &Lab, cid: &str, conf: &Value) -> (Netns, Value) {
+/// Attaches a new pod with rcni's bridge and host-local; returns it and the plugin's output.
+fn attach(lab: &Lab, cid: &str, conf: &Value) -> (Netns, cni_testkit::PluginOutput) {
     lab.sb
         .link_plugins(BIN, &["bridge", "host-local"])
         .expect("plugin links");
@@ -48,6 +49,12 @@ fn add_pod(lab: &Lab, cid: &str, conf: &Value) -> (Netns, Value) {
         &conf.to_string(),
     );
     out.assert_success();
+    (pod, out)
+}
+
+/// Attaches a new pod; returns it and the result.
+fn add_pod(lab: &Lab, cid: &str, conf: &Value) -> (Netns, Value) {
+    let (pod, out) = attach(lab, cid, conf);
     (pod, out.json().expect("bridge result"))
 }
 
@@ -111,4 +118,41 @@ fn ip_masq_false_keeps_the_pod_address() {
     );
     let host = lab.host().name.clone();
     assert_eq!(rules_with(&host, masquerade::TABLE, "id: masq-off"), 0);
+}
+
+#[test]
+fn gc_without_a_valid_list_is_code_7_and_keeps_the_masquerade() {
+    let lab = Lab::new();
+    let conf = bridge_conf(&lab, true);
+    let (pod, _) = add_pod(&lab, "masq-gc", &conf);
+    let host = lab.host().name.clone();
+    let before = rules_with(&host, masquerade::TABLE, "id: masq-gc");
+    assert!(before > 0);
+    let mut gc = conf.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    let msg = assert_code(&lab.rcni_gc("bridge", &gc.to_string()), 7);
+    assert!(msg.contains("valid-attachments"), "{msg}");
+    assert_eq!(rules_with(&host, masquerade::TABLE, "id: masq-gc"), before);
+    // The pod's interface is still there too.
+    lab.sh(&pod.name, "ip link show eth0");
+}
+
+#[test]
+fn ip_masq_backend_iptables_and_a_negative_mtu_are_answered_on_stderr() {
+    let lab = Lab::new();
+    let mut conf = bridge_conf(&lab, true);
+    conf["ipMasqBackend"] = json!("iptables");
+    conf["mtu"] = json!(-1);
+    let (pod, out) = attach(&lab, "masq-warn", &conf);
+    out.json().expect("stdout is the result alone");
+    let once = |needle: &str| {
+        assert_eq!(out.stderr.matches(needle).count(), 1, "{needle}: {out}");
+    };
+    once("bridge: ipMasqBackend \"iptables\" is not honoured: rcni masquerades with nftables");
+    once("bridge: mtu -1 is not honoured: a negative MTU is ignored and the kernel default MTU is used");
+    assert_eq!(out.stderr.lines().count(), 2, "{out}");
+    // Honoured the rcni way: masqueraded by the nftables rules, default MTU.
+    let host = lab.host().name.clone();
+    assert!(rules_with(&host, masquerade::TABLE, "id: masq-warn") > 0);
+    assert!(lab.sh(&pod.name, "ip link show eth0").contains("mtu 1500"));
 }

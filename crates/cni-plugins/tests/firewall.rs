@@ -113,10 +113,10 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
     lab.rcni("firewall", "ADD", "n1", &netns, &stdin)
         .assert_success();
     let host = lab.host().name.clone();
-    // Two addresses, two rules each.
+    // Two addresses, three rules each.
     assert_eq!(
         rules_with(&host, FILTER, "id: n1"),
-        4,
+        6,
         "{:#?}",
         rules(&host)
     );
@@ -140,7 +140,7 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
     // ...and survives the next ADD and DEL.
     lab.rcni("firewall", "ADD", "n1", &netns, &stdin)
         .assert_success();
-    assert_eq!(rules_with(&host, FILTER, "id: n1"), 4);
+    assert_eq!(rules_with(&host, FILTER, "id: n1"), 6);
     assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
     lab.rcni("firewall", "DEL", "n1", &netns, &stdin)
         .assert_success();
@@ -187,7 +187,7 @@ fn gc_and_bad_inputs() {
     let host = lab.host().name.clone();
     assert_eq!(
         rules_with(&host, FILTER, "net: fnet, if: eth0, id: keep"),
-        2
+        3
     );
     assert_eq!(
         rules_with(&host, FILTER, "net: fnet, if: eth0, id: gone"),
@@ -195,7 +195,7 @@ fn gc_and_bad_inputs() {
     );
     assert_eq!(
         rules_with(&host, FILTER, "net: other, if: eth0, id: gone"),
-        2
+        3
     );
 
     let code = |stdin: String| -> (u64, String) {
@@ -282,9 +282,59 @@ fn concurrent_add_and_del_keep_exactly_the_live_rules() {
             .iter()
             .filter(|(_, _, _, c)| c.ends_with(&format!("id: f{i}")))
             .count();
-        // 2 accept rules + 2 isolation rules per live attachment.
-        assert_eq!(n, if i % 4 < 2 { 0 } else { 4 }, "f{i}");
+        // 3 accept rules + 2 isolation rules per live attachment.
+        assert_eq!(n, if i % 4 < 2 { 0 } else { 5 }, "f{i}");
     }
     assert_eq!(chain_rules(&host, "inet", TABLE, "forward"), 1);
     assert_eq!(chain_rules(&host, "ip", FILTER, "FORWARD"), 1);
+}
+
+#[test]
+fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
+    let lab = Lab::new();
+    let ns = lab.sb.add_container().unwrap().path.display().to_string();
+    let prev = fake_prev("198.18.5.2");
+    let keys = fw(json!({ "ingressPolicy": "same-bridge" }));
+    let stdin = chained("fgc", keys, Some(&prev), None);
+    lab.rcni("firewall", "ADD", "gc-none", &ns, &stdin)
+        .assert_success();
+    let host = lab.host().name.clone();
+    let count =
+        || rules_with(&host, FILTER, "id: gc-none") + rules_with(&host, TABLE, "id: gc-none");
+    assert_eq!(count(), 5);
+    let gc = json!({ "cniVersion": "1.1.0", "name": "fgc", "type": "firewall" });
+    let msg = assert_code(&lab.rcni_gc("firewall", &gc.to_string()), 7);
+    assert!(msg.contains("valid-attachments"), "{msg}");
+    assert_eq!(count(), 5);
+}
+
+#[test]
+fn firewalld_zone_is_answered_on_stderr() {
+    let lab = Lab::new();
+    let ns = lab.sb.add_container().unwrap().path.display().to_string();
+    let prev = fake_prev("198.18.6.2");
+    let keys = fw(json!({ "backend": "iptables", "firewalldZone": "trusted" }));
+    let out = lab.rcni(
+        "firewall",
+        "ADD",
+        "fz",
+        &ns,
+        &chained("fz", keys, Some(&prev), None),
+    );
+    out.assert_success();
+    out.json().expect("stdout is the result alone");
+    let needle =
+        "firewall: firewalldZone \"trusted\" is not honoured: rcni has no firewalld backend";
+    assert_eq!(out.stderr.matches(needle).count(), 1, "{out}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert_eq!(rules_with(&lab.host().name, FILTER, "id: fz"), 3);
+}
+
+/// A prevResult for a fabricated container address on bridge `cni0`.
+fn fake_prev(ip: &str) -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/x" }],
+        "ips": [{ "address": format!("{ip}/24"), "interface": 1 }]
+    })
 }

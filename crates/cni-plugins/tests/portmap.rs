@@ -483,3 +483,39 @@ fn udp_conntrack_entries_are_flushed_on_add() {
     });
     assert_eq!(echo, "late");
 }
+
+#[test]
+fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
+    let (lab, ns) = fake_lab();
+    let map = mappings(json!([{ "hostPort": 9001, "containerPort": 80 }]));
+    let stdin = chained(NET, portmap_keys(), Some(&fake_result("10.99.0.7")), map);
+    lab.rcni("portmap", "ADD", "gc-none", &ns, &stdin)
+        .assert_success();
+    let before = tag_rules(&lab, "gc-none");
+    assert!(before > 0);
+    let gc = json!({ "cniVersion": "1.1.0", "name": NET, "type": "portmap" });
+    let msg = assert_code(&lab.rcni_gc("portmap", &gc.to_string()), 7);
+    assert!(msg.contains("valid-attachments"), "{msg}");
+    assert_eq!(tag_rules(&lab, "gc-none"), before);
+}
+
+#[test]
+fn iptables_only_options_are_answered_on_stderr() {
+    let (lab, ns) = fake_lab();
+    let map = mappings(json!([{ "hostPort": 9002, "containerPort": 80 }]));
+    let mut keys = portmap_keys();
+    keys["backend"] = json!("iptables");
+    keys["externalSetMarkChain"] = json!("KUBE-MARK-MASQ");
+    let stdin = chained(NET, keys, Some(&fake_result("10.99.0.8")), map);
+    let out = lab.rcni("portmap", "ADD", "pm-warn", &ns, &stdin);
+    out.assert_success();
+    out.json().expect("stdout is the result alone");
+    for needle in [
+        "portmap: backend \"iptables\" is not honoured: rcni writes the port mappings with nftables",
+        "portmap: externalSetMarkChain \"KUBE-MARK-MASQ\" is not honoured: rcni marks and masquerades",
+    ] {
+        assert_eq!(out.stderr.matches(needle).count(), 1, "{needle}: {out}");
+    }
+    assert_eq!(out.stderr.lines().count(), 2, "{out}");
+    assert!(tag_rules(&lab, "pm-warn") > 0);
+}

@@ -68,7 +68,7 @@ impl BridgeConf {
             force_address: flag(raw, "forceAddress")?,
             ip_masq: flag(raw, "ipMasq")?,
             ip_masq_backend: field::<String>(raw, "ipMasqBackend")?,
-            mtu: mtu(raw)?,
+            mtu: mtu("bridge", raw)?,
             hairpin_mode: flag(raw, "hairpinMode")?,
             promisc_mode: flag(raw, "promiscMode")?,
             vlan: u16::try_from(vlan_id).unwrap_or(0),

@@ -79,9 +79,25 @@ pub fn container_mac(conf: &NetConf, cni_args: &CniArgs) -> Result<Option<MacAdd
     .transpose()
 }
 
-/// The `mtu` key: a positive MTU, or `None` for the kernel default (absent, 0 or negative).
-pub fn mtu(raw: &RawObject) -> Result<Option<u32>, CniError> {
+/// The one answer to an option a plugin accepts (configs written for the Go plugins keep
+/// working) but serves another way: one warning line on stderr, never stdout (which carries
+/// only the result), naming the option and what rcni does instead.
+pub fn warn_not_honoured(plugin: &str, option: &str, instead: &str) {
+    log::warn!("{plugin}: {option} is not honoured: {instead}");
+}
+
+/// The `mtu` key of bridge and ptp: a positive MTU, or `None` for the kernel default (absent,
+/// 0 or negative; Go's netlink sets only a positive MTU, so it ignores a negative one silently,
+/// rcni says so).
+pub fn mtu(plugin: &str, raw: &RawObject) -> Result<Option<u32>, CniError> {
     let mtu = field::<i64>(raw, "mtu")?.unwrap_or(0);
+    if mtu < 0 {
+        warn_not_honoured(
+            plugin,
+            &format!("mtu {mtu}"),
+            "a negative MTU is ignored and the kernel default MTU is used, as by the Go plugin",
+        );
+    }
     if mtu <= 0 {
         return Ok(None);
     }
@@ -104,12 +120,15 @@ mod tests {
         assert!(flag(&c.raw, "isGateway").unwrap());
         assert!(!flag(&c.raw, "hairpinMode").unwrap());
         assert!(!flag(&c.raw, "promiscMode").unwrap());
-        assert_eq!(mtu(&c.raw).unwrap(), Some(1400));
+        assert_eq!(mtu("t", &c.raw).unwrap(), Some(1400));
 
         let c = conf(r#"{"name":"n","isGateway":"true","mtu":1.5}"#);
         assert_eq!(flag(&c.raw, "isGateway").unwrap_err().code, 7);
-        assert_eq!(mtu(&c.raw).unwrap_err().code, 7);
-        assert_eq!(mtu(&conf(r#"{"name":"n","mtu":-1}"#).raw).unwrap(), None);
+        assert_eq!(mtu("t", &c.raw).unwrap_err().code, 7);
+        assert_eq!(
+            mtu("t", &conf(r#"{"name":"n","mtu":-1}"#).raw).unwrap(),
+            None
+        );
     }
 
     #[test]

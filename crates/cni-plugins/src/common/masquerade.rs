@@ -16,8 +16,14 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
 use cni_types::{CniError, GcAttachment};
 
+use super::conf::warn_not_honoured;
 use super::nft_skeleton::Skeleton;
 use super::nft_tag::{nft_error, open_host, retry_transient, AttachmentTag};
+
+/// What rcni does instead of an iptables masquerade backend.
+const NFTABLES_INSTEAD: &str =
+    "rcni masquerades with nftables, in table inet cni_plugins_masquerade \
+     (the Go nftables backend's layout)";
 
 /// The table, shared with the Go plugins' nftables backend.
 pub const TABLE: &str = "cni_plugins_masquerade";
@@ -93,16 +99,20 @@ pub fn gc_for(args: &cni_plugin::CmdArgs, ip_masq: bool) -> Result<(), CniError>
     if !ip_masq {
         return Ok(());
     }
-    let valid = args.conf.valid_attachments.as_deref().unwrap_or_default();
-    gc_masquerade(&args.conf.name, valid)
+    gc_masquerade(&args.conf.name, args.valid_attachments())
 }
 
 /// Validates `ipMasqBackend`; like Go, only when masquerading is on. Both backends Go knows
-/// are served by rcni's nftables implementation, so a config written for either works.
+/// are served by rcni's nftables implementation, so a config written for either works;
+/// `"iptables"` says so on stderr.
 pub fn check_backend(plugin: &str, ip_masq: bool, backend: Option<&str>) -> Result<(), CniError> {
     match backend {
         _ if !ip_masq => Ok(()),
-        None | Some("iptables") | Some("nftables") => Ok(()),
+        Some("iptables") => {
+            warn_not_honoured(plugin, "ipMasqBackend \"iptables\"", NFTABLES_INSTEAD);
+            Ok(())
+        }
+        None | Some("nftables") => Ok(()),
         Some(other) => Err(CniError::invalid_config(format!(
             "{plugin}: unknown ipMasqBackend {other:?} (expected \"iptables\" or \"nftables\")"
         ))),

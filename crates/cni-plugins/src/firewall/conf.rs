@@ -1,9 +1,9 @@
 //! The firewall configuration (PL §1.16): `backend`, `iptablesAdminChainName`,
-//! `ingressPolicy` (`firewalldZone` is accepted and unused: firewalld is refused).
+//! `ingressPolicy` (`firewalldZone` is accepted with a warning: firewalld is refused).
 
 use cni_types::{CniError, NetConf};
 
-use crate::common::conf::field;
+use crate::common::conf::{field, warn_not_honoured};
 
 /// Go's default admin chain.
 pub const DEFAULT_ADMIN_CHAIN: &str = "CNI-ADMIN";
@@ -45,6 +45,14 @@ impl FirewallConf {
                     "unknown backend {other:?} (expected \"iptables\", \"firewalld\" or \"\")"
                 )))
             }
+        }
+        if let Some(zone) = field::<String>(raw, "firewalldZone")?.filter(|z| !z.is_empty()) {
+            warn_not_honoured(
+                "firewall",
+                &format!("firewalldZone {zone:?}"),
+                "rcni has no firewalld backend; the accept rules go to iptables-nft's filter \
+                 table (CNI-FORWARD)",
+            );
         }
         let admin_chain = field::<String>(raw, "iptablesAdminChainName")?
             .filter(|s| !s.is_empty())

@@ -7,7 +7,12 @@
 //! -A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN
 //! -A CNI-FORWARD -d <ip>/32 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "<tag>" -j ACCEPT
 //! -A CNI-FORWARD -s <ip>/32 -m comment --comment "<tag>" -j ACCEPT
+//! -A CNI-FORWARD -d <ip>/32 -m conntrack --ctstate DNAT -m comment --comment "<tag>" -j ACCEPT
 //! ```
+//!
+//! The third rule is rcni's own: it accepts connections a port mapping (portmap) DNATed to
+//! the pod, so a host port works on a FORWARD DROP host; Go's layout has no such rule and its
+//! host ports stay blocked there. Only connections the host chose to forward to the pod match.
 //!
 //! * The two jumps are inserted at the top of their chain when no rule jumps there yet (Go's
 //!   own jumps count, whoever wrote them), and never removed, like Go. Chains are created if
@@ -21,7 +26,7 @@
 
 use ipnet::IpNet;
 
-use cni_nft::{ct_state, priority, xt, Batch, Chain, ChainType, Family, Hook, Nft, Policy, Rule};
+use cni_nft::{ct_state, xt, Batch, Chain, Family, Nft, Rule};
 
 use super::conf::FirewallConf;
 use crate::common::nft_tag::AttachmentTag;
@@ -33,6 +38,10 @@ pub const CNI_FORWARD: &str = "CNI-FORWARD";
 pub const RULE_CHAINS: [&str; 1] = [CNI_FORWARD];
 /// Both families' tables, for DEL and GC.
 pub const TABLES: [(Family, &str); 2] = [(Family::Ip, TABLE), (Family::Ip6, TABLE)];
+
+/// `XT_CONNTRACK_STATE_DNAT` (`1 << (IP_CT_NUMBER + 2)`): the connection's destination was
+/// translated. x_tables only; nf_tables' `ct state` has no such bit.
+const XT_CTSTATE_DNAT: u32 = 1 << 7;
 
 /// Go's comments on the two jumps.
 const FORWARD_JUMP_COMMENT: &str = "CNI firewall plugin rules";
@@ -92,17 +101,7 @@ pub fn skeleton(
     b.add_table(family, TABLE)?;
     if !present.forward_chain {
         // As iptables-nft creates it; only when missing, so a DROP policy stays.
-        b.add_chain(
-            &Chain::base(
-                family,
-                TABLE,
-                FORWARD,
-                ChainType::Filter,
-                Hook::Forward,
-                priority::FILTER,
-            )
-            .with_policy(Policy::Accept),
-        )?;
+        b.add_chain(&super::forward_base_chain(family, TABLE, FORWARD))?;
     }
     b.add_chain(&Chain::regular(family, TABLE, CNI_FORWARD))?;
     b.add_chain(&Chain::regular(family, TABLE, &conf.admin_chain))?;
@@ -157,7 +156,7 @@ fn jump(family: Family, chain: &str, target: &str, comment: &str) -> Result<Rule
         .build()
 }
 
-/// The attachment's two rules per address, in `CNI-FORWARD` of the address's family.
+/// The attachment's three rules per address, in `CNI-FORWARD` of the address's family.
 pub fn attachment_rules(tag: &AttachmentTag, addrs: &[IpNet]) -> Result<Vec<Rule>, cni_nft::Error> {
     let comment = tag.comment();
     let mut out = Vec::new();
@@ -183,6 +182,15 @@ pub fn attachment_rules(tag: &AttachmentTag, addrs: &[IpNet]) -> Result<Vec<Rule
                 .comment(&comment)
                 .build()?,
         );
+        out.push(
+            Rule::builder(family, TABLE, CNI_FORWARD)
+                .daddr(ip)
+                .expr(xt::conntrack_state(XT_CTSTATE_DNAT))
+                .counter()
+                .accept()
+                .comment(&comment)
+                .build()?,
+        );
     }
     Ok(out)
 }
@@ -199,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn two_rules_per_address_in_its_family() {
+    fn three_rules_per_address_in_its_family() {
         let tag = AttachmentTag::new("n", "c", "eth0");
         let addrs: Vec<IpNet> = vec![
             "198.18.0.2/24".parse().unwrap(),
@@ -207,7 +215,17 @@ mod tests {
         ];
         let r = attachment_rules(&tag, &addrs).unwrap();
         let fams: Vec<Family> = r.iter().map(Rule::family).collect();
-        assert_eq!(fams, [Family::Ip, Family::Ip, Family::Ip6, Family::Ip6]);
+        assert_eq!(
+            fams,
+            [
+                Family::Ip,
+                Family::Ip,
+                Family::Ip,
+                Family::Ip6,
+                Family::Ip6,
+                Family::Ip6
+            ]
+        );
         assert!(r
             .iter()
             .all(|r| r.chain() == CNI_FORWARD && r.comment() == Some(&*tag.comment())));

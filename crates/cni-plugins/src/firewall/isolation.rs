@@ -13,7 +13,7 @@
 //! The table is created only for an attachment with isolation rules. Earlier rcni versions also kept
 //! the forward accepts in chain `cni_forward` here; DEL and GC still clean that chain.
 
-use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Policy, Rule};
+use cni_nft::{Batch, Chain, Family, Rule};
 
 use super::conf::{FirewallConf, IngressPolicy};
 use crate::common::nft_skeleton::Skeleton;
@@ -52,17 +52,7 @@ pub fn skeleton(b: &mut Batch) -> Result<(), cni_nft::Error> {
     for chain in RULE_CHAINS {
         b.add_chain(&Chain::regular(FAMILY, TABLE, chain))?;
     }
-    b.add_chain(
-        &Chain::base(
-            FAMILY,
-            TABLE,
-            FORWARD,
-            ChainType::Filter,
-            Hook::Forward,
-            priority::FILTER,
-        )
-        .with_policy(Policy::Accept),
-    )?;
+    b.add_chain(&super::forward_base_chain(FAMILY, TABLE, FORWARD))?;
     b.flush_chain(FAMILY, TABLE, FORWARD)?;
     b.add_rule(
         &Rule::builder(FAMILY, TABLE, FORWARD)

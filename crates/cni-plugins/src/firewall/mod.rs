@@ -14,6 +14,9 @@
 //!
 //! Differences from the Go plugin:
 //! - `"firewalld"` is refused with code 7 (Go: D-Bus calls), and `""` never means firewalld.
+//!   `firewalldZone` is answered with one warning line on stderr.
+//! - A third accept per address takes connections DNATed to the pod (host ports through
+//!   portmap), which Go's layout leaves to the FORWARD policy (blocked on DROP hosts).
 //! - The per-address rules carry the attachment's tag as comment; Go's have none and are
 //!   deleted by address, so two attachments with one address cannot remove each other's.
 //! - On a host whose namespace has an iptables-legacy `filter` table, ADD fails: rules written
@@ -28,7 +31,7 @@ pub mod isolation;
 
 use ipnet::IpNet;
 
-use cni_nft::{Batch, Family, Nft, Rule, RuleInfo};
+use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Policy, Rule, RuleInfo};
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
@@ -89,6 +92,20 @@ fn targets(prev: &CniResult) -> (Vec<IpNet>, Option<&str>) {
         .map(|i| i.name.as_str())
         .filter(|n| !n.is_empty());
     (addrs, bridge)
+}
+
+/// A filter base chain on the forward hook at the filter priority with policy accept, as
+/// iptables-nft declares `FORWARD` and as rcni declares its isolation chain.
+fn forward_base_chain(family: Family, table: &str, name: &str) -> Chain {
+    Chain::base(
+        family,
+        table,
+        name,
+        ChainType::Filter,
+        Hook::Forward,
+        priority::FILTER,
+    )
+    .with_policy(Policy::Accept)
 }
 
 /// Fails when a family in use has an iptables-legacy `filter` table in this namespace.
@@ -229,11 +246,7 @@ impl Plugin for Firewall {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let Some(valid) = args.conf.valid_attachments.as_deref() else {
-            log::info!("firewall: GC without cni.dev/valid-attachments: nothing removed");
-            return Ok(());
-        };
-        let select = stale_in_network(&args.conf.name, valid);
+        let select = stale_in_network(&args.conf.name, args.valid_attachments());
         let mut nft = open_host("firewall")?;
         cleaned(&mut nft, &select)
             .map(drop)

@@ -10,7 +10,7 @@ use cni_nft::L4Proto;
 use cni_types::{CniError, CniResult, NetConf};
 
 use super::conditions::{self, Conditions, Syntax};
-use crate::common::conf::{field, get_ci};
+use crate::common::conf::{field, get_ci, warn_not_honoured};
 
 /// Go's default mark bit for hairpin masquerading (0x2000).
 pub const DEFAULT_MARK_BIT: u32 = 13;
@@ -61,6 +61,14 @@ impl PortMapConf {
                 )));
             }
         }
+        if backend.as_deref() == Some("iptables") {
+            warn_not_honoured(
+                "portmap",
+                "backend \"iptables\"",
+                "rcni writes the port mappings with nftables, in tables ip/ip6 cni_hostport (the Go \
+                 nftables backend's layout); iptables-syntax conditions are translated",
+            );
+        }
         let mark_bit: Option<i64> = field(raw, "markMasqBit")?;
         let external: Option<String> = field(raw, "externalSetMarkChain")?;
         let external = external.filter(|s| !s.is_empty());
@@ -86,8 +94,10 @@ impl PortMapConf {
             }
             // The external chain's job is to get hairpin traffic masqueraded; rcni's
             // nftables rules cannot jump to an iptables chain, so they masquerade it themselves.
-            log::warn!(
-                "portmap: externalSetMarkChain {chain:?}: rcni masquerades hairpin traffic in its own nftables rules instead"
+            warn_not_honoured(
+                "portmap",
+                &format!("externalSetMarkChain {chain:?}"),
+                "rcni marks and masquerades hairpin traffic in its own nftables rules (mark bit 13)",
             );
         }
         let cond_list = |key: &str| -> Result<Vec<String>, CniError> {

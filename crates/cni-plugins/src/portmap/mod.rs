@@ -12,7 +12,8 @@
 //!   attachments pass, unlike Go, upstream #819).
 //! - GC: removes this network's rules whose attachment is not in the valid list.
 //!
-//! Any `backend` value Go accepts is served by this nftables implementation.
+//! Any `backend` value Go accepts is served by this nftables implementation; `"iptables"` and
+//! `externalSetMarkChain` say so in one stderr line each (`common::conf::warn_not_honoured`).
 
 pub mod conditions;
 pub mod conf;
@@ -189,11 +190,7 @@ impl Plugin for Portmap {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let Some(valid) = args.conf.valid_attachments.as_deref() else {
-            log::info!("portmap: GC without cni.dev/valid-attachments: nothing removed");
-            return Ok(());
-        };
-        let select = stale_in_network(&args.conf.name, valid);
+        let select = stale_in_network(&args.conf.name, args.valid_attachments());
         let mut nft = open_host("portmap")?;
         delete_selected(&mut nft, &rules::TABLES, &rules::RULE_CHAINS, &select)
             .map(drop)

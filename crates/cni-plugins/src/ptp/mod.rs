@@ -75,7 +75,7 @@ impl PtpConf {
         Ok(PtpConf {
             ip_masq: flag(&conf.raw, "ipMasq")?,
             ip_masq_backend: field::<String>(&conf.raw, "ipMasqBackend")?,
-            mtu: mtu(&conf.raw)?,
+            mtu: mtu("ptp", &conf.raw)?,
         })
     }
 }

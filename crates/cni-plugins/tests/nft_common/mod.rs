@@ -133,6 +133,16 @@ impl Lab {
             .expect("run rcni plugin")
     }
 
+    /// Runs GC of an rcni plugin (no attachment variables, as libcni sends it).
+    pub fn rcni_gc(&self, plugin: &str, stdin: &str) -> PluginOutput {
+        self.sb
+            .run_plugin(
+                self.rcni_dir.join(plugin),
+                &PluginCall::new("GC").path(&self.cni_path).stdin(stdin),
+            )
+            .expect("run rcni plugin")
+    }
+
     /// The Go bridge config of a pod network (gateway, hairpin, no ipMasq).
     pub fn bridge_conf(
         &self,
@@ -176,6 +186,15 @@ impl Lab {
         self.sh(&pod.name, "ip link set lo up");
         (pod, out.json().expect("bridge result"))
     }
+}
+
+/// Asserts that `out` is a CNI error with `code` on stdout and a failing exit.
+#[track_caller]
+pub fn assert_code(out: &PluginOutput, code: u64) -> String {
+    assert!(!out.success(), "{out}");
+    let v = out.json().unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["code"].as_u64(), Some(code), "{out}");
+    v["msg"].as_str().unwrap_or_default().to_string()
 }
 
 /// A chained plugin config: `plugin` keys over `{cniVersion, name, type}`, with prevResult
