@@ -373,3 +373,67 @@ fn failed_add_leaves_nothing_behind() {
         }
     }
 }
+
+/// What `tc -j` and `ip -j` show of an attachment's shaping: the root qdiscs of the host veth
+/// and the IFB (settings only), the veth's ingress qdisc and redirect filter, and the IFB link.
+fn shaping_state(ns: &str, veth: &str, ifb: &str) -> Value {
+    let settings = |dev: &str| {
+        qdiscs(ns)
+            .unwrap()
+            .into_iter()
+            .filter(|q| q["dev"] == dev && q["kind"] != "noqueue")
+            .map(|q| json!({"kind": q["kind"], "handle": q["handle"], "options": q["options"]}))
+            .collect::<Vec<_>>()
+    };
+    let ifb_link = cni_testkit::link(ns, ifb).unwrap();
+    json!({
+        "veth": settings(veth),
+        "ifb": settings(ifb),
+        "filters": ingress_filters(ns, veth),
+        "ifb_index": ifb_link.as_ref().map(|l| l["ifindex"].clone()),
+    })
+}
+
+/// A second ADD of the same attachment fails (the IFB exists) and its undo takes away only
+/// what that call made: the first ADD's qdiscs, filter and IFB stay, and CHECK still passes.
+#[test]
+fn second_add_keeps_the_first_attachments_shaping() {
+    let env = env_with_bandwidth(None);
+    let pod = env.pod();
+    let prev = attach_pod(&env, &pod, "c8");
+    let veth = host_veth_name(&prev);
+    let ifb = ifb_name(NET, "c8");
+    let conf = bw_conf(Some(&prev), limits());
+    let first = run_bw(&env, "ADD", &pod, "c8", &conf);
+    first.assert_success();
+    let before = shaping_state(env.host(), &veth, &ifb);
+    assert_eq!(before["veth"].as_array().unwrap().len(), 2, "{before}");
+    assert_eq!(before["ifb"].as_array().unwrap().len(), 1, "{before}");
+    assert!(before["ifb_index"].is_number(), "{before}");
+
+    let second = run_bw(&env, "ADD", &pod, "c8", &conf);
+    assert!(!second.success(), "a repeated ADD must fail: {second}");
+    assert_eq!(shaping_state(env.host(), &veth, &ifb), before);
+    let msg = second.json().unwrap()["msg"].as_str().unwrap().to_string();
+    assert!(msg.contains("already"), "{msg}");
+    let checked = Env::with_prev(&conf, &first.json().unwrap());
+    run_bw(&env, "CHECK", &pod, "c8", &checked).assert_success();
+
+    // Ingress only: the repeated ADD finds the root qdisc and leaves it too.
+    let pod2 = env.pod();
+    let prev2 = attach_pod(&env, &pod2, "c9");
+    let veth2 = host_veth_name(&prev2);
+    let ingress = bw_conf(
+        Some(&prev2),
+        json!({"ingressRate": 1_000_000, "ingressBurst": 8_000_000}),
+    );
+    run_bw(&env, "ADD", &pod2, "c9", &ingress).assert_success();
+    let before = shaping_state(env.host(), &veth2, &ifb_name(NET, "c9"));
+    let mut other_rate = ingress.clone();
+    other_rate["ingressRate"] = json!(3_000_000);
+    assert!(!run_bw(&env, "ADD", &pod2, "c9", &other_rate).success());
+    assert_eq!(
+        shaping_state(env.host(), &veth2, &ifb_name(NET, "c9")),
+        before
+    );
+}
