@@ -437,3 +437,167 @@ fn second_add_keeps_the_first_attachments_shaping() {
         before
     );
 }
+
+/// Moves `BYTES` between `pod` and a listener at `addr` in the host namespace; `upload` sends
+/// from the pod, otherwise the host sends. Returns the time the transfer took.
+fn transfer(env: &Env, pod: &Netns, addr: &str, upload: bool) -> std::time::Duration {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    const BYTES: usize = 1_000_000;
+    let host_ns = cni_linux::NetNs::open(&env.sb.host().path).unwrap();
+    let pod_ns = cni_linux::NetNs::open(&pod.path).unwrap();
+    let bind: SocketAddr = format!("{addr}:0").parse().unwrap();
+    let listener = host_ns
+        .run(move || TcpListener::bind(bind))
+        .unwrap()
+        .unwrap();
+    let server = listener.local_addr().unwrap();
+    let move_bytes = move |mut conn: TcpStream, send: bool| -> usize {
+        conn.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        if send {
+            conn.write_all(&vec![0x5a; BYTES]).unwrap();
+            conn.shutdown(std::net::Shutdown::Write).unwrap();
+            BYTES
+        } else {
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).unwrap();
+            got.len()
+        }
+    };
+    let host_side = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        move_bytes(conn, !upload)
+    });
+    let started = Instant::now();
+    let conn = pod_ns
+        .run(move || TcpStream::connect_timeout(&server, Duration::from_secs(5)))
+        .unwrap();
+    let conn = conn.unwrap_or_else(|e| {
+        let host = &env.sb.host().name;
+        let tc = |args: &[&str]| {
+            let out = Command::new("tc")
+                .args(["-s", "-n", host])
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let routes = Command::new("ip")
+            .args(["-n", &pod.name, "route"])
+            .output()
+            .unwrap();
+        panic!(
+            "connect to {server}: {e}\nclasses:\n{}\nfilters:\n{}\npod routes:\n{}",
+            tc(&["class", "show"]),
+            tc(&["qdisc", "show"]),
+            String::from_utf8_lossy(&routes.stdout)
+        )
+    });
+    let pod_moved = move_bytes(conn, upload);
+    let host_moved = host_side.join().unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!((pod_moved, host_moved), (BYTES, BYTES));
+    eprintln!(
+        "{} {addr}: {BYTES} bytes in {elapsed:?} ({:.2} Mbit/s)",
+        if upload { "upload to" } else { "download from" },
+        BYTES as f64 * 8.0 / elapsed.as_secs_f64() / 1e6
+    );
+    elapsed
+}
+
+/// Real traffic with `shapedSubnets` / `unshapedSubnets` (HTB layout): at 4 Mbit/s each way,
+/// 1 MB with a shaped peer takes about 2 s, with an unshaped peer milliseconds. The shaped
+/// peer is 198.18.5.1 (on the host namespace's `lo`), the unshaped one the bridge gateway.
+/// Asserted: shaped transfers take over 1 s and at least 4 times as long as unshaped ones.
+#[test]
+fn shaped_subnets_limit_only_their_peers() {
+    use std::time::Duration;
+    const PEER: &str = "198.18.5.1";
+    const GW: &str = "10.47.0.1";
+    let env = env_with_bandwidth(None);
+    let host = env.host().to_string();
+    for argv in [
+        vec!["ip", "-n", &host, "link", "set", "lo", "up"],
+        vec![
+            "ip",
+            "-n",
+            &host,
+            "addr",
+            "add",
+            "198.18.5.1/32",
+            "dev",
+            "lo",
+        ],
+    ] {
+        let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(out.status.success(), "{argv:?}: {out:?}");
+    }
+    let limits = json!({"ingressRate": 4_000_000, "ingressBurst": 80_000,
+                        "egressRate": 4_000_000, "egressBurst": 80_000});
+    let slow = |d: Duration, fast: Duration, what: &str| {
+        assert!(
+            d > Duration::from_millis(1000),
+            "{what}: shaped took only {d:?}"
+        );
+        assert!(d > fast * 4, "{what}: shaped {d:?} vs unshaped {fast:?}");
+    };
+    for (n, (key, shaped_peer, free_peer)) in
+        [("shapedSubnets", PEER, GW), ("unshapedSubnets", GW, PEER)]
+            .into_iter()
+            .enumerate()
+    {
+        let pod = env.pod();
+        let cid = format!("s{n}");
+        let br = bridge_conf(&env, NET, BR, SUBNET, json!({"isDefaultGateway": true}));
+        let prev = env.add("bridge", &pod, &cid, &br);
+        let mut keys = limits.clone();
+        keys[key] = json!(["198.18.5.0/24"]);
+        let conf = bw_conf(Some(&prev), keys);
+        let out = run_bw(&env, "ADD", &pod, &cid, &conf);
+        out.assert_success();
+        let veth = host_veth_name(&prev);
+        let ifb = ifb_name(NET, &cid);
+        for dev in [&veth, &ifb] {
+            let q = qdisc(&host, dev, "htb").unwrap_or_else(|| panic!("no htb on {dev}"));
+            assert_eq!(q["handle"], "1:");
+        }
+        let checked = Env::with_prev(&conf, &out.json().unwrap());
+        run_bw(&env, "CHECK", &pod, &cid, &checked).assert_success();
+        let mut drift = checked.clone();
+        let other = if n == 0 {
+            "unshapedSubnets"
+        } else {
+            "shapedSubnets"
+        };
+        drift.as_object_mut().unwrap().remove(key);
+        drift[other] = json!(["198.18.5.0/24"]);
+        assert!(
+            !run_bw(&env, "CHECK", &pod, &cid, &drift).success(),
+            "{key}"
+        );
+
+        let fast_up = transfer(&env, &pod, free_peer, true);
+        let slow_up = transfer(&env, &pod, shaped_peer, true);
+        slow(slow_up, fast_up, &format!("{key}: egress"));
+        let fast_down = transfer(&env, &pod, free_peer, false);
+        let slow_down = transfer(&env, &pod, shaped_peer, false);
+        slow(slow_down, fast_down, &format!("{key}: ingress"));
+        run_bw(&env, "DEL", &pod, &cid, &checked).assert_success();
+        assert!(!has_link(&host, &ifb));
+    }
+
+    // Both lists: refused before anything is made.
+    let pod = env.pod();
+    let prev = attach_pod(&env, &pod, "s9");
+    let mut keys = limits;
+    keys["shapedSubnets"] = json!(["198.18.5.0/24"]);
+    keys["unshapedSubnets"] = json!(["198.18.6.0/24"]);
+    let out = run_bw(&env, "ADD", &pod, "s9", &bw_conf(Some(&prev), keys));
+    let e = cni_error(&out, 7);
+    assert!(e["msg"].as_str().unwrap().contains("cannot be both"), "{e}");
+    assert!(!has_link(&host, &ifb_name(NET, "s9")));
+    assert!(qdisc(&host, &host_veth_name(&prev), "htb").is_none());
+}

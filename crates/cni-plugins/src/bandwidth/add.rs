@@ -4,12 +4,14 @@
 //! fails and leaves the first ADD's shaping alone.
 
 use cni_linux::rtnl::link::{Link, LinkSpec};
-use cni_linux::rtnl::tc::{TbfParams, TcHandle};
+use cni_linux::rtnl::tc::htb::HtbClassParams;
+use cni_linux::rtnl::tc::u32::AddrField;
+use cni_linux::rtnl::tc::{TbfParams, TcHandle, ROOT_TBF_HANDLE};
 use cni_linux::{Handle, NetlinkError};
 use cni_plugin::CmdArgs;
 use cni_types::{CniError, CniResult, Interface};
 
-use super::conf::{ifb_name, Bandwidth, Limit};
+use super::conf::{ifb_name, Bandwidth, Limit, Subnets};
 use super::{host_handle, host_veth, netlink_error, required_prev};
 use crate::common::fault;
 use crate::common::undo::Undo;
@@ -41,11 +43,74 @@ fn push_qdisc_undo(undo: &mut Undo<'_>, what: String, index: u32, parent: TcHand
     });
 }
 
-/// Installs the root shaping qdisc `1:` on `link`; fails if the link has a root qdisc of its
-/// own already.
-fn add_root_shaping(host: &mut Handle, link: &Link, limit: Limit) -> Result<(), CniError> {
-    host.add_root_tbf(link.index, &tbf(limit)?)
-        .map_err(|e| create_error("create qdisc", &format!("a root qdisc on {}", link.name), e))
+/// Class `1:48` (Go v1.5.x's `ShapedClassMinorID`): the limited traffic.
+pub(super) const SHAPED_CLASS: u16 = 0x30;
+/// Class `1:1`: the traffic that is not limited.
+pub(super) const UNSHAPED_CLASS: u16 = 1;
+/// The unshaped class's rate and ceiling, bytes per second (Go: `UncappedRate`).
+pub(super) const UNCAPPED_RATE: u64 = 100_000_000_000;
+
+/// The HTB classes of Go v1.5.x for `limit`: the shaped class (rate, ceiling twice the rate,
+/// both buckets the TBF buffer) and the unshaped one (no buckets).
+pub(super) fn htb_classes(limit: Limit) -> Result<(HtbClassParams, HtbClassParams), CniError> {
+    let t = tbf(limit)?;
+    let shaped = HtbClassParams {
+        rate: t.rate,
+        ceil: t.rate.saturating_mul(2),
+        buffer: t.buffer,
+        cbuffer: t.buffer,
+    };
+    let unshaped = HtbClassParams {
+        rate: UNCAPPED_RATE,
+        ceil: UNCAPPED_RATE,
+        buffer: 0,
+        cbuffer: 0,
+    };
+    Ok((shaped, unshaped))
+}
+
+/// The default class of the HTB root and the class the subnet filters send to.
+pub(super) fn htb_default_and_target(subnets: &Subnets) -> (u16, u16) {
+    match subnets {
+        Subnets::Shaped(_) => (UNSHAPED_CLASS, SHAPED_CLASS),
+        Subnets::Unshaped(_) => (SHAPED_CLASS, UNSHAPED_CLASS),
+    }
+}
+
+/// Installs the root shaping qdisc `1:` on `link` (TBF, or with subnets the HTB layout whose
+/// filters match the peer address `field`); fails if the link has a root qdisc of its own
+/// already. On error after the root exists, the root is removed again (classes and filters
+/// go with it).
+fn add_root_shaping(
+    host: &mut Handle,
+    link: &Link,
+    limit: Limit,
+    subnets: Option<&Subnets>,
+    field: AddrField,
+) -> Result<(), CniError> {
+    let exists = |e| create_error("create qdisc", &format!("a root qdisc on {}", link.name), e);
+    let Some(subnets) = subnets else {
+        return host.add_root_tbf(link.index, &tbf(limit)?).map_err(exists);
+    };
+    let (shaped, unshaped) = htb_classes(limit)?;
+    let (default, target) = htb_default_and_target(subnets);
+    host.add_root_htb(link.index, default).map_err(exists)?;
+    let rest = (|| -> Result<(), NetlinkError> {
+        host.add_htb_class(link.index, SHAPED_CLASS, &shaped)?;
+        host.add_htb_class(link.index, UNSHAPED_CLASS, &unshaped)?;
+        let class = TcHandle {
+            major: 1,
+            minor: target,
+        };
+        for net in subnets.nets() {
+            host.add_u32_subnet_filter(link.index, ROOT_TBF_HANDLE, net, field, class)?;
+        }
+        Ok(())
+    })();
+    rest.map_err(|e| {
+        let _ = host.delete_qdisc(link.index, TcHandle::ROOT);
+        netlink_error(&format!("create htb layout on {}", link.name), e)
+    })
 }
 
 pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
@@ -60,7 +125,14 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     // Into the container: the root qdisc of the host veth.
     if let Some(limit) = bw.ingress {
-        add_root_shaping(&mut host, &veth, limit)?;
+        // Packets to the container: the peer is their source.
+        add_root_shaping(
+            &mut host,
+            &veth,
+            limit,
+            bw.subnets.as_ref(),
+            AddrField::Source,
+        )?;
         push_qdisc_undo(
             &mut undo,
             format!("root qdisc on {}", veth.name),
@@ -78,7 +150,13 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             mtu: Some(veth.mtu),
             ..LinkSpec::named(&ifb)
         };
-        host.create_ifb(&spec, 0)
+        // TBF (Go today) runs with txqlen 0; HTB's class queues take their length from it,
+        // so the HTB layout gets the veth's, at least 1000, as Go v1.5.x did.
+        let txqlen = match bw.subnets {
+            None => 0,
+            Some(_) => veth.txqlen.max(1000),
+        };
+        host.create_ifb(&spec, txqlen)
             .map_err(|e| create_error("adding link", &format!("IFB device {ifb}"), e))?;
         let name = ifb.clone();
         undo.push(format!("IFB {ifb}"), move || {
@@ -108,7 +186,14 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         // both go with their undo.
         host.add_ingress_redirect(veth.index, ifb_link.index)
             .map_err(|e| netlink_error("add filter", e))?;
-        add_root_shaping(&mut host, &ifb_link, limit)?;
+        // Packets from the container: the peer is their destination.
+        add_root_shaping(
+            &mut host,
+            &ifb_link,
+            limit,
+            bw.subnets.as_ref(),
+            AddrField::Destination,
+        )?;
         result.interfaces.push(Interface {
             name: ifb,
             mac: ifb_link.mac.map(|m| m.to_string()).unwrap_or_default(),

@@ -5,9 +5,15 @@
 //! - Egress (out of the container): an IFB device named by [`conf::ifb_name`], with a TBF root
 //!   qdisc; the host veth gets an ingress qdisc and a u32 match-all filter redirecting every
 //!   packet to the IFB.
+//! - With `shapedSubnets` or `unshapedSubnets` (mutually exclusive, code 7 if both are set) the
+//!   root qdiscs are the HTB layout of Go v1.5.x instead: HTB `1:` with class `1:30` (the
+//!   limit; ceiling twice the rate) and class `1:1` (100 GB/s), u32 filters (priority 16 for
+//!   IPv4, 15 for IPv6) sending the listed subnets to `1:30` (shaped) or `1:1` (unshaped),
+//!   the other class being the default. Upstream dropped this layout again in v1.6.0; without
+//!   either list rcni keeps the TBF layout of Go 1.1.1 and v1.6+, and CHECK and DEL read it.
 //! - [`add`]: ADD needs `prevResult` (unless nothing is shaped) and returns it, with the IFB
 //!   appended to `interfaces`; [`del`]: DEL deletes the IFB and needs no netns; [`check`]:
-//!   CHECK compares the TBF settings. STATUS and GC are no-ops, as in Go. Versions from 0.3.0.
+//!   CHECK compares the TBF (or HTB) settings. STATUS and GC are no-ops, as in Go. Versions from 0.3.0.
 //!
 //! Deliberate differences from the Go plugin:
 //! - invalid input is code 7 (Go: 999); rates below 8 bit/s and bursts below 8 bits are refused
@@ -21,6 +27,11 @@
 //! - the redirect filter carries one mirred action (Go's netlink library sends the same
 //!   redirect twice);
 //! - DEL does not validate the limits: it only needs the network name and container ID;
+//! - the HTB filters on the host veth (traffic into the container) match the peer's *source*
+//!   address; Go v1.5.x matched the destination there too, which is the pod's own address, so
+//!   its lists never selected the peer for ingress traffic. CHECK accepts either match there;
+//! - the IFB of the HTB layout gets the veth's txqlen, at least 1000, as in Go v1.5.x (with
+//!   txqlen 0, as Go v1.6+ makes it, HTB's class queues drop every packet);
 //! - GC cannot tell which `bwp…` devices belong to this network (the name is a hash of the
 //!   network name and the container ID), so it removes nothing, like Go.
 
