@@ -351,7 +351,7 @@ fn failed_add_leaves_nothing_behind() {
         return;
     }
     let env = env_with_bandwidth(None);
-    for (n, step) in ["ingress", "filter", "done"].into_iter().enumerate() {
+    for (n, step) in ["ingress", "ifb", "filter", "done"].into_iter().enumerate() {
         let pod = env.pod();
         let cid = format!("f{n}");
         let prev = attach_pod(&env, &pod, &cid);
@@ -600,4 +600,41 @@ fn shaped_subnets_limit_only_their_peers() {
     assert!(e["msg"].as_str().unwrap().contains("cannot be both"), "{e}");
     assert!(!has_link(&host, &ifb_name(NET, "s9")));
     assert!(qdisc(&host, &host_veth_name(&prev), "htb").is_none());
+}
+
+/// The IFB carries its attachment as its interface alias, so GC of the network removes the
+/// IFB of an attachment missing from the valid list (an ADD whose runtime died, or one killed
+/// after the IFB was made) and keeps the others, and GC of another network touches nothing.
+#[test]
+fn gc_removes_an_ifb_of_a_dead_attachment() {
+    let env = env_with_bandwidth(None);
+    let egress = json!({"egressRate": 2_000_000, "egressBurst": 16_000_000});
+    let (live, dead) = (env.pod(), env.pod());
+    for (pod, cid) in [(&live, "g1"), (&dead, "g2")] {
+        let prev = attach_pod(&env, pod, cid);
+        run_bw(&env, "ADD", pod, cid, &bw_conf(Some(&prev), egress.clone())).assert_success();
+    }
+    let (live_ifb, dead_ifb) = (ifb_name(NET, "g1"), ifb_name(NET, "g2"));
+    let alias = link(env.host(), &dead_ifb)["ifalias"].clone();
+    assert!(
+        alias.as_str().is_some_and(|a| a.contains("id: g2")),
+        "{alias}"
+    );
+    let gc = |net: &str| {
+        let mut c = json!({"cniVersion": "1.1.0", "name": net, "type": "bandwidth"});
+        c["cni.dev/valid-attachments"] = json!([{"containerID": "g1", "ifname": "eth0"}]);
+        let call = env.call("GC", &live, "", &c.to_string()).netns("");
+        env.run("bandwidth", &call)
+    };
+    gc("othernet").assert_success();
+    assert!(has_link(env.host(), &dead_ifb));
+    gc(NET).assert_success();
+    assert!(
+        !has_link(env.host(), &dead_ifb),
+        "GC left the dead attachment's IFB"
+    );
+    assert!(
+        has_link(env.host(), &live_ifb),
+        "GC removed a valid attachment's IFB"
+    );
 }

@@ -14,6 +14,7 @@ use cni_types::{CniError, CniResult, Interface};
 use super::conf::{ifb_name, Bandwidth, Limit, Subnets};
 use super::{host_handle, host_veth, netlink_error, required_prev};
 use crate::common::fault;
+use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 
 pub(super) fn tbf(limit: Limit) -> Result<TbfParams, CniError> {
@@ -113,6 +114,49 @@ fn add_root_shaping(
     })
 }
 
+/// Creates the IFB in the container's namespace and moves it to the host's with its
+/// attachment as alias in one request, so a killed ADD leaves either an IFB in the container's
+/// namespace (it goes with the namespace; DEL removes it too) or a tagged one in the host's
+/// (DEL removes it by name, GC by tag). EEXIST in the host namespace: the attachment is
+/// shaped already, and nothing is changed.
+fn create_tagged_ifb(
+    host: &mut Handle,
+    args: &CmdArgs,
+    spec: &LinkSpec,
+    txqlen: u32,
+) -> Result<(), CniError> {
+    let ns = crate::netns::open_required(&args.netns)?;
+    let host_ns = cni_linux::NetNs::current()
+        .map_err(|e| CniError::internal(format!("bandwidth: cannot open the host netns: {e}")))?;
+    let mut inner = Handle::in_netns(&ns)
+        .map_err(|e| netlink_error("cannot open netlink in the container namespace", e))?;
+    // An IFB of this name in the container's namespace is a killed ADD's leftover.
+    match inner.create_ifb(spec, txqlen) {
+        Err(e) if e.is_exists() => {
+            inner
+                .delete_link_by_name(&spec.name)
+                .map_err(|e| netlink_error("remove a leftover IFB", e))?;
+            inner.create_ifb(spec, txqlen)
+        }
+        other => other,
+    }
+    .map_err(|e| netlink_error("adding link", e))?;
+    let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    if let Err(e) = inner.move_link_to_netns_with_alias(&spec.name, &host_ns, &tag.comment()) {
+        let _ = inner.delete_link_by_name(&spec.name);
+        return Err(create_error(
+            "adding link",
+            &format!("IFB device {}", spec.name),
+            e,
+        ));
+    }
+    let link = host
+        .link_by_name(&spec.name)
+        .map_err(|e| netlink_error("get ifb device", e))?;
+    host.set_link_up(link.index)
+        .map_err(|e| netlink_error("set ifb up", e))
+}
+
 pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let bw = Bandwidth::parse(&args.conf)?;
     let mut result = required_prev(args)?;
@@ -156,8 +200,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             None => 0,
             Some(_) => veth.txqlen.max(1000),
         };
-        host.create_ifb(&spec, txqlen)
-            .map_err(|e| create_error("adding link", &format!("IFB device {ifb}"), e))?;
+        create_tagged_ifb(&mut host, args, &spec, txqlen)?;
         let name = ifb.clone();
         undo.push(format!("IFB {ifb}"), move || {
             let mut h = Handle::new().map_err(|e| e.to_string())?;
@@ -165,6 +208,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         });
+        fault::inject("bandwidth", "ifb")?;
         let ifb_link = host
             .link_by_name(&ifb)
             .map_err(|e| netlink_error("get ifb device", e))?;

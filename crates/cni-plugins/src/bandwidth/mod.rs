@@ -13,7 +13,7 @@
 //!   either list rcni keeps the TBF layout of Go 1.1.1 and v1.6+, and CHECK and DEL read it.
 //! - [`add`]: ADD needs `prevResult` (unless nothing is shaped) and returns it, with the IFB
 //!   appended to `interfaces`; [`del`]: DEL deletes the IFB and needs no netns; [`check`]:
-//!   CHECK compares the TBF (or HTB) settings. STATUS and GC are no-ops, as in Go. Versions from 0.3.0.
+//!   CHECK compares the TBF (or HTB) settings. GC removes IFBs of attachments not in the valid list; STATUS is a no-op. Versions from 0.3.0.
 //!
 //! Deliberate differences from the Go plugin:
 //! - invalid input is code 7 (Go: 999); rates below 8 bit/s and bursts below 8 bits are refused
@@ -32,8 +32,11 @@
 //!   its lists never selected the peer for ingress traffic. CHECK accepts either match there;
 //! - the IFB of the HTB layout gets the veth's txqlen, at least 1000, as in Go v1.5.x (with
 //!   txqlen 0, as Go v1.6+ makes it, HTB's class queues drop every packet);
-//! - GC cannot tell which `bwp…` devices belong to this network (the name is a hash of the
-//!   network name and the container ID), so it removes nothing, like Go.
+//! - the IFB is made in the container's namespace and moved to the host's with its attachment
+//!   as interface alias (the tag of `common::nft_tag`) in one request, so a killed ADD leaves
+//!   nothing DEL or GC cannot attribute; DEL also removes such an IFB left in the container's
+//!   namespace, and GC removes the tagged IFBs of the network's attachments not in the valid
+//!   list (Go's GC is a no-op; Go's IFBs carry no alias, so GC leaves those alone).
 
 pub mod add;
 pub mod check;
@@ -123,6 +126,10 @@ impl Plugin for BandwidthPlugin {
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
         check::check(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::gc(args)
     }
 
     fn supported_versions(&self) -> Vec<SpecVersion> {
