@@ -436,6 +436,25 @@ fn second_add_keeps_the_first_attachments_shaping() {
         shaping_state(env.host(), &veth2, &ifb_name(NET, "c9")),
         before
     );
+
+    // The HTB layout (shapedSubnets) likewise.
+    let pod3 = env.pod();
+    let prev3 = attach_pod(&env, &pod3, "c10");
+    let veth3 = host_veth_name(&prev3);
+    let mut keys = limits();
+    keys["shapedSubnets"] = json!(["198.18.5.0/24"]);
+    let htb = bw_conf(Some(&prev3), keys);
+    let first = run_bw(&env, "ADD", &pod3, "c10", &htb);
+    first.assert_success();
+    let before = shaping_state(env.host(), &veth3, &ifb_name(NET, "c10"));
+    assert!(qdisc(env.host(), &veth3, "htb").is_some(), "{before}");
+    assert!(!run_bw(&env, "ADD", &pod3, "c10", &htb).success());
+    assert_eq!(
+        shaping_state(env.host(), &veth3, &ifb_name(NET, "c10")),
+        before
+    );
+    let checked = Env::with_prev(&htb, &first.json().unwrap());
+    run_bw(&env, "CHECK", &pod3, "c10", &checked).assert_success();
 }
 
 /// Moves `BYTES` between `pod` and a listener at `addr` in the host namespace; `upload` sends
