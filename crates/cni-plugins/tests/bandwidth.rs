@@ -351,7 +351,7 @@ fn failed_add_leaves_nothing_behind() {
         return;
     }
     let env = env_with_bandwidth(None);
-    for (n, step) in ["ingress", "filter", "done"].into_iter().enumerate() {
+    for (n, step) in ["ingress", "ifb", "filter", "done"].into_iter().enumerate() {
         let pod = env.pod();
         let cid = format!("f{n}");
         let prev = attach_pod(&env, &pod, &cid);
@@ -372,4 +372,288 @@ fn failed_add_leaves_nothing_behind() {
             assert!(qdisc(env.host(), &veth, kind).is_none(), "{step}: {kind}");
         }
     }
+}
+
+/// What `tc -j` and `ip -j` show of an attachment's shaping: the root qdiscs of the host veth
+/// and the IFB (settings only), the veth's ingress qdisc and redirect filter, and the IFB link.
+fn shaping_state(ns: &str, veth: &str, ifb: &str) -> Value {
+    let settings = |dev: &str| {
+        qdiscs(ns)
+            .unwrap()
+            .into_iter()
+            .filter(|q| q["dev"] == dev && q["kind"] != "noqueue")
+            .map(|q| json!({"kind": q["kind"], "handle": q["handle"], "options": q["options"]}))
+            .collect::<Vec<_>>()
+    };
+    let ifb_link = cni_testkit::link(ns, ifb).unwrap();
+    json!({
+        "veth": settings(veth),
+        "ifb": settings(ifb),
+        "filters": ingress_filters(ns, veth),
+        "ifb_index": ifb_link.as_ref().map(|l| l["ifindex"].clone()),
+    })
+}
+
+/// A second ADD of the same attachment fails (the IFB exists) and its undo takes away only
+/// what that call made: the first ADD's qdiscs, filter and IFB stay, and CHECK still passes.
+#[test]
+fn second_add_keeps_the_first_attachments_shaping() {
+    let env = env_with_bandwidth(None);
+    let pod = env.pod();
+    let prev = attach_pod(&env, &pod, "c8");
+    let veth = host_veth_name(&prev);
+    let ifb = ifb_name(NET, "c8");
+    let conf = bw_conf(Some(&prev), limits());
+    let first = run_bw(&env, "ADD", &pod, "c8", &conf);
+    first.assert_success();
+    let before = shaping_state(env.host(), &veth, &ifb);
+    assert_eq!(before["veth"].as_array().unwrap().len(), 2, "{before}");
+    assert_eq!(before["ifb"].as_array().unwrap().len(), 1, "{before}");
+    assert!(before["ifb_index"].is_number(), "{before}");
+
+    let second = run_bw(&env, "ADD", &pod, "c8", &conf);
+    assert!(!second.success(), "a repeated ADD must fail: {second}");
+    assert_eq!(shaping_state(env.host(), &veth, &ifb), before);
+    let msg = second.json().unwrap()["msg"].as_str().unwrap().to_string();
+    assert!(msg.contains("already"), "{msg}");
+    let checked = Env::with_prev(&conf, &first.json().unwrap());
+    run_bw(&env, "CHECK", &pod, "c8", &checked).assert_success();
+
+    // Ingress only: the repeated ADD finds the root qdisc and leaves it too.
+    let pod2 = env.pod();
+    let prev2 = attach_pod(&env, &pod2, "c9");
+    let veth2 = host_veth_name(&prev2);
+    let ingress = bw_conf(
+        Some(&prev2),
+        json!({"ingressRate": 1_000_000, "ingressBurst": 8_000_000}),
+    );
+    run_bw(&env, "ADD", &pod2, "c9", &ingress).assert_success();
+    let before = shaping_state(env.host(), &veth2, &ifb_name(NET, "c9"));
+    let mut other_rate = ingress.clone();
+    other_rate["ingressRate"] = json!(3_000_000);
+    assert!(!run_bw(&env, "ADD", &pod2, "c9", &other_rate).success());
+    assert_eq!(
+        shaping_state(env.host(), &veth2, &ifb_name(NET, "c9")),
+        before
+    );
+
+    // The HTB layout (shapedSubnets) likewise.
+    let pod3 = env.pod();
+    let prev3 = attach_pod(&env, &pod3, "c10");
+    let veth3 = host_veth_name(&prev3);
+    let mut keys = limits();
+    keys["shapedSubnets"] = json!(["198.18.5.0/24"]);
+    let htb = bw_conf(Some(&prev3), keys);
+    let first = run_bw(&env, "ADD", &pod3, "c10", &htb);
+    first.assert_success();
+    let before = shaping_state(env.host(), &veth3, &ifb_name(NET, "c10"));
+    assert!(qdisc(env.host(), &veth3, "htb").is_some(), "{before}");
+    assert!(!run_bw(&env, "ADD", &pod3, "c10", &htb).success());
+    assert_eq!(
+        shaping_state(env.host(), &veth3, &ifb_name(NET, "c10")),
+        before
+    );
+    let checked = Env::with_prev(&htb, &first.json().unwrap());
+    run_bw(&env, "CHECK", &pod3, "c10", &checked).assert_success();
+}
+
+/// Moves `BYTES` between `pod` and a listener at `addr` in the host namespace; `upload` sends
+/// from the pod, otherwise the host sends. Returns the time the transfer took.
+fn transfer(env: &Env, pod: &Netns, addr: &str, upload: bool) -> std::time::Duration {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    const BYTES: usize = 1_000_000;
+    let host_ns = cni_linux::NetNs::open(&env.sb.host().path).unwrap();
+    let pod_ns = cni_linux::NetNs::open(&pod.path).unwrap();
+    let bind: SocketAddr = format!("{addr}:0").parse().unwrap();
+    let listener = host_ns
+        .run(move || TcpListener::bind(bind))
+        .unwrap()
+        .unwrap();
+    let server = listener.local_addr().unwrap();
+    let move_bytes = move |mut conn: TcpStream, send: bool| -> usize {
+        conn.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        if send {
+            conn.write_all(&vec![0x5a; BYTES]).unwrap();
+            conn.shutdown(std::net::Shutdown::Write).unwrap();
+            BYTES
+        } else {
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).unwrap();
+            got.len()
+        }
+    };
+    let host_side = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        move_bytes(conn, !upload)
+    });
+    let started = Instant::now();
+    let conn = pod_ns
+        .run(move || TcpStream::connect_timeout(&server, Duration::from_secs(5)))
+        .unwrap();
+    let conn = conn.unwrap_or_else(|e| {
+        let host = &env.sb.host().name;
+        let tc = |args: &[&str]| {
+            let out = Command::new("tc")
+                .args(["-s", "-n", host])
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let routes = Command::new("ip")
+            .args(["-n", &pod.name, "route"])
+            .output()
+            .unwrap();
+        panic!(
+            "connect to {server}: {e}\nclasses:\n{}\nfilters:\n{}\npod routes:\n{}",
+            tc(&["class", "show"]),
+            tc(&["qdisc", "show"]),
+            String::from_utf8_lossy(&routes.stdout)
+        )
+    });
+    let pod_moved = move_bytes(conn, upload);
+    let host_moved = host_side.join().unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!((pod_moved, host_moved), (BYTES, BYTES));
+    eprintln!(
+        "{} {addr}: {BYTES} bytes in {elapsed:?} ({:.2} Mbit/s)",
+        if upload { "upload to" } else { "download from" },
+        BYTES as f64 * 8.0 / elapsed.as_secs_f64() / 1e6
+    );
+    elapsed
+}
+
+/// Real traffic with `shapedSubnets` / `unshapedSubnets` (HTB layout): at 4 Mbit/s each way,
+/// 1 MB with a shaped peer takes about 2 s, with an unshaped peer milliseconds. The shaped
+/// peer is 198.18.5.1 (on the host namespace's `lo`), the unshaped one the bridge gateway.
+/// Asserted: shaped transfers take over 1 s and at least 4 times as long as unshaped ones.
+#[test]
+fn shaped_subnets_limit_only_their_peers() {
+    use std::time::Duration;
+    const PEER: &str = "198.18.5.1";
+    const GW: &str = "10.47.0.1";
+    let env = env_with_bandwidth(None);
+    let host = env.host().to_string();
+    for argv in [
+        vec!["ip", "-n", &host, "link", "set", "lo", "up"],
+        vec![
+            "ip",
+            "-n",
+            &host,
+            "addr",
+            "add",
+            "198.18.5.1/32",
+            "dev",
+            "lo",
+        ],
+    ] {
+        let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(out.status.success(), "{argv:?}: {out:?}");
+    }
+    let limits = json!({"ingressRate": 4_000_000, "ingressBurst": 80_000,
+                        "egressRate": 4_000_000, "egressBurst": 80_000});
+    let slow = |d: Duration, fast: Duration, what: &str| {
+        assert!(
+            d > Duration::from_millis(1000),
+            "{what}: shaped took only {d:?}"
+        );
+        assert!(d > fast * 4, "{what}: shaped {d:?} vs unshaped {fast:?}");
+    };
+    for (n, (key, shaped_peer, free_peer)) in
+        [("shapedSubnets", PEER, GW), ("unshapedSubnets", GW, PEER)]
+            .into_iter()
+            .enumerate()
+    {
+        let pod = env.pod();
+        let cid = format!("s{n}");
+        let br = bridge_conf(&env, NET, BR, SUBNET, json!({"isDefaultGateway": true}));
+        let prev = env.add("bridge", &pod, &cid, &br);
+        let mut keys = limits.clone();
+        keys[key] = json!(["198.18.5.0/24"]);
+        let conf = bw_conf(Some(&prev), keys);
+        let out = run_bw(&env, "ADD", &pod, &cid, &conf);
+        out.assert_success();
+        let veth = host_veth_name(&prev);
+        let ifb = ifb_name(NET, &cid);
+        for dev in [&veth, &ifb] {
+            let q = qdisc(&host, dev, "htb").unwrap_or_else(|| panic!("no htb on {dev}"));
+            assert_eq!(q["handle"], "1:");
+        }
+        let checked = Env::with_prev(&conf, &out.json().unwrap());
+        run_bw(&env, "CHECK", &pod, &cid, &checked).assert_success();
+        let mut drift = checked.clone();
+        let other = if n == 0 {
+            "unshapedSubnets"
+        } else {
+            "shapedSubnets"
+        };
+        drift.as_object_mut().unwrap().remove(key);
+        drift[other] = json!(["198.18.5.0/24"]);
+        assert!(
+            !run_bw(&env, "CHECK", &pod, &cid, &drift).success(),
+            "{key}"
+        );
+
+        let fast_up = transfer(&env, &pod, free_peer, true);
+        let slow_up = transfer(&env, &pod, shaped_peer, true);
+        slow(slow_up, fast_up, &format!("{key}: egress"));
+        let fast_down = transfer(&env, &pod, free_peer, false);
+        let slow_down = transfer(&env, &pod, shaped_peer, false);
+        slow(slow_down, fast_down, &format!("{key}: ingress"));
+        run_bw(&env, "DEL", &pod, &cid, &checked).assert_success();
+        assert!(!has_link(&host, &ifb));
+    }
+
+    // Both lists: refused before anything is made.
+    let pod = env.pod();
+    let prev = attach_pod(&env, &pod, "s9");
+    let mut keys = limits;
+    keys["shapedSubnets"] = json!(["198.18.5.0/24"]);
+    keys["unshapedSubnets"] = json!(["198.18.6.0/24"]);
+    let out = run_bw(&env, "ADD", &pod, "s9", &bw_conf(Some(&prev), keys));
+    let e = cni_error(&out, 7);
+    assert!(e["msg"].as_str().unwrap().contains("cannot be both"), "{e}");
+    assert!(!has_link(&host, &ifb_name(NET, "s9")));
+    assert!(qdisc(&host, &host_veth_name(&prev), "htb").is_none());
+}
+
+/// The IFB carries its attachment as its interface alias, so GC of the network removes the
+/// IFB of an attachment missing from the valid list (an ADD whose runtime died, or one killed
+/// after the IFB was made) and keeps the others, and GC of another network touches nothing.
+#[test]
+fn gc_removes_an_ifb_of_a_dead_attachment() {
+    let env = env_with_bandwidth(None);
+    let egress = json!({"egressRate": 2_000_000, "egressBurst": 16_000_000});
+    let (live, dead) = (env.pod(), env.pod());
+    for (pod, cid) in [(&live, "g1"), (&dead, "g2")] {
+        let prev = attach_pod(&env, pod, cid);
+        run_bw(&env, "ADD", pod, cid, &bw_conf(Some(&prev), egress.clone())).assert_success();
+    }
+    let (live_ifb, dead_ifb) = (ifb_name(NET, "g1"), ifb_name(NET, "g2"));
+    let alias = link(env.host(), &dead_ifb)["ifalias"].clone();
+    assert!(
+        alias.as_str().is_some_and(|a| a.contains("id: g2")),
+        "{alias}"
+    );
+    let gc = |net: &str| {
+        let mut c = json!({"cniVersion": "1.1.0", "name": net, "type": "bandwidth"});
+        c["cni.dev/valid-attachments"] = json!([{"containerID": "g1", "ifname": "eth0"}]);
+        let call = env.call("GC", &live, "", &c.to_string()).netns("");
+        env.run("bandwidth", &call)
+    };
+    gc("othernet").assert_success();
+    assert!(has_link(env.host(), &dead_ifb));
+    gc(NET).assert_success();
+    assert!(
+        !has_link(env.host(), &dead_ifb),
+        "GC left the dead attachment's IFB"
+    );
+    assert!(
+        has_link(env.host(), &live_ifb),
+        "GC removed a valid attachment's IFB"
+    );
 }

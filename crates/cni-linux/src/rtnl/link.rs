@@ -443,6 +443,31 @@ impl Handle {
         ))
     }
 
+    /// Moves the link called `name` into `ns` and sets its alias, in one request: the kernel
+    /// applies both in the same system call, so no process kill can leave the link in `ns`
+    /// without its alias. Fails with EEXIST if `ns` already has a link called `name`.
+    pub fn move_link_to_netns_with_alias(
+        &mut self,
+        name: &str,
+        ns: &NetNs,
+        alias: &str,
+    ) -> Result<(), Error> {
+        check_name(name)?;
+        if alias.len() > MAX_ALIAS_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "interface alias longer than {MAX_ALIAS_LEN} bytes"
+            )));
+        }
+        self.set_link(link_message(
+            0,
+            vec![
+                LinkAttribute::IfName(name.to_string()),
+                LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd()),
+                LinkAttribute::IfAlias(alias.to_string()),
+            ],
+        ))
+    }
+
     /// Moves a link into another namespace; it disappears from this one.
     pub fn move_link_to_netns(&mut self, index: u32, ns: &NetNs) -> Result<(), Error> {
         let attr = LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd());

@@ -1,7 +1,9 @@
 //! bandwidth's configuration: the four limits from the top level or from
-//! `runtimeConfig.bandwidth`, validated as the Go plugin does, and the IFB device name.
+//! `runtimeConfig.bandwidth`, validated as the Go plugin does, the `shapedSubnets` /
+//! `unshapedSubnets` lists of the Go v1.5.x plugin, and the IFB device name.
 
 use cni_types::{CniError, NetConf};
+use ipnet::IpNet;
 use serde_json::Value;
 use sha2::{Digest, Sha512};
 
@@ -16,13 +18,32 @@ pub struct Limit {
     pub burst: u64,
 }
 
+/// Which traffic a limit applies to, by the remote peer's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subnets {
+    /// `shapedSubnets`: only traffic with peers in these subnets is shaped.
+    Shaped(Vec<IpNet>),
+    /// `unshapedSubnets`: traffic with peers in these subnets is not shaped.
+    Unshaped(Vec<IpNet>),
+}
+
+impl Subnets {
+    pub fn nets(&self) -> &[IpNet] {
+        match self {
+            Subnets::Shaped(n) | Subnets::Unshaped(n) => n,
+        }
+    }
+}
+
 /// The limits of an attachment; `None` means that direction is not shaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Bandwidth {
-    /// Traffic into the container (TBF on the host veth).
+    /// Traffic into the container (root qdisc on the host veth).
     pub ingress: Option<Limit>,
-    /// Traffic out of the container (TBF on the IFB device).
+    /// Traffic out of the container (root qdisc on the IFB device).
     pub egress: Option<Limit>,
+    /// The subnet selection; `None` (neither list, or both empty) shapes everything with TBF.
+    pub subnets: Option<Subnets>,
 }
 
 impl Bandwidth {
@@ -33,14 +54,23 @@ impl Bandwidth {
         for (slot, key) in top.iter_mut().zip(KEYS) {
             *slot = field::<u64>(&conf.raw, key)?;
         }
-        let values = if top.iter().any(Option::is_some) {
-            top.map(|v| v.unwrap_or(0))
-        } else {
-            runtime_values(conf.runtime_config.as_ref())?
-        };
+        let mut top_lists = [None, None];
+        for (slot, key) in top_lists.iter_mut().zip(SUBNET_KEYS) {
+            *slot = field::<Vec<String>>(&conf.raw, key)?;
+        }
+        let (values, lists) =
+            if top.iter().any(Option::is_some) || top_lists.iter().any(Option::is_some) {
+                (
+                    top.map(|v| v.unwrap_or(0)),
+                    top_lists.map(Option::unwrap_or_default),
+                )
+            } else {
+                runtime_values(conf.runtime_config.as_ref())?
+            };
         Ok(Bandwidth {
             ingress: limit(values[0], values[1])?,
             egress: limit(values[2], values[3])?,
+            subnets: subnets(lists)?,
         })
     }
 
@@ -50,13 +80,45 @@ impl Bandwidth {
     }
 }
 
-fn runtime_values(runtime: Option<&Value>) -> Result<[u64; 4], CniError> {
+/// `unshapedSubnets`, `shapedSubnets`.
+const SUBNET_KEYS: [&str; 2] = ["unshapedSubnets", "shapedSubnets"];
+
+type Values = ([u64; 4], [Vec<String>; 2]);
+
+/// Go's `validateSubnets`: at most one non-empty list, every entry a CIDR.
+fn subnets([unshaped, shaped]: [Vec<String>; 2]) -> Result<Option<Subnets>, CniError> {
+    if !unshaped.is_empty() && !shaped.is_empty() {
+        return Err(CniError::invalid_config(
+            "unshapedSubnets and shapedSubnets cannot be both specified, one of them should be \
+             discarded",
+        ));
+    }
+    let parse = |list: Vec<String>| -> Result<Vec<IpNet>, CniError> {
+        list.iter()
+            .map(|s| {
+                s.parse::<IpNet>().map(|n| n.trunc()).map_err(|e| {
+                    CniError::invalid_config(format!("bad subnet {s:?} provided, details {e}"))
+                })
+            })
+            .collect()
+    };
+    Ok(if !shaped.is_empty() {
+        Some(Subnets::Shaped(parse(shaped)?))
+    } else if !unshaped.is_empty() {
+        Some(Subnets::Unshaped(parse(unshaped)?))
+    } else {
+        None
+    })
+}
+
+fn runtime_values(runtime: Option<&Value>) -> Result<Values, CniError> {
     let mut out = [0; 4];
+    let mut lists: [Vec<String>; 2] = Default::default();
     let Some(bw) = runtime.and_then(|rc| get_ci(rc, "bandwidth")) else {
-        return Ok(out);
+        return Ok((out, lists));
     };
     if bw.is_null() {
-        return Ok(out);
+        return Ok((out, lists));
     }
     if !bw.is_object() {
         return Err(CniError::invalid_config(
@@ -72,7 +134,16 @@ fn runtime_values(runtime: Option<&Value>) -> Result<[u64; 4], CniError> {
             })?;
         }
     }
-    Ok(out)
+    for (slot, key) in lists.iter_mut().zip(SUBNET_KEYS) {
+        if let Some(v) = get_ci(bw, key).filter(|v| !v.is_null()) {
+            *slot = serde_json::from_value(v.clone()).map_err(|e| {
+                CniError::invalid_config(format!(
+                    "failed to load netconf: runtimeConfig.bandwidth.{key}: {e}"
+                ))
+            })?;
+        }
+    }
+    Ok((out, lists))
 }
 
 /// Decodes the four keys (top level and `runtimeConfig.bandwidth`) without validating the
@@ -167,6 +238,38 @@ mod tests {
             ));
             assert_eq!(Bandwidth::parse(&c).unwrap_err().code, 7, "{body}");
         }
+    }
+
+    #[test]
+    fn subnet_lists_are_exclusive_and_parsed() {
+        let c = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth",
+               "runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600,
+               "shapedSubnets":["198.18.5.7/24","2001:db8::/32"]}}}"#,
+        );
+        let bw = Bandwidth::parse(&c).unwrap();
+        let nets: Vec<IpNet> = vec![
+            "198.18.5.0/24".parse().unwrap(),
+            "2001:db8::/32".parse().unwrap(),
+        ];
+        assert_eq!(bw.subnets, Some(Subnets::Shaped(nets)));
+        let both = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","egressRate":16000,
+               "egressBurst":1600,"shapedSubnets":["10.0.0.0/8"],"unshapedSubnets":["10.1.0.0/16"]}"#,
+        );
+        let e = Bandwidth::parse(&both).unwrap_err();
+        assert_eq!(e.code, 7);
+        assert!(e.msg.contains("cannot be both specified"), "{}", e.msg);
+        let bad = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","unshapedSubnets":["10.0.0.0"]}"#,
+        );
+        assert_eq!(Bandwidth::parse(&bad).unwrap_err().code, 7);
+        // A top-level list alone makes runtimeConfig.bandwidth ignored, as in Go.
+        let top = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","unshapedSubnets":[],
+               "runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600}}}"#,
+        );
+        assert!(Bandwidth::parse(&top).unwrap().is_zero());
     }
 
     #[test]

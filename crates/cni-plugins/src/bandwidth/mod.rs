@@ -5,9 +5,15 @@
 //! - Egress (out of the container): an IFB device named by [`conf::ifb_name`], with a TBF root
 //!   qdisc; the host veth gets an ingress qdisc and a u32 match-all filter redirecting every
 //!   packet to the IFB.
-//! - ADD needs `prevResult` (unless nothing is shaped) and returns it, with the IFB appended to
-//!   `interfaces`. DEL deletes the IFB and needs no netns. CHECK compares the TBF settings.
-//!   STATUS and GC are no-ops, as in Go. Versions from 0.3.0.
+//! - With `shapedSubnets` or `unshapedSubnets` (mutually exclusive, code 7 if both are set) the
+//!   root qdiscs are the HTB layout of Go v1.5.x instead: HTB `1:` with class `1:30` (the
+//!   limit; ceiling twice the rate) and class `1:1` (100 GB/s), u32 filters (priority 16 for
+//!   IPv4, 15 for IPv6) sending the listed subnets to `1:30` (shaped) or `1:1` (unshaped),
+//!   the other class being the default. Upstream dropped this layout again in v1.6.0; without
+//!   either list rcni keeps the TBF layout of Go 1.1.1 and v1.6+, and CHECK and DEL read it.
+//! - [`add`]: ADD needs `prevResult` (unless nothing is shaped) and returns it, with the IFB
+//!   appended to `interfaces`; [`del`]: DEL deletes the IFB and needs no netns; [`check`]:
+//!   CHECK compares the TBF (or HTB) settings. GC removes IFBs of attachments not in the valid list; STATUS is a no-op. Versions from 0.3.0.
 //!
 //! Deliberate differences from the Go plugin:
 //! - invalid input is code 7 (Go: 999); rates below 8 bit/s and bursts below 8 bits are refused
@@ -15,25 +21,35 @@
 //! - a failed ADD removes what it created (Go leaves it until DEL);
 //! - `prevResult` is required even when nothing is shaped (Go cannot print a missing result
 //!   either);
-//! - the TBF root is installed with replace semantics, so a repeated ADD does not fail;
+//! - every object is created with "fail if it exists" and a failed ADD undoes only what it
+//!   created itself, so a repeated ADD of a live attachment fails with "already exists" and
+//!   leaves the first ADD's qdiscs and IFB untouched (Go fails too, on the existing qdisc);
 //! - the redirect filter carries one mirred action (Go's netlink library sends the same
 //!   redirect twice);
 //! - DEL does not validate the limits (it only needs the network name and container ID), but
 //!   refuses a key of the wrong type, as Go and every rcni plugin do;
-//! - GC cannot tell which `bwp…` devices belong to this network (the name is a hash of the
-//!   network name and the container ID), so it removes nothing, like Go.
+//! - the HTB filters on the host veth (traffic into the container) match the peer's *source*
+//!   address; Go v1.5.x matched the destination there too, which is the pod's own address, so
+//!   its lists never selected the peer for ingress traffic. CHECK accepts either match there;
+//! - the IFB of the HTB layout gets the veth's txqlen, at least 1000, as in Go v1.5.x (with
+//!   txqlen 0, as Go v1.6+ makes it, HTB's class queues drop every packet);
+//! - the IFB is made in the container's namespace and moved to the host's with its attachment
+//!   as interface alias (the tag of `common::nft_tag`) in one request, so a killed ADD leaves
+//!   nothing DEL or GC cannot attribute; DEL also removes such an IFB left in the container's
+//!   namespace, and GC removes the tagged IFBs of the network's attachments not in the valid
+//!   list (Go's GC is a no-op; Go's IFBs carry no alias, so GC leaves those alone).
 
+pub mod add;
+pub mod check;
 pub mod conf;
+pub mod del;
 
-use cni_linux::rtnl::link::{Link, LinkSpec};
-use cni_linux::rtnl::tc::{TbfParams, TcHandle, ROOT_TBF_HANDLE};
+use cni_linux::rtnl::link::Link;
 use cni_linux::{Handle, NetlinkError};
 use cni_plugin::{CmdArgs, Plugin};
-use cni_types::{CniError, CniResult, Interface, SpecVersion};
+use cni_types::{CniError, CniResult, SpecVersion};
 
-use crate::common::fault;
 use crate::netns;
-use conf::{ifb_name, Bandwidth, Limit};
 
 /// The bandwidth plugin.
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,115 +110,6 @@ fn host_veth(args: &CmdArgs, prev: &CniResult, host: &mut Handle) -> Result<Link
     }
 }
 
-fn tbf(limit: Limit) -> Result<TbfParams, CniError> {
-    TbfParams::from_bits(limit.rate, limit.burst)
-        .map_err(|e| CniError::invalid_config(format!("bandwidth: {e}")))
-}
-
-/// What a failing ADD has to take back.
-#[derive(Default)]
-struct Created {
-    root_tbf: Option<u32>,
-    ingress_qdisc: Option<u32>,
-    ifb: Option<String>,
-}
-
-impl Created {
-    fn undo(self, host: &mut Handle) {
-        if let Some(index) = self.ingress_qdisc {
-            if let Err(e) = host.delete_qdisc(index, TcHandle::INGRESS) {
-                log::warn!("bandwidth: undo: cannot delete the ingress qdisc: {e}");
-            }
-        }
-        if let Some(index) = self.root_tbf {
-            if let Err(e) = host.delete_qdisc(index, TcHandle::ROOT) {
-                log::warn!("bandwidth: undo: cannot delete the TBF qdisc: {e}");
-            }
-        }
-        if let Some(name) = self.ifb {
-            if let Err(e) = host.delete_link_by_name(&name) {
-                log::warn!("bandwidth: undo: cannot delete {name}: {e}");
-            }
-        }
-    }
-}
-
-/// Installs the shaping; records each step in `created`. Returns the IFB interface, if any.
-fn shape(
-    host: &mut Handle,
-    veth: &Link,
-    bw: &Bandwidth,
-    ifb: &str,
-    created: &mut Created,
-) -> Result<Option<Interface>, CniError> {
-    if let Some(limit) = bw.ingress {
-        host.replace_root_tbf(veth.index, &tbf(limit)?)
-            .map_err(|e| netlink_error("create qdisc", e))?;
-        created.root_tbf = Some(veth.index);
-    }
-    fault::inject("bandwidth", "ingress")?;
-    let Some(limit) = bw.egress else {
-        return Ok(None);
-    };
-    let params = tbf(limit)?;
-    let spec = LinkSpec {
-        mtu: Some(veth.mtu),
-        ..LinkSpec::named(ifb)
-    };
-    host.create_ifb(&spec, 0)
-        .map_err(|e| netlink_error("adding link", e))?;
-    created.ifb = Some(ifb.to_string());
-    let ifb_link = host
-        .link_by_name(ifb)
-        .map_err(|e| netlink_error("get ifb device", e))?;
-    host.add_ingress_qdisc(veth.index)
-        .map_err(|e| netlink_error("create ingress qdisc", e))?;
-    created.ingress_qdisc = Some(veth.index);
-    fault::inject("bandwidth", "filter")?;
-    host.add_ingress_redirect(veth.index, ifb_link.index)
-        .map_err(|e| netlink_error("add filter", e))?;
-    host.replace_root_tbf(ifb_link.index, &params)
-        .map_err(|e| netlink_error("create ifb qdisc", e))?;
-    fault::inject("bandwidth", "done")?;
-    Ok(Some(Interface {
-        name: ifb.to_string(),
-        mac: ifb_link.mac.map(|m| m.to_string()).unwrap_or_default(),
-        ..Interface::default()
-    }))
-}
-
-/// CHECK of one shaped link: exactly the expected TBF root.
-fn verify_tbf(host: &mut Handle, link: &Link, limit: Limit) -> Result<(), CniError> {
-    let want = tbf(limit)?;
-    let qdiscs = host
-        .qdiscs(link.index)
-        .map_err(|e| netlink_error("list qdiscs", e))?;
-    let found = qdiscs
-        .iter()
-        .find(|q| q.parent == TcHandle::ROOT && q.handle == ROOT_TBF_HANDLE && q.kind == "tbf")
-        .and_then(|q| q.tbf)
-        .ok_or_else(|| CniError::internal(format!("bandwidth: no tbf qdisc on {}", link.name)))?;
-    if found.rate != want.rate {
-        return Err(CniError::internal(format!(
-            "Rate doesn't match for {} ({} != {})",
-            link.name, found.rate, want.rate
-        )));
-    }
-    if found.buffer != want.buffer {
-        return Err(CniError::internal(format!(
-            "Burst buffer size doesn't match for {} ({} != {})",
-            link.name, found.buffer, want.buffer
-        )));
-    }
-    if found.limit != want.limit {
-        return Err(CniError::internal(format!(
-            "Limit doesn't match for {} ({} != {})",
-            link.name, found.limit, want.limit
-        )));
-    }
-    Ok(())
-}
-
 fn required_prev(args: &CmdArgs) -> Result<CniResult, CniError> {
     args.prev_result
         .clone()
@@ -211,53 +118,21 @@ fn required_prev(args: &CmdArgs) -> Result<CniResult, CniError> {
 
 impl Plugin for BandwidthPlugin {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        let bw = Bandwidth::parse(&args.conf)?;
-        let mut result = required_prev(args)?;
-        if bw.is_zero() {
-            return Ok(result);
-        }
-        let mut host = host_handle()?;
-        let veth = host_veth(args, &result, &mut host)?;
-        let ifb = ifb_name(&args.conf.name, &args.container_id);
-        let mut created = Created::default();
-        match shape(&mut host, &veth, &bw, &ifb, &mut created) {
-            Ok(iface) => {
-                result.interfaces.extend(iface);
-                Ok(result)
-            }
-            Err(e) => {
-                created.undo(&mut host);
-                Err(e)
-            }
-        }
+        add::add(args)
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
         // Types are checked like ADD's, so every command refuses the same configs.
         conf::check_types(&args.conf)?;
-        let ifb = ifb_name(&args.conf.name, &args.container_id);
-        host_handle()?
-            .delete_link_by_name(&ifb)
-            .map_err(|e| netlink_error(&format!("delete {ifb}"), e))?;
-        Ok(())
+        del::del(args)
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let bw = Bandwidth::parse(&args.conf)?;
-        let prev = required_prev(args)?;
-        let mut host = host_handle()?;
-        let veth = host_veth(args, &prev, &mut host)?;
-        if let Some(limit) = bw.ingress {
-            verify_tbf(&mut host, &veth, limit)?;
-        }
-        if let Some(limit) = bw.egress {
-            let ifb = ifb_name(&args.conf.name, &args.container_id);
-            let link = host
-                .link_by_name(&ifb)
-                .map_err(|e| netlink_error("get ifb device", e))?;
-            verify_tbf(&mut host, &link, limit)?;
-        }
-        Ok(())
+        check::check(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::gc(args)
     }
 
     fn supported_versions(&self) -> Vec<SpecVersion> {

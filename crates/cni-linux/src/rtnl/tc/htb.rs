@@ -301,4 +301,42 @@ mod tests {
         assert_eq!(nest[4 + 1], LINKLAYER_ETHERNET);
         assert_eq!(nest[4 + 13], LINKLAYER_ETHERNET);
     }
+
+    /// `struct tc_htb_opt` for 1 Mbit/s (125000 B/s), ceiling 250000 B/s, buckets of 1234
+    /// ticks, written out by hand (x86 byte order).
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn class_options_match_hand_checked_bytes() {
+        let opts = HtbClassParams {
+            rate: 125_000,
+            ceil: 250_000,
+            buffer: 1234,
+            cbuffer: 1234,
+        }
+        .options();
+        let mut nest = vec![0u8; opts.as_slice().buffer_len()];
+        opts.as_slice().emit(&mut nest);
+        #[rustfmt::skip]
+        let want: [u8; 48] = [
+            0x30, 0x00, 0x01, 0x00, // nla_len 48, TCA_HTB_PARMS
+            0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // rate: linklayer ethernet
+            0x48, 0xe8, 0x01, 0x00, // rate 125000
+            0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // ceil: linklayer ethernet
+            0x90, 0xd0, 0x03, 0x00, // ceil 250000
+            0xd2, 0x04, 0x00, 0x00, // buffer 1234
+            0xd2, 0x04, 0x00, 0x00, // cbuffer 1234
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // quantum, level, prio: kernel defaults
+        ];
+        assert_eq!(nest, want);
+        let glob = root_options(0x30);
+        let mut nest = vec![0u8; glob.as_slice().buffer_len()];
+        glob.as_slice().emit(&mut nest);
+        #[rustfmt::skip]
+        let want: [u8; 24] = [
+            0x18, 0x00, 0x02, 0x00, // nla_len 24, TCA_HTB_INIT
+            3, 0, 0, 0, 10, 0, 0, 0, 0x30, 0, 0, 0, // version 3, r2q 10, defcls 0x30
+            0, 0, 0, 0, 0, 0, 0, 0, // debug, direct_pkts
+        ];
+        assert_eq!(nest, want);
+    }
 }

@@ -296,4 +296,30 @@ mod tests {
         // A /0 still sends one (empty) key: the kernel refuses a filter without a selector.
         assert_eq!(selector(&[]).keys.len(), 1);
     }
+
+    /// The selector of `match ip dst 198.18.7.0/24` as `struct tc_u32_sel` with one key,
+    /// written out by hand: mask and value in network order, offset 16 in host order.
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn selector_matches_hand_checked_bytes() {
+        use netlink_packet_core::Emitable;
+        let sel = selector(&subnet_matches(
+            &net("198.18.7.0/24"),
+            AddrField::Destination,
+        ));
+        let mut bytes = vec![0u8; sel.buffer_len()];
+        sel.emit(&mut bytes);
+        #[rustfmt::skip]
+        let want: [u8; 32] = [
+            0x01, 0x00, 0x01, 0x00, // flags TC_U32_TERMINAL, offshift 0, nkeys 1, pad
+            0x00, 0x00, 0x00, 0x00, // offmask, off
+            0x00, 0x00, 0x00, 0x00, // offoff, hoff
+            0x00, 0x00, 0x00, 0x00, // hmask
+            0xff, 0xff, 0xff, 0x00, // key mask /24
+            0xc6, 0x12, 0x07, 0x00, // key value 198.18.7.0
+            0x10, 0x00, 0x00, 0x00, // key off 16: the IPv4 destination
+            0x00, 0x00, 0x00, 0x00, // key offmask
+        ];
+        assert_eq!(bytes, want);
+    }
 }

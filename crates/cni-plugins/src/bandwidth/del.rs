@@ -1,0 +1,60 @@
+//! DEL and GC. DEL removes the attachment's IFB by its name (its qdisc goes with it; the host
+//! veth's qdiscs go with the veth), and a killed ADD's IFB still in the container's namespace;
+//! it needs neither the netns nor valid limits. GC removes the IFBs of the network whose alias
+//! names an attachment missing from the valid list.
+
+use cni_linux::Handle;
+use cni_plugin::CmdArgs;
+use cni_types::{CniError, GcAttachment};
+
+use super::conf::ifb_name;
+use super::{host_handle, netlink_error};
+use crate::common::nft_tag::AttachmentTag;
+use crate::netns::{self, Opened};
+
+pub(super) fn del(args: &CmdArgs) -> Result<(), CniError> {
+    let ifb = ifb_name(&args.conf.name, &args.container_id);
+    host_handle()?
+        .delete_link_by_name(&ifb)
+        .map_err(|e| netlink_error(&format!("delete {ifb}"), e))?;
+    if args.netns.is_empty() {
+        return Ok(());
+    }
+    // A vanished or unusable namespace took any IFB inside it along.
+    if let Ok(Opened::Ns(ns)) = netns::open(&args.netns) {
+        if let Ok(mut inner) = Handle::in_netns(&ns) {
+            inner
+                .delete_link_by_name(&ifb)
+                .map_err(|e| netlink_error(&format!("delete {ifb} in the container"), e))?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
+    // The runner refuses a GC without a valid list before it gets here.
+    let valid: &[GcAttachment] = args.conf.valid_attachments.as_deref().unwrap_or_default();
+    let network = &args.conf.name;
+    let net_prefix = AttachmentTag::network_prefix(network);
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
+        .collect();
+    let mut host = host_handle()?;
+    let links = host.links().map_err(|e| netlink_error("list links", e))?;
+    let mut errors = Vec::new();
+    for link in links {
+        let Some(alias) = link.alias.as_deref() else {
+            continue;
+        };
+        let stale = link.kind.as_deref() == Some("ifb")
+            && alias.starts_with(&net_prefix)
+            && !keep.iter().any(|k| alias.starts_with(k.as_str()));
+        if stale {
+            if let Err(e) = host.delete_link_by_name(&link.name) {
+                errors.push(netlink_error(&format!("delete {}", link.name), e));
+            }
+        }
+    }
+    crate::common::errors::combine(errors)
+}
