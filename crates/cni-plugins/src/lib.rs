@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod common;
 pub mod dummy;
 pub mod firewall;
+pub mod host_device;
 pub mod host_local;
 pub mod install;
 mod ipam_shared;

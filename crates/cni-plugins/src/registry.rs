@@ -63,6 +63,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         Box::new(crate::dummy::Dummy)
     }),
     entry(
+        "host-device",
+        "move an existing host device into the container",
+        || Box::new(crate::host_device::HostDevice),
+    ),
+    entry(
         "portmap",
         "forward host ports to the container (nftables)",
         || Box::new(crate::portmap::Portmap),

@@ -443,6 +443,17 @@ impl Handle {
         ))
     }
 
+    /// Sets the interface alias; an empty `alias` removes it.
+    pub fn set_link_alias(&mut self, index: u32, alias: &str) -> Result<(), Error> {
+        if alias.len() > MAX_ALIAS_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "interface alias longer than {MAX_ALIAS_LEN} bytes"
+            )));
+        }
+        let attr = LinkAttribute::IfAlias(alias.to_string());
+        self.set_link(link_message(index, vec![attr]))
+    }
+
     /// Moves a link into another namespace; it disappears from this one.
     pub fn move_link_to_netns(&mut self, index: u32, ns: &NetNs) -> Result<(), Error> {
         let attr = LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd());
