@@ -18,6 +18,7 @@ pub mod portmap;
 pub mod ptp;
 mod registry;
 pub mod static_ipam;
+pub mod tap;
 pub mod tuning;
 pub mod vlan;
 

@@ -68,6 +68,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         || Box::new(crate::host_device::HostDevice),
     ),
     entry(
+        "tap",
+        "a persistent tap device in the container, optionally on a bridge",
+        || Box::new(crate::tap::Tap),
+    ),
+    entry(
         "portmap",
         "forward host ports to the container (nftables)",
         || Box::new(crate::portmap::Portmap),

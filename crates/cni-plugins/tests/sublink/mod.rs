@@ -18,6 +18,7 @@ const PLUGINS: &[&str] = &[
     "vlan",
     "dummy",
     "host-device",
+    "tap",
     "host-local",
 ];
 
