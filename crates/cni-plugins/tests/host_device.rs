@@ -176,7 +176,7 @@ fn failures_leave_nothing_behind() {
         json!({"device": null}),
         json!({"hwaddr": DEV_MAC}),
         json!({"device": 1}),
-        json!({"dpdk": true}),
+        json!({"DPDKMode": true}),
     ] {
         assert_cni_error(&env.cmd("ADD", &pod, "c1", &conf(&env, bad)), 7);
     }

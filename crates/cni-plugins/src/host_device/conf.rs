@@ -47,55 +47,54 @@ fn is_pci_address(s: &str) -> bool {
 }
 
 impl HostDeviceConf {
+    /// `DPDKMode` (Go's untagged field) is refused: rcni moves kernel netdevs only.
     pub fn parse(conf: &NetConf) -> Result<HostDeviceConf, CniError> {
-        if field::<bool>(&conf.raw, "dpdk")?.unwrap_or(false) {
+        if field::<bool>(&conf.raw, "DPDKMode")?.unwrap_or(false) {
             return Err(CniError::invalid_config(
                 "host-device: DPDK mode is not supported by rcni",
             ));
         }
         let device_id =
             nested_string(&conf.raw, "runtimeConfig", &["deviceID"])?.filter(|s| !s.is_empty());
-        let mut selectors = Vec::new();
-        if let Some(d) = nonempty(conf, "device")? {
-            selectors.push(Selector::Device(d));
-        }
-        if let Some(h) = nonempty(conf, "hwaddr")? {
-            let mac = h
-                .parse::<MacAddr>()
-                .map_err(|_| CniError::invalid_config(format!("invalid hwaddr {h:?}")))?;
-            selectors.push(Selector::HwAddr(mac));
-        }
-        if let Some(k) = nonempty(conf, "kernelpath")? {
-            selectors.push(Selector::KernelPath(PathBuf::from(k)));
-        }
-        if let Some(p) = nonempty(conf, "pciBusID")? {
-            selectors.push(Selector::PciBusId(p));
-        }
-        // Go: runtimeConfig.deviceID is used when no selector is in the config.
-        if selectors.is_empty() {
-            match device_id {
-                Some(id) if is_pci_address(&id) => selectors.push(Selector::PciBusId(id)),
-                Some(id) => {
-                    return Err(CniError::invalid_config(format!(
-                        "host-device: runtimeConfig.deviceID {id:?} is not a PCI address \
-                         (auxiliary devices are not supported by rcni)"
-                    )))
-                }
-                None => {}
+        // Go's priority: device, hwaddr, kernelpath, then pciBusID (which a PCI
+        // runtimeConfig.deviceID replaces).
+        let pci = match device_id {
+            Some(id) if is_pci_address(&id) => Some(id),
+            Some(id) => {
+                return Err(CniError::invalid_config(format!(
+                    "host-device: runtimeConfig.deviceID {id:?} is not a PCI address \
+                     (auxiliary devices are not supported by rcni)"
+                )))
+            }
+            None => nonempty(conf, "pciBusID")?,
+        };
+        let hwaddr = nonempty(conf, "hwaddr")?
+            .map(|h| {
+                h.parse::<MacAddr>()
+                    .map_err(|_| CniError::invalid_config(format!("invalid hwaddr {h:?}")))
+            })
+            .transpose()?;
+        let kernelpath = nonempty(conf, "kernelpath")?.map(PathBuf::from);
+        if let Some(k) = &kernelpath {
+            if !k.starts_with("/sys/devices/") {
+                return Err(CniError::invalid_config(format!(
+                    "kernelpath {} must start with /sys/devices/",
+                    k.display()
+                )));
             }
         }
-        let selector = match selectors.len() {
-            1 => selectors.remove(0),
-            0 => {
-                return Err(CniError::invalid_config(
-                    r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#,
-                ))
-            }
-            _ => {
-                return Err(CniError::invalid_config(
-                    r#"specify only one of "device", "hwaddr", "kernelpath" or "pciBusID""#,
-                ))
-            }
+        let selector = if let Some(d) = nonempty(conf, "device")? {
+            Selector::Device(d)
+        } else if let Some(mac) = hwaddr {
+            Selector::HwAddr(mac)
+        } else if let Some(k) = kernelpath {
+            Selector::KernelPath(k)
+        } else if let Some(p) = pci {
+            Selector::PciBusId(p)
+        } else {
+            return Err(CniError::invalid_config(
+                r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#,
+            ));
         };
         let data_dir = nonempty(conf, "dataDir")?.unwrap_or_else(|| DEFAULT_DATA_DIR.into());
         Ok(HostDeviceConf {
@@ -144,16 +143,28 @@ pub fn find_device(h: &mut Handle, selector: &Selector) -> Result<Link, CniError
             .into_iter()
             .find(|l| l.mac == Some(*mac))
             .ok_or_else(|| CniError::internal(format!("failed to find device with hwaddr {mac}"))),
-        Selector::KernelPath(path) => {
-            if !path.is_absolute() {
-                return Err(CniError::invalid_config(format!(
-                    "kernelpath {} is not an absolute path",
-                    path.display()
-                )));
+        Selector::KernelPath(path) => from_dir(h, path),
+        Selector::PciBusId(id) => {
+            let dev = Path::new("/sys/bus/pci/devices").join(id);
+            if dev.join("net").is_dir() {
+                return from_dir(h, &dev);
             }
-            from_dir(h, path)
+            // virtio functions keep their netdev one level down (`virtio3/net`).
+            let virtio = std::fs::read_dir(&dev)
+                .ok()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("virtio"))
+                        && p.join("net").is_dir()
+                })
+                .min();
+            from_dir(h, virtio.as_deref().unwrap_or(&dev))
         }
-        Selector::PciBusId(id) => from_dir(h, &Path::new("/sys/bus/pci/devices").join(id)),
     }
 }
 
@@ -185,7 +196,9 @@ mod tests {
         assert!(c.layer3);
         let c = parse(r#"{"name":"n","runtimeConfig":{"deviceID":"0000:3b:00.1"}}"#).unwrap();
         assert_eq!(c.selector, Selector::PciBusId("0000:3b:00.1".into()));
-        // The config's selector wins over deviceID.
+        // device wins over everything, as in Go.
+        let c = parse(r#"{"name":"n","device":"a","hwaddr":"02:00:00:00:00:01"}"#).unwrap();
+        assert_eq!(c.selector, Selector::Device("a".into()));
         let c = parse(r#"{"name":"n","device":"e","runtimeConfig":{"deviceID":"0000:3b:00.1"}}"#)
             .unwrap();
         assert_eq!(c.selector, Selector::Device("e".into()));
@@ -196,10 +209,10 @@ mod tests {
         for json in [
             r#"{"name":"n"}"#,
             r#"{"name":"n","device":""}"#,
-            r#"{"name":"n","device":"a","hwaddr":"02:00:00:00:00:01"}"#,
             r#"{"name":"n","hwaddr":"zz"}"#,
             r#"{"name":"n","device":3}"#,
-            r#"{"name":"n","device":"a","dpdk":true}"#,
+            r#"{"name":"n","device":"a","DPDKMode":true}"#,
+            r#"{"name":"n","kernelpath":"/tmp/x"}"#,
             r#"{"name":"n","runtimeConfig":{"deviceID":"mlx5_core.sf.4"}}"#,
         ] {
             assert_eq!(parse(json).unwrap_err().code, 7, "{json}");

@@ -19,7 +19,8 @@
 //! - the move goes through a temporary host name (`hd` + 8 hex digits) rather than a
 //!   temporary namespace;
 //! - DPDK (devices without a kernel netdev, `deviceID` of a vfio-bound PCI function) and
-//!   auxiliary-bus devices are refused with a clear error rather than passed through.
+//!   auxiliary-bus devices are refused with a clear error (`DPDKMode` too) rather than passed through;
+//!   `kernelpath` must start with `/sys/devices/` as in Go.
 
 pub mod add;
 pub mod conf;
