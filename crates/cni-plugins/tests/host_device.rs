@@ -174,7 +174,6 @@ fn failures_leave_nothing_behind() {
     );
     for bad in [
         json!({"device": null}),
-        json!({"hwaddr": DEV_MAC}),
         json!({"device": 1}),
         json!({"DPDKMode": true}),
     ] {
