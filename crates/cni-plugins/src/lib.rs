@@ -17,6 +17,7 @@ mod netns;
 pub mod portmap;
 pub mod ptp;
 mod registry;
+pub mod sbr;
 pub mod static_ipam;
 pub mod tap;
 pub mod tuning;

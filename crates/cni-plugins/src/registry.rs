@@ -73,6 +73,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         || Box::new(crate::tap::Tap),
     ),
     entry(
+        "sbr",
+        "source-based routing: a table and a rule per container address",
+        || Box::new(crate::sbr::Sbr),
+    ),
+    entry(
         "portmap",
         "forward host ports to the container (nftables)",
         || Box::new(crate::portmap::Portmap),

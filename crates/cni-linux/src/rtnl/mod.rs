@@ -17,6 +17,7 @@ pub mod fake;
 pub mod link;
 pub mod neigh;
 pub mod route;
+pub mod rule;
 pub mod tc;
 pub mod virt;
 
@@ -236,6 +237,9 @@ fn message_name(msg: &RouteNetlinkMessage) -> &'static str {
         M::DelQueueDiscipline(_) => "RTM_DELQDISC",
         M::GetQueueDiscipline(_) => "RTM_GETQDISC",
         M::NewTrafficFilter(_) => "RTM_NEWTFILTER",
+        M::NewRule(_) => "RTM_NEWRULE",
+        M::DelRule(_) => "RTM_DELRULE",
+        M::GetRule(_) => "RTM_GETRULE",
         _ => "netlink request",
     }
 }

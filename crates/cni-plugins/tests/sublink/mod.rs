@@ -19,6 +19,9 @@ const PLUGINS: &[&str] = &[
     "dummy",
     "host-device",
     "tap",
+    "sbr",
+    "bridge",
+    "ptp",
     "host-local",
 ];
 
