@@ -22,6 +22,7 @@ pub mod static_ipam;
 pub mod tap;
 pub mod tuning;
 pub mod vlan;
+pub mod vrf;
 
 pub use registry::{plugin_by_name, PluginEntry, PLUGINS};
 

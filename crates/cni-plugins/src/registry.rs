@@ -78,6 +78,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         || Box::new(crate::sbr::Sbr),
     ),
     entry(
+        "vrf",
+        "put the container interface into a VRF (CONFIG_NET_VRF)",
+        || Box::new(crate::vrf::Vrf),
+    ),
+    entry(
         "portmap",
         "forward host ports to the container (nftables)",
         || Box::new(crate::portmap::Portmap),

@@ -22,6 +22,7 @@ const PLUGINS: &[&str] = &[
     "sbr",
     "bridge",
     "ptp",
+    "vrf",
     "host-local",
 ];
 
