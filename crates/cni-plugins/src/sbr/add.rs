@@ -13,7 +13,7 @@ use cni_linux::{Handle, NetNs};
 use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult, IpConfig};
 
-use super::conf::{ips_of, SbrConf, FIRST_TABLE};
+use super::conf::{ips_of, lock_netns, SbrConf, FIRST_TABLE};
 use crate::common::fault;
 use crate::common::undo::Undo;
 use crate::netns;
@@ -108,6 +108,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .ok_or_else(|| CniError::invalid_config("This plugin must be called as chained plugin"))?;
     let ips = ips_of(&result, &args.ifname)?;
     let ns = netns::open_required(&args.netns)?;
+    let _lock = lock_netns(&args.netns)?;
     let mut h = Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
     let link = h.link_by_name(&args.ifname).map_err(|e| {
         CniError::internal(format!(

@@ -54,6 +54,16 @@ impl SbrConf {
     }
 }
 
+/// Holds `flock(LOCK_EX)` on the netns file while alive, as Go does (so rcni and Go sbr
+/// calls on one pod never pick the same table). The file is opened, never created.
+pub fn lock_netns(path: &str) -> Result<std::fs::File, CniError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| CniError::io(format!("failed to open {path} for locking: {e}")))?;
+    file.lock()
+        .map_err(|e| CniError::io(format!("failed to lock {path}: {e}")))?;
+    Ok(file)
+}
+
 /// The IPs of `ifname`: those pointing at its `interfaces` entry, and those pointing nowhere.
 pub fn ips_of(prev: &CniResult, ifname: &str) -> Result<Vec<IpConfig>, CniError> {
     if prev.ips.is_empty() {

@@ -9,7 +9,7 @@ use cni_linux::Handle;
 use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::CniError;
 
-use super::conf::{ips_of, SbrConf, FIRST_TABLE};
+use super::conf::{ips_of, lock_netns, SbrConf, FIRST_TABLE};
 use crate::common::errors::combine;
 use crate::netns::{self, Opened};
 
@@ -35,6 +35,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
             return Ok(());
         }
     };
+    let _lock = lock_netns(&args.netns)?;
     let mut h = Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
     let link = match h.link_by_name(&args.ifname) {
         Ok(l) => l,

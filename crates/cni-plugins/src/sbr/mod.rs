@@ -14,8 +14,7 @@
 //! - DEL with an empty or vanished `CNI_NETNS` is success (Go fails, and recreates the path
 //!   as a file); besides the rules it flushes the per-IP tables they pointed to;
 //! - CHECK checks that every IP has its rule (Go's CHECK does nothing);
-//! - no flock on the netns file: the rules are per-interface and the table search retries
-//!   on a conflict;
+//! - the netns file is locked (`flock`) as in Go, but opened, never created;
 //! - `addSourceHints` and `vrfname` are refused (code 7), not implemented.
 
 pub mod add;
