@@ -8,8 +8,8 @@
 //! so message encoding can be unit-tested without privileges.
 //!
 //! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
-//! [`addr`] (addresses), [`route`] (routes), [`neigh`] (neighbours), [`tc`] (qdiscs and
-//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan and dummy links).
+//! [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`] (neighbours), [`tc`] (qdiscs and
+//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan, dummy and VRF links).
 //! They are all methods on [`Handle`].
 
 pub mod addr;

@@ -1,4 +1,4 @@
-//! host-device (PL §1.4): moves an existing host link into the container namespace, renamed
+//! host-device (PL §1.10): moves an existing host link into the container namespace, renamed
 //! to `CNI_IFNAME`, optionally addressed by IPAM; DEL moves it back under its original name
 //! and MTU.
 //!

@@ -1,4 +1,4 @@
-//! tap (PL §1.18): a persistent tap device made through `/dev/net/tun` on a thread inside
+//! tap (PL §1.12): a persistent tap device made through `/dev/net/tun` on a thread inside
 //! the container namespace, under a temporary name and renamed to `CNI_IFNAME`, with
 //! `mac`, `mtu`, `multiQueue`, `owner`, `group`, an optional `bridge` in the container to
 //! enslave it to, and optional IPAM.
