@@ -5,6 +5,7 @@
 //! - [`rtnl`]: a synchronous rtnetlink client ([`rtnl::Handle`]) for links, addresses, routes,
 //!   neighbours, bridge ports, bridge VLANs and traffic-control qdiscs and filters.
 //! - [`sysctl`]: `/proc/sys` reads and writes, IP forwarding.
+//! - [`tun`]: persistent tap devices through `/dev/net/tun` ioctls.
 //! - [`mac`]: the MAC address type.
 //!
 //! Nothing here runs an external program.
@@ -13,6 +14,7 @@ pub mod mac;
 pub mod netns;
 pub mod rtnl;
 pub mod sysctl;
+pub mod tun;
 
 pub use mac::MacAddr;
 pub use netns::{NetNs, NsError};

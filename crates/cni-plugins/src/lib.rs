@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod common;
 pub mod dummy;
 pub mod firewall;
+pub mod host_device;
 pub mod host_local;
 pub mod install;
 mod ipam_shared;
@@ -16,9 +17,12 @@ mod netns;
 pub mod portmap;
 pub mod ptp;
 mod registry;
+pub mod sbr;
 pub mod static_ipam;
+pub mod tap;
 pub mod tuning;
 pub mod vlan;
+pub mod vrf;
 
 pub use registry::{plugin_by_name, PluginEntry, PLUGINS};
 

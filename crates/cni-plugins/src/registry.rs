@@ -63,6 +63,26 @@ pub const PLUGINS: &[PluginEntry] = &[
         Box::new(crate::dummy::Dummy)
     }),
     entry(
+        "host-device",
+        "move an existing host device into the container",
+        || Box::new(crate::host_device::HostDevice),
+    ),
+    entry(
+        "tap",
+        "a persistent tap device in the container, optionally on a bridge",
+        || Box::new(crate::tap::Tap),
+    ),
+    entry(
+        "sbr",
+        "source-based routing: a table and a rule per container address",
+        || Box::new(crate::sbr::Sbr),
+    ),
+    entry(
+        "vrf",
+        "put the container interface into a VRF (CONFIG_NET_VRF)",
+        || Box::new(crate::vrf::Vrf),
+    ),
+    entry(
         "portmap",
         "forward host ports to the container (nftables)",
         || Box::new(crate::portmap::Portmap),

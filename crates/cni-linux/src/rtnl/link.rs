@@ -220,6 +220,16 @@ fn bool_nla(kind: u16, on: bool) -> LinkProtoInfoBridge {
     LinkProtoInfoBridge::Other(DefaultNla::new(kind, vec![u8::from(on)]))
 }
 
+/// The kernel stores at most [`MAX_ALIAS_LEN`] bytes of an alias.
+fn check_alias(alias: &str) -> Result<(), Error> {
+    if alias.len() > MAX_ALIAS_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "interface alias longer than {MAX_ALIAS_LEN} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks an interface name the way the kernel does (1 to 15 bytes, no `/`, `:` or spaces).
 pub(crate) fn check_name(name: &str) -> Result<(), Error> {
     let ok = !name.is_empty()
@@ -429,11 +439,7 @@ impl Handle {
         alias: &str,
     ) -> Result<(), Error> {
         check_name(new_name)?;
-        if alias.len() > MAX_ALIAS_LEN {
-            return Err(Error::InvalidArgument(format!(
-                "interface alias longer than {MAX_ALIAS_LEN} bytes"
-            )));
-        }
+        check_alias(alias)?;
         self.set_link(link_message(
             index,
             vec![
@@ -453,11 +459,7 @@ impl Handle {
         alias: &str,
     ) -> Result<(), Error> {
         check_name(name)?;
-        if alias.len() > MAX_ALIAS_LEN {
-            return Err(Error::InvalidArgument(format!(
-                "interface alias longer than {MAX_ALIAS_LEN} bytes"
-            )));
-        }
+        check_alias(alias)?;
         self.set_link(link_message(
             0,
             vec![
@@ -466,6 +468,13 @@ impl Handle {
                 LinkAttribute::IfAlias(alias.to_string()),
             ],
         ))
+    }
+
+    /// Sets the interface alias; an empty `alias` removes it.
+    pub fn set_link_alias(&mut self, index: u32, alias: &str) -> Result<(), Error> {
+        check_alias(alias)?;
+        let attr = LinkAttribute::IfAlias(alias.to_string());
+        self.set_link(link_message(index, vec![attr]))
     }
 
     /// Moves a link into another namespace; it disappears from this one.

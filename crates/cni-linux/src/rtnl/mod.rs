@@ -8,8 +8,8 @@
 //! so message encoding can be unit-tested without privileges.
 //!
 //! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
-//! [`addr`] (addresses), [`route`] (routes), [`neigh`] (neighbours), [`tc`] (qdiscs and
-//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan and dummy links).
+//! [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`] (neighbours), [`tc`] (qdiscs and
+//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan, dummy and VRF links).
 //! They are all methods on [`Handle`].
 
 pub mod addr;
@@ -17,6 +17,7 @@ pub mod fake;
 pub mod link;
 pub mod neigh;
 pub mod route;
+pub mod rule;
 pub mod tc;
 pub mod virt;
 
@@ -236,6 +237,9 @@ fn message_name(msg: &RouteNetlinkMessage) -> &'static str {
         M::DelQueueDiscipline(_) => "RTM_DELQDISC",
         M::GetQueueDiscipline(_) => "RTM_GETQDISC",
         M::NewTrafficFilter(_) => "RTM_NEWTFILTER",
+        M::NewRule(_) => "RTM_NEWRULE",
+        M::DelRule(_) => "RTM_DELRULE",
+        M::GetRule(_) => "RTM_GETRULE",
         _ => "netlink request",
     }
 }

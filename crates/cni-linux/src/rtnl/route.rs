@@ -199,6 +199,26 @@ impl Handle {
         self.execute(RouteNetlinkMessage::DelRoute(msg), 0)
     }
 
+    /// Unicast routes of one family in every table.
+    pub fn routes_in_all_tables(&mut self, ipv6: bool) -> Result<Vec<Route>, Error> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = if ipv6 {
+            AddressFamily::Inet6
+        } else {
+            AddressFamily::Inet
+        };
+        let replies = self.dump(RouteNetlinkMessage::GetRoute(msg))?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|reply| match reply {
+                RouteNetlinkMessage::NewRoute(msg) if msg.header.kind == RouteType::Unicast => {
+                    Route::from_message(msg)
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Unicast routes of one family in one table (the main table when `table` is `None`).
     /// `ipv6` picks the family.
     pub fn routes(&mut self, ipv6: bool, table: Option<u32>) -> Result<Vec<Route>, Error> {

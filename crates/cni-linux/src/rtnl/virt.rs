@@ -7,8 +7,8 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVlan, IpVlanFlags, IpVlanMode, LinkAttribute,
-    LinkInfo, MacVlanMode,
+    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVlan, InfoVrf, IpVlanFlags, IpVlanMode,
+    LinkAttribute, LinkInfo, MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -62,12 +62,14 @@ pub enum VirtKind {
     Vlan { id: u16 },
     /// A dummy link (no parent).
     Dummy,
+    /// A VRF device (no parent) bound to routing table `table` (needs `CONFIG_NET_VRF`).
+    Vrf { table: u32 },
 }
 
 impl VirtKind {
     /// Whether the kind is stacked on a parent link.
     pub fn needs_parent(&self) -> bool {
-        !matches!(self, VirtKind::Dummy)
+        !matches!(self, VirtKind::Dummy | VirtKind::Vrf { .. })
     }
 
     /// The `IFLA_INFO_KIND` string.
@@ -77,6 +79,7 @@ impl VirtKind {
             VirtKind::Ipvlan { .. } => "ipvlan",
             VirtKind::Vlan { .. } => "vlan",
             VirtKind::Dummy => "dummy",
+            VirtKind::Vrf { .. } => "vrf",
         }
     }
 
@@ -121,6 +124,10 @@ impl VirtKind {
                 LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(id)])),
             ],
             VirtKind::Dummy => vec![LinkInfo::Kind(InfoKind::Dummy)],
+            VirtKind::Vrf { table } => vec![
+                LinkInfo::Kind(InfoKind::Vrf),
+                LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(table)])),
+            ],
         }
     }
 }
@@ -134,6 +141,8 @@ pub struct VirtDetails {
     pub ipvlan_mode: Option<IpvlanMode>,
     /// For a vlan: its id.
     pub vlan_id: Option<u16>,
+    /// For a VRF: its routing table.
+    pub vrf_table: Option<u32>,
 }
 
 impl VirtDetails {
@@ -155,6 +164,12 @@ impl VirtDetails {
                         InfoIpVlan::Mode(IpVlanMode::L2) => Some(IpvlanMode::L2),
                         InfoIpVlan::Mode(IpVlanMode::L3) => Some(IpvlanMode::L3),
                         InfoIpVlan::Mode(IpVlanMode::L3S) => Some(IpvlanMode::L3s),
+                        _ => None,
+                    });
+                }
+                LinkInfo::Data(InfoData::Vrf(opts)) => {
+                    d.vrf_table = opts.iter().find_map(|o| match o {
+                        InfoVrf::TableId(t) => Some(*t),
                         _ => None,
                     });
                 }
@@ -431,6 +446,34 @@ mod tests {
         assert!(link
             .attributes
             .contains(&LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd())));
+    }
+
+    #[test]
+    fn vrf_encodes_its_table_without_a_parent() {
+        let (mut h, fake) = handle();
+        fake.push_ack();
+        let kind = VirtKind::Vrf { table: 1001 };
+        assert!(!kind.needs_parent());
+        assert_eq!(kind.kind_name(), "vrf");
+        h.create_virt_link(&LinkSpec::named("red"), kind, None, None)
+            .unwrap();
+        let (flags, link) = sent_newlink(&fake);
+        assert_eq!(flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+        assert!(!link
+            .attributes
+            .iter()
+            .any(|a| matches!(a, LinkAttribute::Link(_))));
+        assert_eq!(
+            link_info(&link),
+            vec![
+                LinkInfo::Kind(InfoKind::Vrf),
+                LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(1001)])),
+            ]
+        );
+        assert_eq!(
+            VirtDetails::from_link_info(link_info(&link)).vrf_table,
+            Some(1001)
+        );
     }
 
     #[test]

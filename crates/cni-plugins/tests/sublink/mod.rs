@@ -12,7 +12,19 @@ use serde_json::{json, Value};
 pub const BIN: &str = env!("CARGO_BIN_EXE_rcni-plugins");
 
 /// Every name the tests call, all pointing at the multi-call binary.
-const PLUGINS: &[&str] = &["macvlan", "ipvlan", "vlan", "dummy", "host-local"];
+const PLUGINS: &[&str] = &[
+    "macvlan",
+    "ipvlan",
+    "vlan",
+    "dummy",
+    "host-device",
+    "tap",
+    "sbr",
+    "bridge",
+    "ptp",
+    "vrf",
+    "host-local",
+];
 
 pub struct Env {
     pub sb: Sandbox,

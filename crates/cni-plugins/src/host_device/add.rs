@@ -1,0 +1,119 @@
+//! host-device ADD (PL §1.10), as a transaction: record what DEL must restore, rename the
+//! device to a temporary host name with its host name as alias, move it into the container,
+//! rename it to `CNI_IFNAME` there and set it up, then IPAM. A failure after the move brings
+//! the device back under its name, MTU and alias and releases the lease.
+
+use cni_linux::{Handle, NetNs};
+use cni_plugin::ipam::IpamGuard;
+use cni_plugin::{CmdArgs, ResultExt};
+use cni_types::{CniError, CniResult};
+
+use super::conf::{find_device, HostDeviceConf};
+use super::del::return_to_host;
+use super::state::Saved;
+use crate::common::fault;
+use crate::common::link_info::interface_of;
+use crate::common::random;
+use crate::common::sublink::{configure_in_container, ips_on_first_interface};
+use crate::common::undo::Undo;
+use crate::netns;
+
+/// A temporary host name: `hd` and 8 random hex digits.
+pub fn temp_name() -> Result<String, CniError> {
+    let b = random::bytes::<4>().or_internal("cannot read random bytes")?;
+    Ok(format!(
+        "hd{:02x}{:02x}{:02x}{:02x}",
+        b[0], b[1], b[2], b[3]
+    ))
+}
+
+pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
+    let conf = HostDeviceConf::parse(&args.conf)?;
+    let ns = netns::open_required(&args.netns)?;
+    let host_ns = NetNs::current().or_internal("cannot open the host namespace")?;
+    let mut host = Handle::new().or_internal("cannot open netlink")?;
+    let dev = find_device(&mut host, &conf.selector)?;
+    let mut undo = Undo::new();
+
+    let saved = Saved {
+        name: dev.name.clone(),
+        mtu: dev.mtu,
+        alias: dev.alias.clone().unwrap_or_default(),
+        container_id: args.container_id.clone(),
+        ifname: args.ifname.clone(),
+    };
+    saved.write(&conf.data_dir)?;
+    let dir = conf.data_dir.clone();
+    let (cid, ifname) = (args.container_id.clone(), args.ifname.clone());
+    undo.push("the host-device state file", move || {
+        Saved::remove(&dir, &cid, &ifname).map_err(|e| e.msg)
+    });
+    fault::inject("host-device", "state")?;
+
+    let temp = temp_name()?;
+    host.set_link_down(dev.index)
+        .or_internal(&format!("failed to set {:?} down", dev.name))?;
+    host.rename_link_with_alias(dev.index, &temp, &saved.name)
+        .map_err(|e| CniError::internal(format!("failed to rename {:?}: {e}", dev.name)))?;
+    {
+        let (ns, host_ns, saved, temp) = (&ns, &host_ns, saved.clone(), temp.clone());
+        undo.push(
+            format!("moving {:?} into the container", saved.name),
+            move || {
+                return_to_host(ns, host_ns, &saved, &[&saved.ifname, &temp])
+                    .map(|_| ())
+                    .map_err(|e| e.msg)
+            },
+        );
+    }
+    host.move_link_to_netns(dev.index, &ns).map_err(|e| {
+        CniError::internal(format!(
+            "failed to move {:?} to the container namespace: {e}",
+            dev.name
+        ))
+    })?;
+    let mut container =
+        Handle::in_netns(&ns).or_internal("cannot open netlink in the container namespace")?;
+    let moved = container
+        .link_by_name(&temp)
+        .or_internal(&format!("failed to find {temp:?} in the container"))?;
+    container
+        .rename_link(moved.index, &args.ifname)
+        .map_err(|e| {
+            CniError::internal(format!(
+                "failed to rename {temp:?} to {:?}: {e}",
+                args.ifname
+            ))
+        })?;
+    container
+        .set_link_up(moved.index)
+        .or_internal(&format!("failed to set {:?} up", args.ifname))?;
+    let link = container
+        .link_by_index(moved.index)
+        .or_internal(&format!("failed to find {:?}", args.ifname))?;
+    fault::inject("host-device", "moved")?;
+
+    let mut result = CniResult::new(args.version);
+    let mut lease = None;
+    if conf.layer3 {
+        let guard = IpamGuard::add(args)?;
+        fault::inject("host-device", "ipam")?;
+        result = guard.result().clone();
+        if result.ips.is_empty() {
+            return Err(CniError::internal("IPAM plugin returned missing IP config"));
+        }
+        lease = Some(guard);
+    }
+    result.cni_version = args.version;
+    result.interfaces = vec![interface_of(&link, &args.netns)];
+    if conf.layer3 {
+        ips_on_first_interface(&mut result);
+        configure_in_container(&ns, &args.ifname, &result, false)?;
+    }
+    fault::inject("host-device", "done")?;
+    if let Some(lease) = lease {
+        lease.commit();
+    }
+    undo.commit();
+    Ok(result)
+}

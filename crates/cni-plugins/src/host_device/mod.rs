@@ -1,0 +1,57 @@
+//! host-device (PL §1.10): moves an existing host link into the container namespace, renamed
+//! to `CNI_IFNAME`, optionally addressed by IPAM; DEL moves it back under its original name
+//! and MTU.
+//!
+//! - [`conf`]: the config keys and how the device is found (`device`, `hwaddr`,
+//!   `kernelpath`, `pciBusID` or `runtimeConfig.deviceID`); [`state`]: what DEL needs to
+//!   restore, written before ADD changes anything; [`add`]: transactional ADD; [`del`]: DEL
+//!   and CHECK. STATUS goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
+//!
+//! Attribution: while in the container the link's alias holds its host name (exactly as the
+//! Go plugin sets it, so either plugin's DEL can move the other's device back) and
+//! `<dataDir>/<containerID>_<ifname>.json` (default `/run/cni/rcni-host-device`) holds the
+//! host name, MTU and former alias.
+//!
+//! Deliberate differences from the Go plugin:
+//! - DEL also restores the MTU and the former alias, and releases the IPAM lease even when
+//!   the namespace is gone (Go returns early and leaks it: cni #1167);
+//! - a failed ADD moves the device back and releases the lease;
+//! - the move goes through a temporary host name (`hd` + 8 hex digits) rather than a
+//!   temporary namespace;
+//! - DPDK (devices without a kernel netdev, `deviceID` of a vfio-bound PCI function) and
+//!   auxiliary-bus devices are refused with a clear error (`DPDKMode` too) rather than passed through;
+//!   `kernelpath` must start with `/sys/devices/` as in Go.
+
+pub mod add;
+pub mod conf;
+pub mod del;
+pub mod state;
+
+use cni_plugin::{ipam, CmdArgs, Plugin};
+use cni_types::{CniError, CniResult};
+
+/// The host-device plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostDevice;
+
+impl Plugin for HostDevice {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        add::add(args)
+    }
+
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::del(args)
+    }
+
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        del::check(args)
+    }
+
+    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        ipam::ipam_status_if_configured(args)
+    }
+
+    fn about(&self) -> String {
+        crate::about("host-device")
+    }
+}

@@ -1,0 +1,109 @@
+//! tap ADD (PL §1.12), as a transaction: make the tap under a temporary name on a thread in
+//! the container namespace, set MTU and MAC, rename it, enslave it to `bridge`, then IPAM (or
+//! just set it up). A failure deletes the tap and releases the lease.
+
+use cni_linux::tun::{self, TapSpec};
+use cni_linux::Handle;
+use cni_plugin::ipam::IpamGuard;
+use cni_plugin::{CmdArgs, ResultExt};
+use cni_types::{CniError, CniResult};
+
+use super::conf::TapConf;
+use crate::common::fault;
+use crate::common::link_info::interface_of;
+use crate::common::random;
+use crate::common::sublink::{configure_in_container, ips_on_first_interface};
+use crate::common::undo::Undo;
+use crate::netns;
+
+pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
+    let conf = TapConf::parse(&args.conf, &args.cni_args()?)?;
+    let ns = netns::open_required(&args.netns)?;
+    let mut h =
+        Handle::in_netns(&ns).or_internal("cannot open netlink in the container namespace")?;
+    let mut undo = Undo::new();
+
+    let bridge = match &conf.bridge {
+        Some(name) => Some(
+            h.link_by_name(name)
+                .map_err(|e| CniError::internal(format!("failed to get bridge {name}: {e}")))?,
+        ),
+        None => None,
+    };
+    let spec = TapSpec {
+        name: random::veth_name().or_internal("cannot read random bytes")?,
+        multi_queue: conf.multi_queue,
+        vnet_hdr: conf.vnet_hdr(),
+        owner: conf.owner,
+        group: conf.group,
+    };
+    let made = {
+        let spec = spec.clone();
+        ns.run(move || tun::create_tap(&spec))
+            .or_internal("cannot enter the container namespace")?
+    };
+    made.map_err(|e| CniError::internal(format!("failed to create tap: {e}")))?;
+    let tap = h
+        .link_by_name(&spec.name)
+        .or_internal("failed to find the new tap")?;
+    let index = tap.index;
+    let nsr = &ns;
+    undo.push(format!("tap {:?}", args.ifname), move || {
+        let mut h = Handle::in_netns(nsr).map_err(|e| e.to_string())?;
+        match h.delete_link(index) {
+            Err(e) if !e.is_not_found() => Err(format!("failed to delete the tap: {e}")),
+            _ => Ok(()),
+        }
+    });
+    fault::inject("tap", "link")?;
+    if let Some(mtu) = conf.mtu {
+        h.set_link_mtu(index, mtu)
+            .map_err(|e| CniError::internal(format!("failed to set the tap MTU to {mtu}: {e}")))?;
+    }
+    if let Some(mac) = conf.mac {
+        h.set_link_mac(index, mac)
+            .map_err(|e| CniError::internal(format!("invalid args {mac} for MAC addr: {e}")))?;
+    }
+    h.rename_link(index, &args.ifname).map_err(|e| {
+        CniError::internal(format!("failed to rename tap to {:?}: {e}", args.ifname))
+    })?;
+    if let Some(br) = &bridge {
+        h.set_link_master(index, Some(br.index)).map_err(|e| {
+            CniError::internal(format!(
+                "failed to set tap {} as a port of bridge {}: {e}",
+                args.ifname, br.name
+            ))
+        })?;
+    }
+    h.set_link_up(index)
+        .or_internal("failed to set tap interface up")?;
+    let link = h
+        .link_by_index(index)
+        .or_internal(&format!("failed to refetch tap {:?}", args.ifname))?;
+    fault::inject("tap", "configured")?;
+
+    let mut result = CniResult::new(args.version);
+    let mut lease = None;
+    if conf.layer3 {
+        let guard = IpamGuard::add(args)?;
+        fault::inject("tap", "ipam")?;
+        result = guard.result().clone();
+        if result.ips.is_empty() {
+            return Err(CniError::internal("IPAM plugin returned missing IP config"));
+        }
+        lease = Some(guard);
+    }
+    result.cni_version = args.version;
+    result.interfaces = vec![interface_of(&link, &args.netns)];
+    if conf.layer3 {
+        ips_on_first_interface(&mut result);
+        configure_in_container(&ns, &args.ifname, &result, true)?;
+    }
+    fault::inject("tap", "done")?;
+    result.dns = conf.dns;
+    if let Some(lease) = lease {
+        lease.commit();
+    }
+    undo.commit();
+    Ok(result)
+}
