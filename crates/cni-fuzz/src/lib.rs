@@ -62,7 +62,11 @@ pub fn prev_result(data: &[u8]) {
         return;
     };
     let version = SpecVersion::parse(&conf.cni_version).unwrap_or(SpecVersion::V1_1_0);
-    if let Some(Ok(prev)) = conf.prev_result.as_ref().map(|v| CniResult::parse(v, version)) {
+    if let Some(Ok(prev)) = conf
+        .prev_result
+        .as_ref()
+        .map(|v| CniResult::parse(v, version))
+    {
         renders_everywhere(&prev);
     }
 }
