@@ -51,12 +51,16 @@ fn stderr_suffix(stderr: &str) -> String {
 }
 
 impl InvokeError {
-    /// The CNI error to pass up: a plugin's own error keeps its code; anything else is
+    /// The CNI error to pass up: a plugin's own error keeps its code; a plugin name the
+    /// config gives that can never name a plugin (empty, a path) is code 7; anything else is
     /// code 999 (internal) with this error's text, or 11 for a timeout.
     pub fn to_cni_error(&self) -> CniError {
         match self {
             InvokeError::Plugin { error, .. } => (**error).clone(),
             InvokeError::Timeout { .. } => CniError::try_again_later(self.to_string()),
+            InvokeError::InvalidName(_) | InvokeError::NoName => {
+                CniError::invalid_config(self.to_string())
+            }
             other => CniError::internal(other.to_string()),
         }
     }
@@ -66,6 +70,23 @@ impl InvokeError {
         match self {
             InvokeError::Plugin { error, .. } => Some(error.code),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A config's plugin name with a path separator is the config's fault: code 7, not 999.
+    #[test]
+    fn bad_plugin_names_are_config_errors() {
+        for e in [InvokeError::InvalidName("../x".into()), InvokeError::NoName] {
+            assert_eq!(
+                e.to_cni_error().code,
+                cni_types::code::INVALID_NETWORK_CONFIG,
+                "{e}"
+            );
         }
     }
 }

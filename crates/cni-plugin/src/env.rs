@@ -7,6 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 pub trait Env {
     /// The value of `name`, `None` when unset.
     fn var(&self, name: &str) -> Option<String>;
+
+    /// False when `name` is set to bytes that are not UTF-8 (what [`Env::var`] returns for it
+    /// is then a lossy copy, not the value). Sources holding only strings never are.
+    fn is_utf8(&self, _name: &str) -> bool {
+        true
+    }
 }
 
 /// The real process environment. Values that are not UTF-8 are converted lossily.
@@ -16,6 +22,10 @@ pub struct ProcessEnv;
 impl Env for ProcessEnv {
     fn var(&self, name: &str) -> Option<String> {
         std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }
+
+    fn is_utf8(&self, name: &str) -> bool {
+        std::env::var_os(name).is_none_or(|v| v.to_str().is_some())
     }
 }
 

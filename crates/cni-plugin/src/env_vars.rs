@@ -35,6 +35,14 @@ const REQUIRED: [(&str, &[&str]); 6] = [
 
 /// Reads and validates the variables. The error is the one the skeleton prints.
 pub(crate) fn read_env(env: &dyn Env) -> Result<EnvVars, CniError> {
+    // A lossy copy of a non-UTF-8 value would name another container, interface or path.
+    for (name, _) in REQUIRED {
+        if !env.is_utf8(name) {
+            return Err(CniError::invalid_environment(format!(
+                "{name} is not valid UTF-8"
+            )));
+        }
+    }
     let get = |name: &str| env.var(name).unwrap_or_default();
     let vars = EnvVars {
         command: get("CNI_COMMAND"),
@@ -183,6 +191,28 @@ mod tests {
         let mut gc = full("GC");
         gc[1].1 = "../x".into();
         assert!(read(&gc).is_ok());
+    }
+
+    // A value that is not UTF-8 is refused, not read as its lossy copy (an ifname `eth\xff`
+    // would otherwise create `eth\u{fffd}`).
+    #[test]
+    fn non_utf8_values_are_refused() {
+        struct Bytes(Vec<(&'static str, String)>, &'static str);
+        impl Env for Bytes {
+            fn var(&self, name: &str) -> Option<String> {
+                self.0
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.clone())
+            }
+            fn is_utf8(&self, name: &str) -> bool {
+                name != self.1
+            }
+        }
+        let e = read_env(&Bytes(full("ADD"), "CNI_IFNAME")).unwrap_err();
+        assert_eq!(e.code, code::INVALID_ENVIRONMENT);
+        assert_eq!(e.msg, "CNI_IFNAME is not valid UTF-8");
+        assert!(read_env(&Bytes(full("ADD"), "OTHER")).is_ok());
     }
 
     // SC item 125: the override switch.
