@@ -81,6 +81,18 @@ pub fn ipam_gc(args: &CmdArgs) -> Result<(), CniError> {
     delegate(ipam_type(args)?, Command::Gc, args)
 }
 
+/// Checks, when the config names an IPAM plugin, that its type is a valid name found in
+/// `CNI_PATH`. A main plugin calls it before its first change, so a bad `ipam.type` (a path,
+/// a missing plugin) changes nothing (code 7 for a bad name, as the lookup answers).
+pub fn locate_if_configured(args: &CmdArgs) -> Result<(), CniError> {
+    if args.conf.ipam_type.is_empty() {
+        return Ok(());
+    }
+    find_in_path(&args.conf.ipam_type, &args.path_dirs())
+        .map(|_| ())
+        .map_err(|e| e.to_cni_error())
+}
+
 /// IPAM GC when the config names an IPAM plugin; nothing otherwise. Main plugins pass GC on
 /// so the leases of attachments that are not valid are released (Go's main plugins do not
 /// implement GC at all).

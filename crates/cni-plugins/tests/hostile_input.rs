@@ -201,6 +201,11 @@ impl Lab {
                                             "dataDir": self.data_dir}}),
             "static" => json!({"ipam": {"type": "static",
                                         "addresses": [{"address": "198.18.28.2/24"}]}}),
+            "host-device" => json!({"device": MASTER, "dataDir": self.data_dir,
+                                    "ipam": self.host_local("198.18.29.0/24")}),
+            "tap" => json!({"ipam": self.host_local("198.18.30.0/24")}),
+            "sbr" => json!({"prevResult": self.prev_result()}),
+            "vrf" => json!({"vrfname": "hvrf0", "prevResult": self.prev_result()}),
             other => panic!("no base config for plugin {other}: add one to the matrix"),
         };
         for (k, v) in extra.as_object().unwrap() {
@@ -321,7 +326,7 @@ fn deep(depth: usize) -> String {
 fn uses_ipam(plugin: &str) -> bool {
     matches!(
         plugin,
-        "bridge" | "ptp" | "macvlan" | "ipvlan" | "vlan" | "dummy"
+        "bridge" | "ptp" | "macvlan" | "ipvlan" | "vlan" | "dummy" | "host-device" | "tap"
     )
 }
 
@@ -899,4 +904,8 @@ plugin_tests! {
     bandwidth_refuses_hostile_input => "bandwidth",
     host_local_refuses_hostile_input => "host-local",
     static_refuses_hostile_input => "static",
+    host_device_refuses_hostile_input => "host-device",
+    tap_refuses_hostile_input => "tap",
+    sbr_refuses_hostile_input => "sbr",
+    vrf_refuses_hostile_input => "vrf",
 }

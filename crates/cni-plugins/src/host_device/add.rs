@@ -29,6 +29,8 @@ pub fn temp_name() -> Result<String, CniError> {
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let conf = HostDeviceConf::parse(&args.conf)?;
+    // Before the device moves: a bad IPAM type must change nothing.
+    cni_plugin::ipam::locate_if_configured(args)?;
     let ns = netns::open_required(&args.netns)?;
     let host_ns = NetNs::current().or_internal("cannot open the host namespace")?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
