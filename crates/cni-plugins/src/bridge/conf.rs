@@ -60,6 +60,16 @@ impl BridgeConf {
             None => Vec::new(),
         };
         let is_default_gateway = flag(raw, "isDefaultGateway")?;
+        // Go's bridge decodes these into structs: a non-object is refused there at decode
+        // time, and here before the first kernel change (not later, by the IPAM plugin).
+        for key in ["runtimeConfig", "args"] {
+            let text = raw.get(key).map(|v| v.get().trim_start());
+            if text.is_some_and(|t| !t.starts_with('{') && t != "null") {
+                return Err(CniError::invalid_config(format!(
+                    "bridge: {key} must be an object"
+                )));
+            }
+        }
         Ok(BridgeConf {
             bridge,
             // isDefaultGateway implies isGateway.

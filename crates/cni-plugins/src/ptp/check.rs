@@ -9,6 +9,8 @@ use crate::common::validate;
 use crate::netns;
 
 pub fn check(args: &CmdArgs) -> Result<(), CniError> {
+    // The config is decoded first, as on ADD and DEL, so a wrong-typed key is code 7 here too.
+    super::PtpConf::parse(&args.conf)?;
     let ns = netns::open_required(&args.netns)?;
     ipam::ipam_check(args)?;
     let prev = args
