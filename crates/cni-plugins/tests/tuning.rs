@@ -250,6 +250,27 @@ fn add_check_del_round_trip() {
 
 // PL §1.14: podman's `{type: tuning}` changes nothing, writes no backup, passes the result on
 // in the requested version.
+/// #10 item 1 inside tuning: a repeated ADD is refused and the first ADD's backup (the
+/// original values) and link state are kept, so DEL still restores the original.
+#[test]
+fn a_repeated_add_keeps_the_first_backup() {
+    let lab = Lab::new();
+    let pod = lab.pod();
+    let conf = lab.conf(pod, everything());
+    lab.run(&lab.call("ADD", pod, &conf)).assert_success();
+    let backup = std::fs::read_to_string(lab.backup_file()).unwrap();
+    let tuned = link_state(pod, "eth0");
+
+    let again = lab.run(&lab.call("ADD", pod, &conf));
+    assert!(!again.success(), "{again}");
+    assert!(again.stdout.contains("already exists"), "{again}");
+    assert_eq!(std::fs::read_to_string(lab.backup_file()).unwrap(), backup);
+    assert_eq!(link_state(pod, "eth0"), tuned);
+
+    lab.run(&lab.call("DEL", pod, &conf)).assert_success();
+    assert_eq!(link_state(pod, "eth0"), original());
+}
+
 #[test]
 fn empty_config_passes_the_result_through() {
     let lab = Lab::new();

@@ -102,6 +102,15 @@ fn apply(
     owner: &AttachmentTag,
     backup_file: &Path,
 ) -> Result<(), CniError> {
+    // A backup of this attachment means it is tuned already (or a killed ADD left it): a
+    // second ADD would overwrite the original values with the tuned ones and its undo would
+    // remove the first ADD's backup. Refused before anything changes; DEL comes first.
+    if req.conf.changes_link() && backup_file.exists() {
+        return Err(CniError::invalid_environment(format!(
+            "tuning: {} already exists: this container interface is tuned already; DEL it before adding it again",
+            backup_file.display()
+        )));
+    }
     let mut undo = Undo::new();
     for (target, value) in &req.sysctls {
         // Write-only keys (e.g. route/flush) cannot be read back, so they have no undo.
