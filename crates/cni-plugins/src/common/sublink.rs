@@ -270,6 +270,38 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
     Ok(result)
 }
 
+/// The result of an ADD that made the one container link `link` (host-device, tap): the
+/// IPAM lease when `layer3` (released when the returned guard drops uncommitted), the link
+/// as interface 0, and its addresses and routes applied in `netns`. `plugin` names the
+/// fault-injection step `ipam`.
+pub fn result_for_one_link<'a>(
+    args: &'a CmdArgs,
+    plugin: &'static str,
+    layer3: bool,
+    link: &Link,
+    netns: &NetNs,
+    notify: bool,
+) -> Result<(CniResult, Option<IpamGuard<'a>>), CniError> {
+    let mut result = CniResult::new(args.version);
+    let mut lease = None;
+    if layer3 {
+        let guard = IpamGuard::add(args)?;
+        fault::inject(plugin, "ipam")?;
+        result = guard.result().clone();
+        if result.ips.is_empty() {
+            return Err(CniError::internal("IPAM plugin returned missing IP config"));
+        }
+        lease = Some(guard);
+    }
+    result.cni_version = args.version;
+    result.interfaces = vec![interface_of(link, &args.netns)];
+    if layer3 {
+        ips_on_first_interface(&mut result);
+        configure_in_container(netns, &args.ifname, &result, notify)?;
+    }
+    Ok((result, lease))
+}
+
 /// Points every IP of `result` at interface 0, the container link.
 pub fn ips_on_first_interface(result: &mut CniResult) {
     for ip in &mut result.ips {

@@ -4,7 +4,6 @@
 //! the device back under its name, MTU and alias and releases the lease.
 
 use cni_linux::{Handle, NetNs};
-use cni_plugin::ipam::IpamGuard;
 use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult};
 
@@ -12,9 +11,8 @@ use super::conf::{find_device, HostDeviceConf};
 use super::del::return_to_host;
 use super::state::Saved;
 use crate::common::fault;
-use crate::common::link_info::interface_of;
 use crate::common::random;
-use crate::common::sublink::{configure_in_container, ips_on_first_interface};
+use crate::common::sublink::result_for_one_link;
 use crate::common::undo::Undo;
 use crate::netns;
 
@@ -95,23 +93,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .or_internal(&format!("failed to find {:?}", args.ifname))?;
     fault::inject("host-device", "moved")?;
 
-    let mut result = CniResult::new(args.version);
-    let mut lease = None;
-    if conf.layer3 {
-        let guard = IpamGuard::add(args)?;
-        fault::inject("host-device", "ipam")?;
-        result = guard.result().clone();
-        if result.ips.is_empty() {
-            return Err(CniError::internal("IPAM plugin returned missing IP config"));
-        }
-        lease = Some(guard);
-    }
-    result.cni_version = args.version;
-    result.interfaces = vec![interface_of(&link, &args.netns)];
-    if conf.layer3 {
-        ips_on_first_interface(&mut result);
-        configure_in_container(&ns, &args.ifname, &result, false)?;
-    }
+    let (result, lease) = result_for_one_link(args, "host-device", conf.layer3, &link, &ns, false)?;
     fault::inject("host-device", "done")?;
     if let Some(lease) = lease {
         lease.commit();

@@ -4,15 +4,13 @@
 
 use cni_linux::tun::{self, TapSpec};
 use cni_linux::Handle;
-use cni_plugin::ipam::IpamGuard;
 use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult};
 
 use super::conf::TapConf;
 use crate::common::fault;
-use crate::common::link_info::interface_of;
 use crate::common::random;
-use crate::common::sublink::{configure_in_container, ips_on_first_interface};
+use crate::common::sublink::result_for_one_link;
 use crate::common::undo::Undo;
 use crate::netns;
 
@@ -82,23 +80,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .or_internal(&format!("failed to refetch tap {:?}", args.ifname))?;
     fault::inject("tap", "configured")?;
 
-    let mut result = CniResult::new(args.version);
-    let mut lease = None;
-    if conf.layer3 {
-        let guard = IpamGuard::add(args)?;
-        fault::inject("tap", "ipam")?;
-        result = guard.result().clone();
-        if result.ips.is_empty() {
-            return Err(CniError::internal("IPAM plugin returned missing IP config"));
-        }
-        lease = Some(guard);
-    }
-    result.cni_version = args.version;
-    result.interfaces = vec![interface_of(&link, &args.netns)];
-    if conf.layer3 {
-        ips_on_first_interface(&mut result);
-        configure_in_container(&ns, &args.ifname, &result, true)?;
-    }
+    let (mut result, lease) = result_for_one_link(args, "tap", conf.layer3, &link, &ns, true)?;
     fault::inject("tap", "done")?;
     result.dns = conf.dns;
     if let Some(lease) = lease {
