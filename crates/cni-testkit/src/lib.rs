@@ -55,3 +55,13 @@ pub use ping::ping;
 pub use plugin::PluginCall;
 pub use process::PROCESS_TIMEOUT;
 pub use sandbox::{Netns, Sandbox};
+
+/// True when the test runs as root (namespaces need it; tests skip with a message otherwise).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}

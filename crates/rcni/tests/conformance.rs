@@ -7,17 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cni_testkit::bin_path;
+use cni_testkit::{bin_path, is_root};
 use serde_json::Value;
-
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 /// Runs the suite on `dir`; returns the exit code and the JSON table, after checking that
 /// the run left none of its namespaces.

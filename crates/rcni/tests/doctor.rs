@@ -45,16 +45,7 @@ fn explain_reads_the_message_from_stdin() {
 
 use std::path::{Path, PathBuf};
 
-use cni_testkit::{bin_path, link, PluginCall, Sandbox};
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+use cni_testkit::{bin_path, is_root, link, PluginCall, Sandbox};
 
 struct Node {
     sb: Sandbox,

@@ -2,14 +2,7 @@
 
 use std::process::Command;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+use cni_testkit::is_root;
 
 fn rcni(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rcni"))

@@ -7,16 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cni_testkit::{bin_path, link, Sandbox};
-
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+use cni_testkit::{bin_path, is_root, link, Sandbox};
 
 /// `rcni <args>` inside the sandbox's host namespace, so the plugins it runs see only that.
 fn rcni(sb: &Sandbox, confdir: &Path, plugins: &Path, cache: &Path, args: &[&str]) -> Output {
