@@ -1,6 +1,6 @@
 //! The config lists benchmarked, one copy per implementation with its own bridge, subnet and
-//! lease directory so the two never share state. Addresses come from 10.240.0.0/12, which exists
-//! only inside the bench namespaces.
+//! lease directory so the two never share state. Addresses come from the benchmarking range
+//! 198.18.0.0/15 (one /20 per slot) and exist only inside the bench namespaces.
 
 use std::path::Path;
 
@@ -55,7 +55,7 @@ pub fn conflist(kind: ChainKind, label: &str, slot: u8, data_dir: &Path) -> Valu
         "ipMasq": kind != ChainKind::Bridge,
         "ipam": {
             "type": "host-local",
-            "ranges": [[{"subnet": format!("10.{}.0.0/16", 240 + slot)}]],
+            "ranges": [[{"subnet": slot_subnet(slot).to_string()}]],
             "routes": [{"dst": "0.0.0.0/0"}],
             "dataDir": data_dir.display().to_string()
         }
@@ -65,6 +65,12 @@ pub fn conflist(kind: ChainKind, label: &str, slot: u8, data_dir: &Path) -> Valu
         plugins.push(json!({"type": "portmap", "capabilities": {"portMappings": true}}));
     }
     json!({"cniVersion": "1.0.0", "name": name, "plugins": plugins})
+}
+
+/// The /20 of 198.18.0.0/15 that belongs to `slot` (slots 0..=30; 31 is the kernel floor's).
+pub fn slot_subnet(slot: u8) -> ipnet::Ipv4Net {
+    let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0)) + u32::from(slot) * 4096;
+    ipnet::Ipv4Net::new(base.into(), 20).expect("a /20 is a valid prefix")
 }
 
 /// One host port mapping for attachment `i`.

@@ -28,7 +28,7 @@ fn setup_bridge(host: &mut Handle) -> Result<u32> {
     let br = host.link_by_name(BRIDGE)?;
     host.add_address(
         br.index,
-        "10.250.0.1/16".parse()?,
+        "198.19.240.1/20".parse()?,
         AddAddressOptions::default(),
     )?;
     host.set_link_up(br.index)?;
@@ -40,8 +40,13 @@ fn one(bridge: u32, i: usize) -> Result<(f64, f64)> {
     let pod = NamedNs::create("f")?;
     let host_name = format!("vfl{i}");
     let addr: IpNet = IpNet::new(
-        IpAddr::V4(Ipv4Addr::new(10, 250, (i / 250) as u8, (i % 250 + 2) as u8)),
-        16,
+        IpAddr::V4(Ipv4Addr::new(
+            198,
+            19,
+            240 + (i / 250) as u8,
+            (i % 250 + 2) as u8,
+        )),
+        20,
     )?;
 
     let started = Instant::now();
@@ -60,7 +65,7 @@ fn one(bridge: u32, i: usize) -> Result<(f64, f64)> {
     inside.add_address(eth0.index, addr, AddAddressOptions::default())?;
     inside.set_link_up(eth0.index)?;
     let mut default = Route::to("0.0.0.0/0".parse()?);
-    default.gateway = Some("10.250.0.1".parse()?);
+    default.gateway = Some("198.19.240.1".parse()?);
     inside.add_route(&default)?;
     let add = ms(started.elapsed());
 

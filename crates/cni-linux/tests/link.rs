@@ -163,7 +163,7 @@ fn add_list_and_delete_addresses() {
     h.create_veth(&LinkSpec::named("a0"), &LinkSpec::named("a1"), None)
         .unwrap();
     let a0 = h.link_by_name("a0").unwrap();
-    let v4: IpNet = "10.22.0.5/24".parse().unwrap();
+    let v4: IpNet = "198.18.22.5/24".parse().unwrap();
     let v6: IpNet = "fd00:22::5/64".parse().unwrap();
     h.add_address(a0.index, v4, AddAddressOptions::default())
         .unwrap();
@@ -183,9 +183,9 @@ fn add_list_and_delete_addresses() {
     let json = t.ip_json(&["addr", "show", "dev", "a0"]);
     let infos = json[0]["addr_info"].as_array().unwrap();
     let find = |ip: &str| infos.iter().find(|i| i["local"] == ip).cloned();
-    let v4j = find("10.22.0.5").expect("v4 address visible to ip");
+    let v4j = find("198.18.22.5").expect("v4 address visible to ip");
     assert_eq!(v4j["prefixlen"], 24);
-    assert_eq!(v4j["broadcast"], "10.22.0.255");
+    assert_eq!(v4j["broadcast"], "198.18.22.255");
     let v6j = find("fd00:22::5").expect("v6 address visible to ip");
     assert_eq!(v6j["prefixlen"], 64);
     assert_eq!(v6j["nodad"], true);

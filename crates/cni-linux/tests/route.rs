@@ -12,7 +12,7 @@ use cni_linux::rtnl::route::{Route, RouteScope};
 use cni_linux::{sysctl, Handle};
 use common::TestNs;
 
-/// A namespace with veth `r0`/`r1` up, `r0` holding 10.30.0.2/24 and fd00:30::2/64.
+/// A namespace with veth `r0`/`r1` up, `r0` holding 198.18.30.2/24 and fd00:30::2/64.
 fn setup() -> (TestNs, Handle, u32) {
     let t = TestNs::new();
     let mut h = t.handle();
@@ -24,7 +24,7 @@ fn setup() -> (TestNs, Handle, u32) {
     h.set_link_up(r1).unwrap();
     h.add_address(
         r0,
-        "10.30.0.2/24".parse().unwrap(),
+        "198.18.30.2/24".parse().unwrap(),
         AddAddressOptions::default(),
     )
     .unwrap();
@@ -46,13 +46,13 @@ fn ip_routes(t: &TestNs, args: &[&str]) -> Vec<serde_json::Value> {
 #[test]
 fn ipv4_routes_append_replace_list_and_delete() {
     let (t, mut h, r0) = setup();
-    let mut via1 = Route::to("10.40.0.0/16".parse().unwrap());
-    via1.gateway = Some("10.30.0.1".parse().unwrap());
+    let mut via1 = Route::to("198.19.40.0/24".parse().unwrap());
+    via1.gateway = Some("198.18.30.1".parse().unwrap());
     via1.priority = Some(50);
     h.add_route(&via1).unwrap();
     // Same destination, another gateway: appended, not refused.
     let mut via3 = via1.clone();
-    via3.gateway = Some("10.30.0.3".parse().unwrap());
+    via3.gateway = Some("198.18.30.3".parse().unwrap());
     h.add_route(&via3).unwrap();
     // An identical route is refused.
     assert!(h.add_route(&via1).unwrap_err().is_exists());
@@ -67,16 +67,16 @@ fn ipv4_routes_append_replace_list_and_delete() {
     assert!(mine
         .iter()
         .all(|r| r.priority == Some(50) && r.oif == Some(r0)));
-    let tool = ip_routes(&t, &["10.40.0.0/16"]);
+    let tool = ip_routes(&t, &["198.19.40.0/24"]);
     let gws: Vec<&str> = tool.iter().filter_map(|r| r["gateway"].as_str()).collect();
     assert!(
-        gws.contains(&"10.30.0.1") && gws.contains(&"10.30.0.3"),
+        gws.contains(&"198.18.30.1") && gws.contains(&"198.18.30.3"),
         "{tool:?}"
     );
     assert!(tool.iter().all(|r| r["metric"] == 50 && r["dev"] == "r0"));
 
     // Link-scope device route with MTU and advmss metrics.
-    let mut dev_route = Route::to("10.50.0.0/16".parse().unwrap());
+    let mut dev_route = Route::to("198.19.50.0/24".parse().unwrap());
     dev_route.oif = Some(r0);
     dev_route.scope = Some(RouteScope::Link);
     dev_route.mtu = Some(1300);
@@ -90,7 +90,7 @@ fn ipv4_routes_append_replace_list_and_delete() {
         .unwrap();
     assert_eq!((back.mtu, back.advmss), (Some(1300), Some(1260)));
     assert_eq!(back.scope, Some(RouteScope::Link));
-    let tool = ip_routes(&t, &["10.50.0.0/16"]);
+    let tool = ip_routes(&t, &["198.19.50.0/24"]);
     assert_eq!(tool[0]["scope"], "link");
     let metrics = tool[0]["metrics"].to_string();
     assert!(
@@ -100,16 +100,16 @@ fn ipv4_routes_append_replace_list_and_delete() {
 
     // Replace the default route's gateway.
     let mut default = Route::to("0.0.0.0/0".parse().unwrap());
-    default.gateway = Some("10.30.0.1".parse().unwrap());
+    default.gateway = Some("198.18.30.1".parse().unwrap());
     h.replace_route(&default).unwrap();
-    default.gateway = Some("10.30.0.3".parse().unwrap());
+    default.gateway = Some("198.18.30.3".parse().unwrap());
     h.replace_route(&default).unwrap();
     let tool = ip_routes(&t, &["default"]);
     assert_eq!(tool.len(), 1);
-    assert_eq!(tool[0]["gateway"], "10.30.0.3");
+    assert_eq!(tool[0]["gateway"], "198.18.30.3");
 
     // Another table.
-    let mut other = Route::to("10.60.0.0/24".parse().unwrap());
+    let mut other = Route::to("198.19.60.0/24".parse().unwrap());
     other.oif = Some(r0);
     other.table = Some(1000);
     h.add_route(&other).unwrap();
@@ -127,11 +127,11 @@ fn ipv4_routes_append_replace_list_and_delete() {
 
     // Delete one of the two appended routes, then the other; a third delete is "not found".
     h.delete_route(&via1).unwrap();
-    let tool = ip_routes(&t, &["10.40.0.0/16"]);
+    let tool = ip_routes(&t, &["198.19.40.0/24"]);
     assert_eq!(tool.len(), 1);
-    assert_eq!(tool[0]["gateway"], "10.30.0.3");
+    assert_eq!(tool[0]["gateway"], "198.18.30.3");
     h.delete_route(&via3).unwrap();
-    assert!(ip_routes(&t, &["10.40.0.0/16"]).is_empty());
+    assert!(ip_routes(&t, &["198.19.40.0/24"]).is_empty());
     let err = h.delete_route(&via3).unwrap_err();
     assert!(err.is_not_found(), "{err}");
 }
@@ -166,7 +166,7 @@ fn ipv6_routes() {
 #[test]
 fn permanent_neighbours() {
     let (t, mut h, r0) = setup();
-    let ip: IpAddr = "10.30.0.9".parse().unwrap();
+    let ip: IpAddr = "198.18.30.9".parse().unwrap();
     let mac = "02:00:00:00:00:09".parse().unwrap();
     h.add_neighbour(r0, ip, mac).unwrap();
     // Adding again replaces rather than fails.
@@ -184,7 +184,7 @@ fn permanent_neighbours() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["dst"] == "10.30.0.9")
+        .find(|e| e["dst"] == "198.18.30.9")
         .expect("ip sees the neighbour");
     assert_eq!(entry["lladdr"], "02:00:00:00:00:09");
 }
@@ -232,8 +232,8 @@ fn sysctls_are_written_inside_the_namespace_only() {
 #[test]
 fn kernel_extended_ack_text_reaches_the_error() {
     let (_t, mut h, _) = setup();
-    let mut route = Route::to("10.70.0.0/16".parse().unwrap());
-    route.gateway = Some("10.99.0.1".parse().unwrap());
+    let mut route = Route::to("198.19.70.0/24".parse().unwrap());
+    route.gateway = Some("198.19.99.1".parse().unwrap());
     let err = h.add_route(&route).unwrap_err();
     assert_eq!(err.errno(), Some(libc::ENETUNREACH));
     let cni_linux::NetlinkError::Kernel(kernel) = &err else {

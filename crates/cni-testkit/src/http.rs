@@ -182,18 +182,18 @@ mod tests {
 
     #[test]
     fn urls_with_ip_literals_parse() {
-        let (a, p) = parse_url("http://10.0.0.1:8080/x/y").unwrap();
+        let (a, p) = parse_url("http://198.18.0.1:8080/x/y").unwrap();
         assert_eq!(
             (a.to_string(), p.as_str()),
-            ("10.0.0.1:8080".into(), "/x/y")
+            ("198.18.0.1:8080".into(), "/x/y")
         );
-        let (a, p) = parse_url("http://10.0.0.1").unwrap();
-        assert_eq!((a.to_string(), p.as_str()), ("10.0.0.1:80".into(), "/"));
+        let (a, p) = parse_url("http://198.18.0.1").unwrap();
+        assert_eq!((a.to_string(), p.as_str()), ("198.18.0.1:80".into(), "/"));
         let (a, _) = parse_url("http://[fd00::1]:81/").unwrap();
         assert_eq!(a.to_string(), "[fd00::1]:81");
         let (a, _) = parse_url("http://[fd00::1]/").unwrap();
         assert_eq!(a.to_string(), "[fd00::1]:80");
-        assert!(parse_url("https://10.0.0.1/").is_err());
+        assert!(parse_url("https://198.18.0.1/").is_err());
         assert!(parse_url("http://example.com/").is_err());
     }
 

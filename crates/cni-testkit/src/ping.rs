@@ -159,7 +159,7 @@ mod tests {
     fn replies_are_matched_by_type_id_and_seq() {
         let mut v4 = vec![0x45u8; 20];
         v4.extend_from_slice(&[ECHO_REPLY_V4, 0, 0, 0, 0x12, 0x34, 0, 1]);
-        let a4: IpAddr = "10.0.0.1".parse().unwrap();
+        let a4: IpAddr = "198.18.0.1".parse().unwrap();
         assert!(is_reply(&v4, a4, 0x1234, 1));
         assert!(!is_reply(&v4, a4, 0x1234, 2));
         assert!(!is_reply(&v4, a4, 0x9999, 1));

@@ -12,7 +12,7 @@ fn readers_see_links_addresses_and_routes() {
             "ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1",
         ],
         vec!["ip", "link", "set", "v0", "master", "br0"],
-        vec!["ip", "addr", "add", "10.88.0.1/16", "dev", "br0"],
+        vec!["ip", "addr", "add", "198.18.0.1/16", "dev", "br0"],
         vec!["ip", "addr", "add", "fd00:88::1/64", "dev", "br0", "nodad"],
         vec!["ip", "link", "set", "br0", "up"],
     ] {
@@ -42,14 +42,14 @@ fn readers_see_links_addresses_and_routes() {
         .filter_map(|a| a["local"].as_str())
         .collect();
     assert!(
-        locals.contains(&"10.88.0.1") && locals.contains(&"fd00:88::1"),
+        locals.contains(&"198.18.0.1") && locals.contains(&"fd00:88::1"),
         "{locals:?}"
     );
 
     let v4 = routes(&ns, IpFamily::V4).unwrap();
     assert!(
         v4.iter()
-            .any(|r| r["dst"] == "10.88.0.0/16" && r["dev"] == "br0"),
+            .any(|r| r["dst"] == "198.18.0.0/16" && r["dev"] == "br0"),
         "{v4:?}"
     );
     assert!(

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use cni_testkit::{http_get, http_server, ping, Netns, Sandbox, HTTP_BODY};
 
-/// host ns `h0` (10.99.0.1, fd00:99::1) <-veth-> container `c0` (10.99.0.2, fd00:99::2).
+/// host ns `h0` (198.18.99.1, fd00:99::1) <-veth-> container `c0` (198.18.99.2, fd00:99::2).
 fn connected() -> (Sandbox, Netns) {
     let sb = Sandbox::new().unwrap();
     let c = sb.add_container().unwrap();
@@ -13,7 +13,7 @@ fn connected() -> (Sandbox, Netns) {
         vec![
             "ip", "link", "add", "h0", "type", "veth", "peer", "name", "c0", "netns", &c.name,
         ],
-        vec!["ip", "addr", "add", "10.99.0.1/24", "dev", "h0"],
+        vec!["ip", "addr", "add", "198.18.99.1/24", "dev", "h0"],
         vec!["ip", "addr", "add", "fd00:99::1/64", "dev", "h0", "nodad"],
         vec!["ip", "link", "set", "h0", "up"],
     ];
@@ -21,7 +21,7 @@ fn connected() -> (Sandbox, Netns) {
         sb.exec_in(&host, argv).unwrap().assert_success();
     }
     for argv in [
-        vec!["ip", "addr", "add", "10.99.0.2/24", "dev", "c0"],
+        vec!["ip", "addr", "add", "198.18.99.2/24", "dev", "c0"],
         vec!["ip", "addr", "add", "fd00:99::2/64", "dev", "c0", "nodad"],
         vec!["ip", "link", "set", "c0", "up"],
         vec!["ip", "link", "set", "lo", "up"],
@@ -38,26 +38,26 @@ fn ip(s: &str) -> IpAddr {
 #[test]
 fn ping_over_a_veth() {
     let (sb, c) = connected();
-    assert!(ping(&c.name, ip("10.99.0.1")));
-    assert!(ping(&sb.host().name, ip("10.99.0.2")));
+    assert!(ping(&c.name, ip("198.18.99.1")));
+    assert!(ping(&sb.host().name, ip("198.18.99.2")));
     assert!(ping(&c.name, ip("fd00:99::1")));
     assert!(ping(&c.name, ip("127.0.0.1")));
     // nobody has this address
-    assert!(!ping(&c.name, ip("10.99.0.3")));
+    assert!(!ping(&c.name, ip("198.18.99.3")));
     // the container has no route there
     assert!(!ping(&c.name, ip("192.0.2.1")));
 
     sb.exec_in(&c.name, ["ip", "link", "set", "c0", "down"])
         .unwrap()
         .assert_success();
-    assert!(!ping(&c.name, ip("10.99.0.1")));
+    assert!(!ping(&c.name, ip("198.18.99.1")));
 }
 
 #[test]
 fn http_round_trip_and_stop_on_drop() {
     let (sb, c) = connected();
-    let server = http_server(&sb.host().name, ip("10.99.0.1"), 0).unwrap();
-    assert_eq!(server.local_addr().ip(), ip("10.99.0.1"));
+    let server = http_server(&sb.host().name, ip("198.18.99.1"), 0).unwrap();
+    assert_eq!(server.local_addr().ip(), ip("198.18.99.1"));
     assert_ne!(server.local_addr().port(), 0);
     let url = server.url();
 
@@ -82,6 +82,6 @@ fn http_round_trip_and_stop_on_drop() {
 #[test]
 fn http_server_cannot_bind_a_foreign_address() {
     let (sb, _c) = connected();
-    // 10.99.0.2 belongs to the container, not to the host namespace
-    assert!(http_server(&sb.host().name, ip("10.99.0.2"), 0).is_err());
+    // 198.18.99.2 belongs to the container, not to the host namespace
+    assert!(http_server(&sb.host().name, ip("198.18.99.2"), 0).is_err());
 }

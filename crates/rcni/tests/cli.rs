@@ -50,7 +50,7 @@ impl Setup {
             format!("if [ \"$CNI_COMMAND\" = ADD ]; then printf '%s' '{add_fail}'; exit 1; fi\n")
         };
         let script = format!(
-            "#!/bin/sh\nlog='{log}'\necho \"{name} $CNI_COMMAND\" >> \"$log/order\"\nseq=$(wc -l < \"$log/order\" | tr -d ' ')\ncat > \"$log/$seq.stdin\"\nenv | grep -E '^(CNI_|RCNI_TEST_)' | sort > \"$log/$seq.env\"\n{fail}if [ \"$CNI_COMMAND\" = ADD ]; then printf '%s' '{{\"cniVersion\":\"1.0.0\",\"interfaces\":[{{\"name\":\"eth0\",\"sandbox\":\"'\"$CNI_NETNS\"'\"}}],\"ips\":[{{\"address\":\"10.0.0.9/24\",\"interface\":0}}]}}'; fi\nif [ \"$CNI_COMMAND\" = VERSION ]; then printf '%s' '{{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"]}}'; fi\nexit 0\n",
+            "#!/bin/sh\nlog='{log}'\necho \"{name} $CNI_COMMAND\" >> \"$log/order\"\nseq=$(wc -l < \"$log/order\" | tr -d ' ')\ncat > \"$log/$seq.stdin\"\nenv | grep -E '^(CNI_|RCNI_TEST_)' | sort > \"$log/$seq.env\"\n{fail}if [ \"$CNI_COMMAND\" = ADD ]; then printf '%s' '{{\"cniVersion\":\"1.0.0\",\"interfaces\":[{{\"name\":\"eth0\",\"sandbox\":\"'\"$CNI_NETNS\"'\"}}],\"ips\":[{{\"address\":\"198.18.0.9/24\",\"interface\":0}}]}}'; fi\nif [ \"$CNI_COMMAND\" = VERSION ]; then printf '%s' '{{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"]}}'; fi\nexit 0\n",
             log = log.display(),
         );
         let p = self.path("bin").join(name);
@@ -195,7 +195,7 @@ fn failure_exit_code_and_message() {
     let s = Setup::new();
     s.plugin(
         "B",
-        r#"{"code":7,"msg":"bad subnet","details":"10.0.0.0/31 too small"}"#,
+        r#"{"code":7,"msg":"bad subnet","details":"198.18.0.0/31 too small"}"#,
     );
     let out = s.run(s.cmd().args(["add", "net", "/x"]));
     assert_eq!(out.status.code(), Some(1));
@@ -205,7 +205,7 @@ fn failure_exit_code_and_message() {
         err.contains(r#"type="B""#) && err.contains("bad subnet"),
         "{err}"
     );
-    assert!(err.contains("details: 10.0.0.0/31 too small"), "{err}");
+    assert!(err.contains("details: 198.18.0.0/31 too small"), "{err}");
     assert!(
         err.contains("CNI error code 7 (invalid network config)"),
         "{err}"

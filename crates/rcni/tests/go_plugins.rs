@@ -232,8 +232,8 @@ const CONTAINERD: &str = r#"{
       "ipam": {
         "type": "host-local",
         "ranges": [
-          [{"subnet": "10.88.0.0/16"}],
-          [{"subnet": "2001:4860:4860::/64"}]
+          [{"subnet": "198.18.0.0/16"}],
+          [{"subnet": "2001:2::/64"}]
         ],
         "routes": [
           {"dst": "0.0.0.0/0"},
@@ -262,7 +262,7 @@ const CRIO_IPV4: &str = r#"{
       "ipam": {
         "type": "host-local",
         "routes": [{"dst": "0.0.0.0/0"}],
-        "ranges": [[{"subnet": "10.85.0.0/16"}]],
+        "ranges": [[{"subnet": "198.19.0.0/16"}]],
         "dataDir": "@IPAM@"
       }
     }
@@ -281,7 +281,7 @@ const PODMAN: &str = r#"{
       "ipam": {
         "type": "host-local",
         "routes": [{"dst": "0.0.0.0/0"}],
-        "ranges": [[{"subnet": "10.88.0.0/16", "gateway": "10.88.0.1"}]],
+        "ranges": [[{"subnet": "198.18.0.0/16", "gateway": "198.18.0.1"}]],
         "dataDir": "@IPAM@"
       }
     },
@@ -296,7 +296,7 @@ fn containerd_conflist_lifecycle() {
     let Some(go) = go_plugins() else { return };
     let env = Env::new(go);
     env.conflist("10-containerd-net.conflist", CONTAINERD);
-    lifecycle(&env, "containerd-net", "10.88.", 2, true);
+    lifecycle(&env, "containerd-net", "198.18.", 2, true);
 }
 
 #[test]
@@ -305,7 +305,7 @@ fn crio_conflist_lifecycle() {
     let env = Env::new(go);
     env.conflist("11-crio-ipv4-bridge.conflist", CRIO_IPV4);
     // 0.3.1 has no CHECK: rcni refuses it with code 1 without running anything.
-    lifecycle(&env, "crio", "10.85.", 1, false);
+    lifecycle(&env, "crio", "198.19.", 1, false);
 }
 
 #[test]
@@ -313,7 +313,7 @@ fn podman_conflist_lifecycle() {
     let Some(go) = go_plugins() else { return };
     let env = Env::new(go);
     env.conflist("87-podman-bridge.conflist", PODMAN);
-    lifecycle(&env, "podman", "10.88.", 1, true);
+    lifecycle(&env, "podman", "198.18.", 1, true);
 }
 
 // Port mappings reach portmap through the capability args and vanish with DEL.
@@ -387,7 +387,7 @@ fn failed_chain_is_rolled_back() {
         "10-broken-chain.conflist",
         r#"{"cniVersion":"1.0.0","name":"broken","plugins":[
             {"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,
-             "ipam":{"type":"host-local","ranges":[[{"subnet":"10.77.0.0/24"}]],"dataDir":"@IPAM@"}},
+             "ipam":{"type":"host-local","ranges":[[{"subnet":"198.19.77.0/24"}]],"dataDir":"@IPAM@"}},
             {"type":"rcni-test-fail"}]}"#,
     );
     let ctr = env.sb.add_container().unwrap();
@@ -404,7 +404,7 @@ fn failed_chain_is_rolled_back() {
     );
     assert!(env.cache_files().is_empty());
     let rules = env.iptables_save();
-    assert!(!rules.contains("10.77.0."), "{rules}");
+    assert!(!rules.contains("198.19.77."), "{rules}");
 
     // --json: the error object on stdout.
     let out = env.rcni(&["--json", "add", "broken", &ctr.path.display().to_string()]);

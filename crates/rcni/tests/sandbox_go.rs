@@ -68,8 +68,15 @@ fn scenario(mode: SetupMode) {
     };
     let good = SandboxNetworks::new(
         vec![
-            bridge_net("containerd-net", "0.4.0", "cni0", "10.88.0.0/16", &ipam, ""),
-            bridge_net("second", "1.0.0", "cni1", "10.66.0.0/24", &ipam, ""),
+            bridge_net(
+                "containerd-net",
+                "0.4.0",
+                "cni0",
+                "198.18.0.0/16",
+                &ipam,
+                "",
+            ),
+            bridge_net("second", "1.0.0", "cni1", "198.19.66.0/24", &ipam, ""),
         ],
         true,
     );
@@ -85,11 +92,11 @@ fn scenario(mode: SetupMode) {
     assert!(result.ips_of("eth0")[0]
         .address
         .to_string()
-        .starts_with("10.88."));
+        .starts_with("198.18."));
     assert!(result.ips_of("net1")[0]
         .address
         .to_string()
-        .starts_with("10.66."));
+        .starts_with("198.19.66."));
     assert!(!result.ips_of("lo").is_empty());
     host.run(|| good.check(&rt, &req)).unwrap().unwrap();
 
@@ -108,13 +115,20 @@ fn scenario(mode: SetupMode) {
     // Partial failure: the third network fails, the two attached before are torn down.
     let bad = SandboxNetworks::new(
         vec![
-            bridge_net("containerd-net", "0.4.0", "cni0", "10.88.0.0/16", &ipam, ""),
-            bridge_net("second", "1.0.0", "cni1", "10.66.0.0/24", &ipam, ""),
+            bridge_net(
+                "containerd-net",
+                "0.4.0",
+                "cni0",
+                "198.18.0.0/16",
+                &ipam,
+                "",
+            ),
+            bridge_net("second", "1.0.0", "cni1", "198.19.66.0/24", &ipam, ""),
             bridge_net(
                 "third",
                 "1.0.0",
                 "cni2",
-                "10.55.0.0/24",
+                "198.19.55.0/24",
                 &ipam,
                 r#",{"type":"always-fails"}"#,
             ),
