@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 const NET: &str = "bwnet";
 const BR: &str = "bwbr0";
-const SUBNET: &str = "10.47.0.0/24";
+const SUBNET: &str = "198.18.47.0/24";
 
 /// An [`Env`] with `bandwidth` linked next to bridge and host-local (`go`: Go's bandwidth).
 fn env_with_bandwidth(go: Option<&Path>) -> Env {
@@ -312,7 +312,7 @@ fn egress_limit_slows_real_traffic() {
 
     let host_ns = cni_linux::NetNs::open(&env.sb.host().path).unwrap();
     let pod_ns = cni_linux::NetNs::open(&pod.path).unwrap();
-    let gateway: SocketAddr = "10.47.0.1:0".parse().unwrap();
+    let gateway: SocketAddr = "198.18.47.1:0".parse().unwrap();
     let listener = host_ns
         .run(move || TcpListener::bind(gateway))
         .unwrap()
@@ -535,7 +535,7 @@ fn transfer(env: &Env, pod: &Netns, addr: &str, upload: bool) -> std::time::Dura
 fn shaped_subnets_limit_only_their_peers() {
     use std::time::Duration;
     const PEER: &str = "198.18.5.1";
-    const GW: &str = "10.47.0.1";
+    const GW: &str = "198.18.47.1";
     let env = env_with_bandwidth(None);
     let host = env.host().to_string();
     for argv in [

@@ -62,7 +62,7 @@ fn podman_conflist(data_dir: &str) -> Value {
                 "ipam": {
                     "type": "host-local",
                     "routes": [{"dst": "0.0.0.0/0"}],
-                    "ranges": [[{"subnet": "10.188.0.0/16", "gateway": "10.188.0.1"}]],
+                    "ranges": [[{"subnet": "198.18.0.0/16", "gateway": "198.18.0.1"}]],
                     "dataDir": data_dir
                 }
             },
@@ -88,7 +88,7 @@ fn containerd_conflist(data_dir: &str) -> Value {
                 "promiscMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": "10.189.0.0/16"}], [{"subnet": "fd00:189::/64"}]],
+                    "ranges": [[{"subnet": "198.19.0.0/16"}], [{"subnet": "fd00:189::/64"}]],
                     "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
                     "dataDir": data_dir
                 }

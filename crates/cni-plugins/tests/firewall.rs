@@ -28,8 +28,8 @@ fn same_bridge_isolation_blocks_other_bridges_until_del() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf1 = lab.bridge_conf("net1", "br1", "10.88.1.0/24", None);
-    let conf2 = lab.bridge_conf("net2", "br2", "10.88.2.0/24", None);
+    let conf1 = lab.bridge_conf("net1", "br1", "198.19.1.0/24", None);
+    let conf2 = lab.bridge_conf("net2", "br2", "198.19.2.0/24", None);
     let (p1, r1) = lab.add_pod("p1", &conf1);
     let (p2, r2) = lab.add_pod("p2", &conf2);
     let ip2: IpAddr = result_ip(&r2, false).parse().unwrap();
@@ -105,7 +105,7 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
         return;
     }
     let lab = Lab::new();
-    let conf = lab.bridge_conf("nomad", "nomad", "10.88.3.0/24", Some("fd00:3::/64"));
+    let conf = lab.bridge_conf("nomad", "nomad", "198.19.3.0/24", Some("fd00:3::/64"));
     let (pod, res) = lab.add_pod("n1", &conf);
     let keys = fw(json!({ "backend": "iptables", "iptablesAdminChainName": "NOMAD-ADMIN" }));
     let stdin = chained("nomad", keys, Some(&res), None);
@@ -161,9 +161,9 @@ fn gc_and_bad_inputs() {
         })
     };
     for (net, cid, ip) in [
-        ("fnet", "keep", "10.5.0.2"),
-        ("fnet", "gone", "10.5.0.3"),
-        ("other", "gone", "10.6.0.3"),
+        ("fnet", "keep", "198.18.5.2"),
+        ("fnet", "gone", "198.18.5.3"),
+        ("other", "gone", "198.18.6.3"),
     ] {
         let stdin = chained(net, fw(json!({})), Some(&prev(ip)), None);
         lab.rcni("firewall", "ADD", cid, &ns, &stdin)
@@ -211,7 +211,7 @@ fn gc_and_bad_inputs() {
     let (c, msg) = code(chained(
         "fnet",
         fw(json!({ "backend": "firewalld" })),
-        Some(&prev("10.5.0.9")),
+        Some(&prev("198.18.5.9")),
         None,
     ));
     assert_eq!(c, 7);
@@ -221,14 +221,14 @@ fn gc_and_bad_inputs() {
         code(chained(
             "fnet",
             fw(json!({ "ingressPolicy": "nope" })),
-            Some(&prev("10.5.0.9")),
+            Some(&prev("198.18.5.9")),
             None
         ))
         .0,
         7
     );
     // Like Go's firewall plugin, 0.3.x configs are refused.
-    let old = json!({ "cniVersion": "0.3.1", "name": "fnet", "type": "firewall", "prevResult": prev("10.5.0.9") });
+    let old = json!({ "cniVersion": "0.3.1", "name": "fnet", "type": "firewall", "prevResult": prev("198.18.5.9") });
     assert_eq!(code(old.to_string()).0, 1);
     assert_eq!(rules_with(&host, FILTER, "id: bad"), 0);
     assert_eq!(rules_with(&host, TABLE, "id: bad"), 0);
@@ -248,7 +248,7 @@ fn concurrent_add_and_del_keep_exactly_the_live_rules() {
                 let prev = json!({
                     "cniVersion": "1.0.0",
                     "interfaces": [{ "name": br }, { "name": "eth0", "sandbox": "/x" }],
-                    "ips": [{ "address": format!("10.7.{}.{}/16", i / 200, 2 + i % 200), "interface": 1 }]
+                    "ips": [{ "address": format!("198.19.{}.{}/16", i / 200, 2 + i % 200), "interface": 1 }]
                 });
                 let keys = fw(json!({ "ingressPolicy": "same-bridge" }));
                 let stdin = chained(net, keys, Some(&prev), None);

@@ -32,7 +32,7 @@ fn measure(main: Impl, ipam: Impl) -> Option<(Duration, Duration)> {
         &env,
         "latnet",
         "br0",
-        "10.77.0.0/16",
+        "198.19.0.0/16",
         json!({"isGateway": true}),
     );
     let (mut adds, mut dels) = (Vec::new(), Vec::new());

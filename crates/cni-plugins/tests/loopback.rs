@@ -262,9 +262,9 @@ fn prev_result_passthrough() {
     let prev = json!({
         "cniVersion": "1.0.0",
         "interfaces": [{"name": "eth0", "mac": "0a:58:0a:01:00:05", "sandbox": "/var/run/netns/x"}],
-        "ips": [{"interface": 0, "address": "10.1.0.5/16", "gateway": "10.1.0.1"}],
+        "ips": [{"interface": 0, "address": "198.18.1.5/16", "gateway": "198.18.1.1"}],
         "routes": [{"dst": "0.0.0.0/0"}],
-        "dns": {"nameservers": ["10.1.0.1"]}
+        "dns": {"nameservers": ["198.18.1.1"]}
     });
     let stdin =
         json!({"cniVersion": "1.0.0", "name": "chain", "type": "loopback", "prevResult": prev});
@@ -280,14 +280,14 @@ fn non_loopback_address_rejected() {
     let s = Setup::new(&[LOOPBACK]);
     s.sb.exec_in(
         &s.pod.name,
-        ["ip", "addr", "add", "10.99.0.1/8", "dev", "lo"],
+        ["ip", "addr", "add", "198.18.99.1/24", "dev", "lo"],
     )
     .unwrap()
     .assert_success();
     let e = assert_cni_error(&s.run(LOOPBACK, &s.call("ADD", &conf("1.1.0"))), 999);
     assert_eq!(
         e["msg"],
-        "loopback interface found with non-loopback address \"10.99.0.1\""
+        "loopback interface found with non-loopback address \"198.18.99.1\""
     );
 }
 

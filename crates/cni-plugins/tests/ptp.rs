@@ -11,7 +11,7 @@ use cni_testkit::{http_get, http_server, ping, IpFamily};
 use serde_json::{json, Value};
 
 const NET: &str = "ptpnet";
-const SUBNET: &str = "10.55.0.0/24";
+const SUBNET: &str = "198.18.55.0/24";
 
 fn host_veth(result: &Value) -> String {
     result["interfaces"][0]["name"]
@@ -48,18 +48,18 @@ fn add_check_del() {
     assert_eq!(ifaces[1]["name"], "eth0");
     assert_eq!(ifaces[1]["sandbox"], pod.path.to_str().unwrap());
     assert_eq!(r["ips"][0]["interface"], 1);
-    assert_eq!(r["ips"][0]["address"], "10.55.0.2/24");
-    assert_eq!(r["ips"][0]["gateway"], "10.55.0.1");
+    assert_eq!(r["ips"][0]["address"], "198.18.55.2/24");
+    assert_eq!(r["ips"][0]["gateway"], "198.18.55.1");
 
     // Container: address, no on-link subnet route, gw/32 on-link, subnet via gw.
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.55.0.2/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.55.2/24"]);
     let mut routes = main_routes(&pod.name, IpFamily::V4);
     routes.sort();
     assert_eq!(
         routes,
         [
-            "10.55.0.0/24 via 10.55.0.1 dev eth0",
-            "10.55.0.1 dev eth0 scope link"
+            "198.18.55.0/24 via 198.18.55.1 dev eth0",
+            "198.18.55.1 dev eth0 scope link"
         ],
         "{routes:?}"
     );
@@ -69,10 +69,10 @@ fn add_check_del() {
     let hv = link(env.host(), &veth);
     assert_eq!(hv["mtu"], 1400);
     assert_eq!(hv["operstate"], "UP");
-    assert_eq!(addrs_of(env.host(), &veth), ["10.55.0.1/32"]);
+    assert_eq!(addrs_of(env.host(), &veth), ["198.18.55.1/32"]);
     let host_routes = main_routes(env.host(), IpFamily::V4);
     assert!(
-        host_routes.contains(&format!("10.55.0.2 dev {veth} scope host")),
+        host_routes.contains(&format!("198.18.55.2 dev {veth} scope host")),
         "{host_routes:?}"
     );
     assert_eq!(sysctl(&env, env.host(), "net.ipv4.ip_forward"), "1");
@@ -80,8 +80,8 @@ fn add_check_del() {
         sysctl(&env, env.host(), &format!("net.ipv6.conf.{veth}.accept_ra")),
         "0"
     );
-    assert!(ping(&pod.name, "10.55.0.1".parse::<IpAddr>().unwrap()));
-    assert_eq!(env.leases(NET), ["10.55.0.2"]);
+    assert!(ping(&pod.name, "198.18.55.1".parse::<IpAddr>().unwrap()));
+    assert_eq!(env.leases(NET), ["198.18.55.2"]);
 
     // CHECK passes, and fails after the address is removed by hand.
     let check = Env::with_prev(&conf, &r);
@@ -90,12 +90,15 @@ fn add_check_del() {
     env.sb
         .exec_in(
             &pod.name,
-            ["ip", "addr", "del", "10.55.0.2/24", "dev", "eth0"],
+            ["ip", "addr", "del", "198.18.55.2/24", "dev", "eth0"],
         )
         .unwrap()
         .assert_success();
     let out = env.run("ptp", &env.call("CHECK", &pod, "c1", &check.to_string()));
-    assert!(!out.success() && out.stdout.contains("10.55.0.2"), "{out}");
+    assert!(
+        !out.success() && out.stdout.contains("198.18.55.2"),
+        "{out}"
+    );
 
     for _ in 0..2 {
         env.run("ptp", &env.call("DEL", &pod, "c1", &conf.to_string()))
@@ -106,7 +109,7 @@ fn add_check_del() {
     assert!(env.leases(NET).is_empty());
     assert!(!main_routes(env.host(), IpFamily::V4)
         .iter()
-        .any(|r| r.starts_with("10.55.0.2")));
+        .any(|r| r.starts_with("198.18.55.2")));
 }
 
 #[test]
@@ -118,8 +121,8 @@ fn two_pods_route_through_the_host() {
     let ra = env.add("ptp", &a, "ca", &conf);
     let rb = env.add("ptp", &b, "cb", &conf);
     // Both host veths carry the same gateway address.
-    assert_eq!(addrs_of(env.host(), &host_veth(&ra)), ["10.55.0.1/32"]);
-    assert_eq!(addrs_of(env.host(), &host_veth(&rb)), ["10.55.0.1/32"]);
+    assert_eq!(addrs_of(env.host(), &host_veth(&ra)), ["198.18.55.1/32"]);
+    assert_eq!(addrs_of(env.host(), &host_veth(&rb)), ["198.18.55.1/32"]);
     let ip_b = container_ip(&rb);
     assert!(
         ping(&a.name, ip_b),
@@ -141,16 +144,16 @@ fn dual_stack_and_default_route() {
         &env,
         NET,
         SUBNET,
-        json!({"dns": {"nameservers": ["10.55.0.53"]}}),
+        json!({"dns": {"nameservers": ["198.18.55.53"]}}),
     );
     conf["ipam"]["ranges"] = json!([[{"subnet": SUBNET}], [{"subnet": "fd55::/64"}]]);
     conf["ipam"]["routes"] = json!([{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]);
     let r = env.add("ptp", &pod, "c1", &conf);
-    assert_eq!(r["dns"], json!({"nameservers": ["10.55.0.53"]}));
+    assert_eq!(r["dns"], json!({"nameservers": ["198.18.55.53"]}));
     let veth = host_veth(&r);
     let mut host_addrs = addrs_of(env.host(), &veth);
     host_addrs.sort();
-    assert_eq!(host_addrs, ["10.55.0.1/32", "fd55::1/128"]);
+    assert_eq!(host_addrs, ["198.18.55.1/32", "fd55::1/128"]);
     let v6 = main_routes(&pod.name, IpFamily::V6);
     for want in [
         "default via fd55::1 dev eth0",
@@ -162,7 +165,7 @@ fn dual_stack_and_default_route() {
         );
     }
     assert!(main_routes(&pod.name, IpFamily::V4)
-        .contains(&"default via 10.55.0.1 dev eth0".to_string()));
+        .contains(&"default via 198.18.55.1 dev eth0".to_string()));
     assert_eq!(
         sysctl(&env, env.host(), "net.ipv6.conf.all.forwarding"),
         "1"
@@ -230,7 +233,7 @@ fn assert_no_leftovers(env: &Env, pod: &cni_testkit::Netns) {
     assert!(
         !main_routes(env.host(), IpFamily::V4)
             .iter()
-            .any(|r| r.starts_with("10.55.")),
+            .any(|r| r.starts_with("198.18.55.")),
         "host routes left"
     );
 }
@@ -286,21 +289,21 @@ fn fault_interface_name_taken_in_container() {
 fn fault_ipam_exhausted_and_repeated_add() {
     let env = Env::new();
     let first = env.pod();
-    let conf = ptp_conf(&env, NET, "10.55.0.0/30", json!({}));
+    let conf = ptp_conf(&env, NET, "198.18.55.0/30", json!({}));
     let r = env.add("ptp", &first, "c1", &conf);
     let kept = host_veth(&r);
     // The same attachment again: refused, the first one intact.
     let out = env.run("ptp", &env.call("ADD", &first, "c1", &conf.to_string()));
     assert!(!out.success(), "{out}");
     assert_eq!(host_links(&env), std::slice::from_ref(&kept));
-    assert_eq!(env.leases(NET), ["10.55.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.55.2"]);
     // Another pod: the range is exhausted.
     let pod = env.pod();
     let out = env.run("ptp", &env.call("ADD", &pod, "c2", &conf.to_string()));
     assert!(!out.success(), "{out}");
     assert!(!has_link(&pod.name, "eth0"));
     assert_eq!(host_links(&env), [kept]);
-    assert_eq!(env.leases(NET), ["10.55.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.55.2"]);
 }
 
 #[test]
@@ -368,7 +371,7 @@ fn result_shape(r: &Value) -> Value {
 fn differential_same_config_through_go_and_rcni() {
     for extra in [
         json!({}),
-        json!({"mtu": 1400, "dns": {"nameservers": ["10.55.0.53"]}}),
+        json!({"mtu": 1400, "dns": {"nameservers": ["198.18.55.53"]}}),
     ] {
         let mut shapes = Vec::new();
         for imp in [Impl::Go, Impl::Rcni] {

@@ -26,14 +26,14 @@ fn conf(version: &str, ipam: Value) -> String {
 fn full_ipam() -> Value {
     json!({
         "addresses": [
-            {"address": "10.5.0.5/24", "gateway": "10.5.0.1"},
+            {"address": "198.18.5.5/24", "gateway": "198.18.5.1"},
             {"address": "fd00:5::5/64"}
         ],
         "routes": [
-            {"dst": "0.0.0.0/0", "gw": "10.5.0.1"},
-            {"dst": "192.168.0.0/16", "mtu": 1400, "table": 10}
+            {"dst": "0.0.0.0/0", "gw": "198.18.5.1"},
+            {"dst": "198.19.0.0/16", "mtu": 1400, "table": 10}
         ],
-        "dns": {"nameservers": ["10.5.0.53"], "domain": "example.org",
+        "dns": {"nameservers": ["198.18.5.53"], "domain": "example.org",
                 "search": ["example.org"], "options": ["ndots:3"]}
     })
 }
@@ -61,31 +61,31 @@ fn add_returns_the_config() {
     assert_eq!(
         r["ips"],
         json!([
-            {"address": "10.5.0.5/24", "gateway": "10.5.0.1"},
+            {"address": "198.18.5.5/24", "gateway": "198.18.5.1"},
             {"address": "fd00:5::5/64"}
         ])
     );
     assert_eq!(
         r["routes"],
         json!([
-            {"dst": "0.0.0.0/0", "gw": "10.5.0.1"},
-            {"dst": "192.168.0.0/16", "mtu": 1400, "table": 10}
+            {"dst": "0.0.0.0/0", "gw": "198.18.5.1"},
+            {"dst": "198.19.0.0/16", "mtu": 1400, "table": 10}
         ])
     );
     assert_eq!(
         r["dns"],
-        json!({"nameservers": ["10.5.0.53"], "domain": "example.org",
+        json!({"nameservers": ["198.18.5.53"], "domain": "example.org",
                "search": ["example.org"], "options": ["ndots:3"]})
     );
     let r = add(&p, &call(&p, "ADD", &conf("1.0.0", full_ipam())));
-    assert_eq!(r["routes"][1], json!({"dst": "192.168.0.0/16"}));
+    assert_eq!(r["routes"][1], json!({"dst": "198.19.0.0/16"}));
     let r = add(&p, &call(&p, "ADD", &conf("0.4.0", full_ipam())));
     assert_eq!(r["ips"][0]["version"], "4");
     assert_eq!(r["ips"][1]["version"], "6");
     assert!(r["ips"][0].get("interface").is_none());
     let r = add(&p, &call(&p, "ADD", &conf("0.2.0", full_ipam())));
-    assert_eq!(r["ip4"]["ip"], "10.5.0.5/24");
-    assert_eq!(r["ip4"]["gateway"], "10.5.0.1");
+    assert_eq!(r["ip4"]["ip"], "198.18.5.5/24");
+    assert_eq!(r["ip4"]["gateway"], "198.18.5.1");
     assert_eq!(r["ip6"]["ip"], "fd00:5::5/64");
     // No addresses: an empty list, not an error.
     let r = add(&p, &call(&p, "ADD", &conf("1.0.0", json!({}))));
@@ -97,35 +97,35 @@ fn add_returns_the_config() {
 #[test]
 fn overrides_in_go_order() {
     let p = Plugins::new();
-    let base = json!({"addresses": [{"address": "10.5.0.5/24"}]});
+    let base = json!({"addresses": [{"address": "198.18.5.5/24"}]});
     let c = conf("1.0.0", base.clone());
     let r = add(
         &p,
-        &call(&p, "ADD", &c).args("IP=10.6.0.6/24, fd00:6::6/64;GATEWAY=10.6.0.1,10.5.0.1"),
+        &call(&p, "ADD", &c).args("IP=198.18.6.6/24, fd00:6::6/64;GATEWAY=198.18.6.1,198.18.5.1"),
     );
     assert_eq!(
         r["ips"],
         json!([
-            {"address": "10.5.0.5/24", "gateway": "10.5.0.1"},
-            {"address": "10.6.0.6/24", "gateway": "10.6.0.1"},
+            {"address": "198.18.5.5/24", "gateway": "198.18.5.1"},
+            {"address": "198.18.6.6/24", "gateway": "198.18.6.1"},
             {"address": "fd00:6::6/64"}
         ])
     );
     let c = conf_with(
         "1.0.0",
         base.clone(),
-        json!({"args": {"cni": {"ips": ["10.7.0.7/16"]}}}),
+        json!({"args": {"cni": {"ips": ["198.18.7.7/16"]}}}),
     );
     let r = add(
         &p,
-        &call(&p, "ADD", &c).args("IP=10.6.0.6/24;GATEWAY=10.6.0.1"),
+        &call(&p, "ADD", &c).args("IP=198.18.6.6/24;GATEWAY=198.18.6.1"),
     );
-    assert_eq!(r["ips"], json!([{"address": "10.7.0.7/16"}]));
+    assert_eq!(r["ips"], json!([{"address": "198.18.7.7/16"}]));
     let c = conf_with(
         "1.0.0",
         base,
-        json!({"args": {"cni": {"ips": ["10.7.0.7/16"]}},
-               "RuntimeConfig": {"ips": ["10.8.0.8/24", "fd00:8::8/64"]}}),
+        json!({"args": {"cni": {"ips": ["198.18.7.7/16"]}},
+               "RuntimeConfig": {"ips": ["198.18.8.8/24", "fd00:8::8/64"]}}),
     );
     let r = add(
         &p,
@@ -133,7 +133,7 @@ fn overrides_in_go_order() {
     );
     assert_eq!(
         r["ips"],
-        json!([{"address": "10.8.0.8/24"}, {"address": "fd00:8::8/64"}])
+        json!([{"address": "198.18.8.8/24"}, {"address": "fd00:8::8/64"}])
     );
 }
 
@@ -144,18 +144,18 @@ fn errors() {
     let ok = conf("1.0.0", full_ipam());
     let cases: Vec<(PluginCall, u64, &str)> = vec![
         (
-            call(&p, "ADD", &ok).args("ip=10.6.0.6/24"),
+            call(&p, "ADD", &ok).args("ip=198.18.6.6/24"),
             4,
             "unknown args",
         ),
         (call(&p, "ADD", &ok).args("FOO"), 4, "invalid pair"),
         (
-            call(&p, "ADD", &ok).args("IP=10.6.0.6"),
+            call(&p, "ADD", &ok).args("IP=198.18.6.6"),
             7,
             "expected an address in CIDR notation",
         ),
         (
-            call(&p, "ADD", &ok).args("GATEWAY=10.6.0.x"),
+            call(&p, "ADD", &ok).args("GATEWAY=198.18.6.x"),
             7,
             "invalid gateway address",
         ),
@@ -163,7 +163,7 @@ fn errors() {
             call(
                 &p,
                 "ADD",
-                &conf("1.0.0", json!({"addresses": [{"address": "10.5.0.5"}]})),
+                &conf("1.0.0", json!({"addresses": [{"address": "198.18.5.5"}]})),
             ),
             7,
             "expected an address in CIDR notation",
@@ -174,7 +174,7 @@ fn errors() {
                 "ADD",
                 &conf(
                     "1.0.0",
-                    json!({"addresses": [{"address": "10.5.0.5/24", "gateway": "bad"}]}),
+                    json!({"addresses": [{"address": "198.18.5.5/24", "gateway": "bad"}]}),
                 ),
             ),
             7,
@@ -187,7 +187,7 @@ fn errors() {
                 &conf_with(
                     "1.0.0",
                     json!({}),
-                    json!({"runtimeConfig": {"ips": ["10.8.0.8"]}}),
+                    json!({"runtimeConfig": {"ips": ["198.18.8.8"]}}),
                 ),
             ),
             7,
@@ -199,7 +199,7 @@ fn errors() {
                 "ADD",
                 &conf(
                     "0.2.0",
-                    json!({"addresses": [{"address": "10.5.0.5/24"}, {"address": "10.6.0.6/24"}]}),
+                    json!({"addresses": [{"address": "198.18.5.5/24"}, {"address": "198.18.6.6/24"}]}),
                 ),
             ),
             7,
@@ -218,7 +218,7 @@ fn errors() {
             call(
                 &p,
                 "ADD",
-                &conf("1.0.0", json!({"dns": {"nameservers": "10.0.0.1"}})),
+                &conf("1.0.0", json!({"dns": {"nameservers": "198.18.0.1"}})),
             ),
             7,
             "expected a list",
@@ -284,11 +284,11 @@ fn check() {
         &call(&p, "CHECK", &with_prev(result.clone())),
     ));
     let mut wrong_gw = result.clone();
-    wrong_gw["ips"][0]["gateway"] = json!("10.5.0.254");
+    wrong_gw["ips"][0]["gateway"] = json!("198.18.5.254");
     let out = run_static(&p, &call(&p, "CHECK", &with_prev(wrong_gw)));
     assert_eq!(
         assert_cni_error(&out, 999)["msg"],
-        "static: Failed to match addr 10.5.0.5"
+        "static: Failed to match addr 198.18.5.5"
     );
     let mut missing = result;
     missing["ips"].as_array_mut().unwrap().remove(0);
@@ -317,14 +317,14 @@ fn interop_results_match_go() {
         (conf("1.0.0", full_ipam()), ""),
         (
             conf("0.4.0", full_ipam()),
-            "IP=10.6.0.6/24,fd00:6::6/64;GATEWAY=10.6.0.1",
+            "IP=198.18.6.6/24,fd00:6::6/64;GATEWAY=198.18.6.1",
         ),
         (conf("0.2.0", full_ipam()), ""),
         (
             conf_with(
                 "1.0.0",
                 full_ipam(),
-                json!({"runtimeConfig": {"ips": ["10.8.0.8/24"]}}),
+                json!({"runtimeConfig": {"ips": ["198.18.8.8/24"]}}),
             ),
             "",
         ),

@@ -64,7 +64,7 @@ impl Lab {
                 {"name": "peer0", "mac": "02:00:00:00:00:aa"},
                 {"name": "eth0", "mac": ORIG_MAC, "sandbox": pod.path},
             ],
-            "ips": [{"address": "10.9.0.2/24", "gateway": "10.9.0.1", "interface": 1}],
+            "ips": [{"address": "198.18.9.2/24", "gateway": "198.18.9.1", "interface": 1}],
         })
     }
 
