@@ -38,7 +38,7 @@ fn passes_env_and_stdin() {
     let p = script(
         &d,
         "echo",
-        r#"read -r line; printf '{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24"}],"x":"%s|%s|%s|%s|%s|%s|%s"}' "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_NETNS" "$CNI_IFNAME" "$CNI_ARGS" "$CNI_PATH" "$line""#,
+        r#"read -r line; printf '{"cniVersion":"1.0.0","ips":[{"address":"198.18.0.2/24"}],"x":"%s|%s|%s|%s|%s|%s|%s"}' "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_NETNS" "$CNI_IFNAME" "$CNI_ARGS" "$CNI_PATH" "$line""#,
     );
     let out = exec_raw(&p, &inv(), b"[1,2]\n", &quiet()).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -62,7 +62,7 @@ fn output_handling() {
     assert!(e.to_string().contains("not json"), "{e}");
     assert_eq!(e.plugin_code(), Some(0));
 
-    let c = script(&d, "c", r#"echo '{"ips":[{"address":"10.0.0.2/24"}]}'"#);
+    let c = script(&d, "c", r#"echo '{"ips":[{"address":"198.18.0.2/24"}]}'"#);
     let r = exec_with_result(&c, &inv(), b"{}", SpecVersion::V0_4_0, &quiet()).unwrap();
     assert_eq!(r.cni_version, SpecVersion::V0_4_0);
 

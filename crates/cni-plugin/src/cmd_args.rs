@@ -121,13 +121,13 @@ mod tests {
     fn new_parses_conf_and_prev_result() {
         let a = CmdArgs::new(
             Command::Add,
-            br#"{"cniVersion":"1.0.0","name":"n","type":"t","prevResult":{"ips":[{"address":"10.0.0.2/24"}]}}"#,
+            br#"{"cniVersion":"1.0.0","name":"n","type":"t","prevResult":{"ips":[{"address":"198.18.0.2/24"}]}}"#,
         )
         .unwrap();
         assert_eq!(a.version, SpecVersion::V1_0_0);
         let prev = a.prev_result.unwrap();
         assert_eq!(prev.cni_version, SpecVersion::V1_0_0);
-        assert_eq!(prev.ips[0].address.to_string(), "10.0.0.2/24");
+        assert_eq!(prev.ips[0].address.to_string(), "198.18.0.2/24");
 
         let e = CmdArgs::new(
             Command::Add,

@@ -122,14 +122,14 @@ mod tests {
     // SC item 126.
     #[test]
     fn parses_like_go() {
-        let a = CniArgs::parse("IgnoreUnknown=1;K8S_POD_NAME=p;IP=10.0.0.5").unwrap();
-        assert_eq!(a.get("IP"), Some("10.0.0.5"));
+        let a = CniArgs::parse("IgnoreUnknown=1;K8S_POD_NAME=p;IP=198.18.0.5").unwrap();
+        assert_eq!(a.get("IP"), Some("198.18.0.5"));
         assert_eq!(a.get("ip"), None);
         assert!(a.ignore_unknown().unwrap());
         assert!(a.check_known(&["IP"]).is_ok());
         assert_eq!(
             a.to_env_string(),
-            "IgnoreUnknown=1;K8S_POD_NAME=p;IP=10.0.0.5"
+            "IgnoreUnknown=1;K8S_POD_NAME=p;IP=198.18.0.5"
         );
         assert_eq!(CniArgs::parse("").unwrap().pairs().len(), 0);
         for bad in ["A", "A=B=C", "A=1;", ";A=1"] {
@@ -143,9 +143,12 @@ mod tests {
     // Go's LoadArgs decodes every pair in turn: the last value wins, a bad one anywhere fails.
     #[test]
     fn repeated_keys_last_wins_and_every_value_is_checked() {
-        let a = CniArgs::parse("IP=10.0.0.5;K=v;IP=10.0.0.6").unwrap();
-        assert_eq!(a.get("IP"), Some("10.0.0.6"));
-        assert_eq!(a.values("IP").collect::<Vec<_>>(), ["10.0.0.5", "10.0.0.6"]);
+        let a = CniArgs::parse("IP=198.18.0.5;K=v;IP=198.18.0.6").unwrap();
+        assert_eq!(a.get("IP"), Some("198.18.0.6"));
+        assert_eq!(
+            a.values("IP").collect::<Vec<_>>(),
+            ["198.18.0.5", "198.18.0.6"]
+        );
         assert_eq!(a.values("ip").count(), 0);
         let later_off = CniArgs::parse("IgnoreUnknown=1;IgnoreUnknown=0;FOO=1").unwrap();
         assert!(later_off.check_known(&[]).is_err());
@@ -160,9 +163,9 @@ mod tests {
 
     #[test]
     fn unknown_keys() {
-        let a = CniArgs::parse("ip=10.88.0.6").unwrap();
+        let a = CniArgs::parse("ip=198.18.88.6").unwrap();
         let e = a.check_known(&["IP"]).unwrap_err();
-        assert_eq!(e.to_string(), "ARGS: unknown args [\"ip=10.88.0.6\"]");
+        assert_eq!(e.to_string(), "ARGS: unknown args [\"ip=198.18.88.6\"]");
         assert_eq!(e.to_cni_error().code, 4);
         let ignored = CniArgs::parse("K=V;IgnoreUnknown=TRUE").unwrap();
         assert!(ignored.check_known(&[]).is_ok());

@@ -55,7 +55,7 @@ pub struct Interface {
 pub struct IpConfig {
     /// Index into `interfaces`; `None` when unknown (IPAM results), `-1` is kept as given.
     pub interface: Option<i64>,
-    /// Address with its prefix length, host bits kept (`10.1.0.5/16`).
+    /// Address with its prefix length, host bits kept (`198.18.1.5/16`).
     pub address: IpNet,
     pub gateway: Option<IpAddr>,
 }

@@ -24,7 +24,7 @@ impl Fake {
         let mut result = CniResult::new(SpecVersion::V1_1_0);
         result.ips.push(cni_types::IpConfig {
             interface: None,
-            address: "10.1.0.5/16".parse().unwrap(),
+            address: "198.18.1.5/16".parse().unwrap(),
             gateway: None,
         });
         Fake {
@@ -398,9 +398,9 @@ fn add_prints_result_in_request_version() {
     assert_eq!(o.exit, 0);
     assert!(o.stdout.starts_with("{\n    \"cniVersion\": \"1.0.0\""));
     assert!(!o.stdout.ends_with('\n'));
-    assert_eq!(o.json()["ips"][0]["address"], "10.1.0.5/16");
+    assert_eq!(o.json()["ips"][0]["address"], "198.18.1.5/16");
     let o = call(&p, &full_env("ADD"), &conf("0.2.0"));
-    assert_eq!(o.json()["ip4"]["ip"], "10.1.0.5/16");
+    assert_eq!(o.json()["ip4"]["ip"], "198.18.1.5/16");
     let o = call(&p, &full_env("ADD"), &conf("0.3.1"));
     assert_eq!(o.json()["ips"][0]["version"], "4");
     // A missing cniVersion is 0.1.0.
@@ -435,13 +435,13 @@ fn del_and_check_silent() {
 #[test]
 fn typed_errors_unchanged() {
     let p = Fake {
-        error: Some(CniError::invalid_config("bad subnet").with_details("10.0.0.0/33")),
+        error: Some(CniError::invalid_config("bad subnet").with_details("198.18.0.0/33")),
         ..Fake::new()
     };
     let o = call(&p, &full_env("ADD"), &conf("0.4.0"));
     let e = o.error(code::INVALID_NETWORK_CONFIG);
     assert_eq!(e["msg"], "bad subnet");
-    assert_eq!(e["details"], "10.0.0.0/33");
+    assert_eq!(e["details"], "198.18.0.0/33");
     assert_eq!(e["cniVersion"], "0.4.0");
     assert!(o.stdout.contains("\n    \"code\": 7"));
 }
@@ -476,7 +476,7 @@ fn own_netns_rejected_before_callback() {
 #[test]
 fn prev_result_handling() {
     let p = Fake::new();
-    let stdin = r#"{"cniVersion":"1.1.0","name":"n","prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.9.0.2/24","interface":0}]}}"#;
+    let stdin = r#"{"cniVersion":"1.1.0","name":"n","prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"198.18.9.2/24","interface":0}]}}"#;
     call(&p, &full_env("CHECK"), stdin).success_silent();
     let prev = p.calls.borrow()[0].prev_result.clone().unwrap();
     assert_eq!(prev.interfaces[0].name, "eth0");

@@ -12,15 +12,15 @@ fn full_v110() -> Value {
              "socketPath": "/run/sock", "pciID": "0000:00:01.0"}
         ],
         "ips": [
-            {"interface": 1, "address": "10.1.0.5/16", "gateway": "10.1.0.1"},
+            {"interface": 1, "address": "198.18.1.5/16", "gateway": "198.18.1.1"},
             {"interface": 1, "address": "fd00::5/64", "gateway": "fd00::1"}
         ],
         "routes": [
             {"dst": "0.0.0.0/0", "table": 100, "priority": 10, "mtu": 1300, "advmss": 1200, "scope": 0},
             {"dst": "::/0", "gw": "fd00::1"},
-            {"dst": "192.168.0.0/16", "gw": "10.1.0.254"}
+            {"dst": "198.19.0.0/16", "gw": "198.18.1.254"}
         ],
-        "dns": {"nameservers": ["10.1.0.1"], "search": ["svc.local"]}
+        "dns": {"nameservers": ["198.18.1.1"], "search": ["svc.local"]}
     })
 }
 
@@ -48,15 +48,15 @@ fn v110_to_v040() {
                 {"name": "eth0", "mac": "99:88:77:66:55:44", "sandbox": "/run/netns/blue"}
             ],
             "ips": [
-                {"version": "4", "interface": 1, "address": "10.1.0.5/16", "gateway": "10.1.0.1"},
+                {"version": "4", "interface": 1, "address": "198.18.1.5/16", "gateway": "198.18.1.1"},
                 {"version": "6", "interface": 1, "address": "fd00::5/64", "gateway": "fd00::1"}
             ],
             "routes": [
                 {"dst": "0.0.0.0/0"},
                 {"dst": "::/0", "gw": "fd00::1"},
-                {"dst": "192.168.0.0/16", "gw": "10.1.0.254"}
+                {"dst": "198.19.0.0/16", "gw": "198.18.1.254"}
             ],
-            "dns": {"nameservers": ["10.1.0.1"], "search": ["svc.local"]}
+            "dns": {"nameservers": ["198.18.1.1"], "search": ["svc.local"]}
         })
     );
 }
@@ -79,10 +79,10 @@ fn v110_to_v020() {
         out,
         json!({
             "cniVersion": "0.2.0",
-            "ip4": {"ip": "10.1.0.5/16", "gateway": "10.1.0.1",
-                    "routes": [{"dst": "0.0.0.0/0"}, {"dst": "192.168.0.0/16", "gw": "10.1.0.254"}]},
+            "ip4": {"ip": "198.18.1.5/16", "gateway": "198.18.1.1",
+                    "routes": [{"dst": "0.0.0.0/0"}, {"dst": "198.19.0.0/16", "gw": "198.18.1.254"}]},
             "ip6": {"ip": "fd00::5/64", "gateway": "fd00::1", "routes": [{"dst": "::/0", "gw": "fd00::1"}]},
-            "dns": {"nameservers": ["10.1.0.1"], "search": ["svc.local"]}
+            "dns": {"nameservers": ["198.18.1.1"], "search": ["svc.local"]}
         })
     );
 }
@@ -102,7 +102,7 @@ fn no_ips_to_v020_fails() {
 fn v020_up() {
     let v = json!({
         "cniVersion": "0.2.0",
-        "ip4": {"ip": "10.0.0.2/24", "gateway": "10.0.0.1", "routes": [{"dst": "0.0.0.0/0"}]},
+        "ip4": {"ip": "198.18.0.2/24", "gateway": "198.18.0.1", "routes": [{"dst": "0.0.0.0/0"}]},
         "dns": {}
     });
     let r = CniResult::parse(&v, SpecVersion::V0_2_0).unwrap();
@@ -111,7 +111,7 @@ fn v020_up() {
         r.to_value(SpecVersion::V0_3_1).unwrap(),
         json!({
             "cniVersion": "0.3.1",
-            "ips": [{"version": "4", "address": "10.0.0.2/24", "gateway": "10.0.0.1"}],
+            "ips": [{"version": "4", "address": "198.18.0.2/24", "gateway": "198.18.0.1"}],
             "routes": [{"dst": "0.0.0.0/0"}],
             "dns": {}
         })
@@ -120,7 +120,7 @@ fn v020_up() {
         r.to_value(SpecVersion::V1_0_0).unwrap(),
         json!({
             "cniVersion": "1.0.0",
-            "ips": [{"address": "10.0.0.2/24", "gateway": "10.0.0.1"}],
+            "ips": [{"address": "198.18.0.2/24", "gateway": "198.18.0.1"}],
             "routes": [{"dst": "0.0.0.0/0"}]
         })
     );
@@ -131,11 +131,11 @@ fn v020_up() {
 // SC item 111 / T29: 0.4.0 with version keys parses into the model; rendering 1.0.0 drops them.
 #[test]
 fn legacy_040_to_100() {
-    let v = json!({"cniVersion": "0.4.0", "ips": [{"version": "4", "address": "10.1.2.3/24"}]});
+    let v = json!({"cniVersion": "0.4.0", "ips": [{"version": "4", "address": "198.18.2.3/24"}]});
     let r = CniResult::parse(&v, SpecVersion::V1_0_0).unwrap();
     assert_eq!(
         r.to_value(SpecVersion::V1_0_0).unwrap(),
-        json!({"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]})
+        json!({"cniVersion": "1.0.0", "ips": [{"address": "198.18.2.3/24"}]})
     );
 }
 
@@ -143,7 +143,7 @@ fn legacy_040_to_100() {
 #[test]
 fn version_handling() {
     let r = CniResult::parse(
-        &json!({"ips": [{"address": "10.0.0.1/8"}]}),
+        &json!({"ips": [{"address": "198.18.0.1/8"}]}),
         SpecVersion::V1_0_0,
     )
     .unwrap();
@@ -165,7 +165,7 @@ fn version_handling() {
 // SC item 106: interface index -1 and "" gateways are tolerated.
 #[test]
 fn odd_but_real_inputs() {
-    let v = json!({"cniVersion": "1.0.0", "ips": [{"interface": -1, "address": "10.0.0.2/24", "gateway": ""}],
+    let v = json!({"cniVersion": "1.0.0", "ips": [{"interface": -1, "address": "198.18.0.2/24", "gateway": ""}],
                    "dns": null, "routes": null, "interfaces": null});
     let r = CniResult::parse(&v, SpecVersion::V1_0_0).unwrap();
     assert_eq!(r.ips[0].interface, Some(-1));
@@ -178,7 +178,7 @@ fn empty_dns_rules() {
     let mut r = CniResult::new(SpecVersion::V1_1_0);
     r.ips.push(IpConfig {
         interface: None,
-        address: "10.0.0.2/24".parse().unwrap(),
+        address: "198.18.0.2/24".parse().unwrap(),
         gateway: None,
     });
     assert!(r
