@@ -166,13 +166,13 @@ impl Lease {
             self.classless_routes
                 .iter()
                 .map(|(dst, gw)| {
+                    // On-link (router 0.0.0.0): Go v1.8 keeps gw 0.0.0.0 and adds scope link,
+                    // so no consumer substitutes the default gateway.
+                    let mut r = Route::new(IpNet::V4(*dst), Some(IpAddr::V4(*gw)));
                     if gw.is_unspecified() {
-                        let mut r = Route::new(IpNet::V4(*dst), None);
                         r.scope = Some(SCOPE_LINK);
-                        r
-                    } else {
-                        Route::new(IpNet::V4(*dst), Some(IpAddr::V4(*gw)))
                     }
+                    r
                 })
                 .collect()
         } else {
@@ -329,7 +329,7 @@ mod tests {
         let l = Lease::from_ack(&ack(opts), 0, Ipv4Addr::UNSPECIFIED).unwrap();
         let r = l.to_result(&LeaseParams::default(), SpecVersion::V1_0_0);
         assert_eq!(r.routes.len(), 3);
-        assert_eq!(r.routes[1].gw, None);
+        assert_eq!(r.routes[1].gw, Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         assert_eq!(r.routes[1].scope, Some(SCOPE_LINK));
         assert_eq!(r.routes[0].scope, None);
 
