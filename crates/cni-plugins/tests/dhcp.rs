@@ -7,39 +7,29 @@
 //! its socket and state dir in the sandbox's scratch dir. dnsmasq and the daemon are killed by
 //! PID in guards that also run when a test fails. Needs root.
 
+mod common;
+
 use std::fs;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cni_testkit::{routes, IpFamily, Netns, PluginCall, PluginOutput, Sandbox};
+use common::dhcp_daemon::{spawn_in, DhcpDaemon, Killed};
+use common::BIN;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rcni-plugins");
 const NET: &str = "dhcpnet";
 const T1_SECS: u64 = 4;
 
-/// A child process killed (SIGKILL) and reaped on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 struct Lan {
     // Processes first: they are dropped (killed) before the sandbox removes the namespaces.
-    daemon: Option<Killed>,
+    daemon: Option<DhcpDaemon>,
     _dnsmasq: Killed,
     sb: Sandbox,
     cni_dir: PathBuf,
     socket: PathBuf,
     state_dir: PathBuf,
     lease_file: PathBuf,
-    daemon_log: PathBuf,
 }
 
 impl Lan {
@@ -91,10 +81,9 @@ impl Lan {
             daemon: None,
             _dnsmasq: dnsmasq,
             cni_dir,
-            socket: dir.join("run/dhcp.sock"),
-            state_dir: dir.join("state"),
+            socket: dir.join("dhcp.sock"),
+            state_dir: dir.join("dhcp-state"),
             lease_file,
-            daemon_log: dir.join("daemon.log"),
             sb,
         };
         wait_for("dnsmasq to start", Duration::from_secs(10), || {
@@ -106,26 +95,16 @@ impl Lan {
 
     /// Starts the daemon (with a 1 s liveness check) and waits for its socket.
     fn start_daemon(&mut self) {
-        let child = spawn_in(
+        let daemon = DhcpDaemon::start(
             &self.sb.host().name,
-            &[
-                BIN,
-                "dhcp",
-                "daemon",
-                "--socket",
-                self.socket.to_str().unwrap(),
-                "--state-dir",
-                self.state_dir.to_str().unwrap(),
-                "--check-interval",
-                "1",
-            ],
-            &self.daemon_log,
+            self.sb.dir(),
+            &["--check-interval", "1"],
         );
-        self.daemon = Some(child);
-        let socket = self.socket.clone();
-        wait_for("the daemon's socket", Duration::from_secs(10), || {
-            std::os::unix::net::UnixStream::connect(&socket).is_ok()
-        });
+        assert_eq!(
+            (&daemon.socket, &daemon.state_dir),
+            (&self.socket, &self.state_dir)
+        );
+        self.daemon = Some(daemon);
     }
 
     /// Kills the daemon with SIGKILL: nothing of it runs on exit.
@@ -227,12 +206,16 @@ impl Lan {
             .collect()
     }
 
-    fn logs(&self) -> String {
+    fn daemon_log(&self) -> String {
         let read = |name: &str| fs::read_to_string(self.sb.dir().join(name)).unwrap_or_default();
+        read("dhcp-daemon.log") + &read("dhcp-daemon.last.log")
+    }
+
+    fn logs(&self) -> String {
+        let dnsmasq = fs::read_to_string(self.sb.dir().join("dnsmasq.log")).unwrap_or_default();
         format!(
-            "--- daemon log\n{}\n--- dnsmasq log\n{}",
-            read("daemon.log"),
-            read("dnsmasq.log")
+            "--- daemon log\n{}\n--- dnsmasq log\n{dnsmasq}",
+            self.daemon_log()
         )
     }
 
@@ -252,20 +235,6 @@ impl Lan {
         );
         seen
     }
-}
-
-fn spawn_in(ns: &str, argv: &[&str], log: &Path) -> Killed {
-    let out = fs::File::create(log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(argv)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {argv:?}: {e}"));
-    Killed(child)
 }
 
 #[track_caller]
@@ -394,9 +363,7 @@ fn lease_is_renewed_and_survives_a_daemon_restart() {
     // ...and keeps renewing it.
     lan.wait_renewal(&addr, renewed);
     assert!(
-        fs::read_to_string(&lan.daemon_log)
-            .unwrap()
-            .contains("resuming lease"),
+        lan.daemon_log().contains("resuming lease"),
         "{}",
         lan.logs()
     );
@@ -469,9 +436,11 @@ fn maintenance_stops_when_the_container_goes_away() {
         || lan.state_files().is_empty(),
         || lan.logs(),
     );
-    assert!(fs::read_to_string(&lan.daemon_log)
-        .unwrap()
-        .contains("maintenance stops"));
+    assert!(
+        lan.daemon_log().contains("maintenance stops"),
+        "{}",
+        lan.logs()
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! parameter request list) so that a bad config is refused with code 7 before the daemon is
 //! asked, and the daemon receives, persists and reuses one plain [`LeaseParams`] value.
 
-use cni_types::CniError;
+use cni_types::{CniError, RawObject};
 use serde::{Deserialize, Serialize};
 
 /// Where the plugin looks for the daemon when the config does not say.
@@ -15,12 +15,6 @@ const DEFAULT_REQUEST: [u8; 2] = [1, 3];
 
 /// The only `suppress` value (Go's `suppressGateway`).
 const SUPPRESS_GATEWAY: &str = "gateway";
-
-#[derive(Deserialize)]
-struct Top {
-    #[serde(default)]
-    ipam: Option<RawIpam>,
-}
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -75,12 +69,13 @@ pub struct DhcpConf {
 }
 
 impl DhcpConf {
-    /// Parses the request config; `cni_args` is `CNI_ARGS` as received (for `fromArg`).
-    pub fn parse(stdin: &[u8], cni_args: &str) -> Result<DhcpConf, CniError> {
-        let top: Top = serde_json::from_slice(stdin).map_err(|e| {
-            CniError::invalid_config(format!("dhcp: cannot decode the ipam config: {e}"))
-        })?;
-        let raw = top.ipam.unwrap_or_default();
+    /// Parses the `ipam` member of the request config (other members are not decoded);
+    /// `cni_args` is `CNI_ARGS` as received (for `fromArg`).
+    pub fn parse(conf: &RawObject, cni_args: &str) -> Result<DhcpConf, CniError> {
+        let raw: RawIpam = conf
+            .decode("ipam")
+            .map_err(|e| CniError::invalid_config(format!("dhcp: cannot decode ipam: {e}")))?
+            .unwrap_or_default();
         let socket = if raw.daemon_socket_path.is_empty() {
             DEFAULT_SOCKET.to_string()
         } else {
@@ -201,7 +196,7 @@ mod tests {
         let conf = format!(
             r#"{{"cniVersion":"1.0.0","name":"n","type":"macvlan","ipam":{{"type":"dhcp"{ipam}}}}}"#
         );
-        DhcpConf::parse(conf.as_bytes(), args)
+        DhcpConf::parse(&RawObject::parse(conf.as_bytes()).unwrap(), args)
     }
 
     #[test]

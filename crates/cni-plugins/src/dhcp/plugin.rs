@@ -18,7 +18,11 @@ fn key(args: &CmdArgs) -> AttachmentKey {
     }
 }
 
+/// The attachment of an ADD or CHECK, whose namespace must exist (code 3 when it is gone,
+/// 8 when the path is not a network namespace), checked here so the daemon is never asked to
+/// enter something else.
 fn attachment(args: &CmdArgs, conf: &DhcpConf) -> Result<Attachment, CniError> {
+    crate::netns::open_required(&args.netns)?;
     // The daemon may run in another working directory.
     let netns = std::path::absolute(&args.netns).map_err(|e| {
         CniError::new(
@@ -44,7 +48,7 @@ fn ask(socket: &str, request: &Request, unreachable: u32) -> Result<Option<Lease
 }
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
-    let conf = DhcpConf::parse(&args.stdin, &args.args)?;
+    let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
     let request = Request::Allocate(attachment(args, &conf)?);
     let lease = ask(&conf.socket, &request, code::TRY_AGAIN_LATER)?
         .ok_or_else(|| CniError::internal("dhcp daemon answered ADD without a lease"))?;
@@ -52,7 +56,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 }
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
-    let conf = DhcpConf::parse(&args.stdin, &args.args)?;
+    let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
     ask(
         &conf.socket,
         &Request::Release { key: key(args) },
@@ -64,7 +68,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
 /// The daemon must hold a live lease for the attachment, and a `prevResult` with addresses
 /// must contain its address.
 pub fn check(args: &CmdArgs) -> Result<(), CniError> {
-    let conf = DhcpConf::parse(&args.stdin, &args.args)?;
+    let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
     let request = Request::Check(attachment(args, &conf)?);
     let lease = ask(&conf.socket, &request, code::TRY_AGAIN_LATER)?
         .ok_or_else(|| CniError::internal("dhcp daemon answered CHECK without a lease"))?;
@@ -82,12 +86,12 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
 
 /// Ready when the daemon answers; code 50 when it does not.
 pub fn status(args: &CmdArgs) -> Result<(), CniError> {
-    let conf = DhcpConf::parse(&args.stdin, &args.args)?;
+    let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
     ask(&conf.socket, &Request::Status, code::PLUGIN_NOT_AVAILABLE).map(drop)
 }
 
 pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
-    let conf = DhcpConf::parse(&args.stdin, &args.args)?;
+    let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
     let valid = args
         .valid_attachments()
         .iter()
