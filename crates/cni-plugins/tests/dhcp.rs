@@ -121,7 +121,11 @@ impl Lan {
             "type": "dhcp",
             "daemonSocketPath": self.socket,
             "request": [{"option": "121"}],
-            "provide": [{"option": "host-name", "fromArg": "K8S_POD_NAME"}],
+            "provide": [
+                {"option": "host-name", "fromArg": "K8S_POD_NAME"},
+                {"option": "vendor-class-identifier", "value": "rcni-test-vendor"},
+            ],
+            "priority": 50,
         });
         match plugin {
             "macvlan" => json!({
@@ -289,9 +293,9 @@ fn lease_is_acquired_with_option_121_routes_and_released_on_del() {
     assert_eq!(
         r["routes"],
         json!([
-            {"dst": "198.19.0.0/16", "gw": "198.18.0.1"},
-            {"dst": "198.19.128.0/24", "gw": "0.0.0.0", "scope": 253},
-            {"dst": "0.0.0.0/0", "gw": "198.18.0.1"},
+            {"dst": "198.19.0.0/16", "gw": "198.18.0.1", "priority": 50},
+            {"dst": "198.19.128.0/24", "gw": "0.0.0.0", "priority": 50, "scope": 253},
+            {"dst": "0.0.0.0/0", "gw": "198.18.0.1", "priority": 50},
         ])
     );
 
@@ -303,9 +307,13 @@ fn lease_is_acquired_with_option_121_routes_and_released_on_del() {
         .expect("on-link route");
     assert_eq!(onlink["scope"], "link", "{onlink}");
     assert!(onlink.get("gateway").is_none(), "{onlink}");
+    assert_eq!(onlink["metric"], 50, "{onlink}");
     assert!(rts
         .iter()
-        .any(|r| r["dst"] == "198.19.0.0/16" && r["gateway"] == "198.18.0.1"));
+        .any(|r| r["dst"] == "198.19.0.0/16" && r["gateway"] == "198.18.0.1" && r["metric"] == 50));
+    // The literal `provide` value reached the server (dnsmasq logs the vendor class).
+    let dnsmasq_log = fs::read_to_string(lan.sb.dir().join("dnsmasq.log")).unwrap();
+    assert!(dnsmasq_log.contains("rcni-test-vendor"), "{dnsmasq_log}");
 
     // dnsmasq holds the lease for the pod's MAC, with the host name from CNI_ARGS.
     let mac = r["interfaces"][0]["mac"].as_str().unwrap().to_string();
@@ -484,4 +492,40 @@ fn bridge_attachment_gets_a_lease_and_del_forgets_it() {
     // it until it expires.
     assert!(lan.run("DEL", &pod, "c1", &conf).success());
     assert_eq!(lan.state_files(), Vec::<String>::new());
+}
+
+#[test]
+fn daemon_runs_under_the_plugin_name_once_and_removes_its_socket_on_sigterm() {
+    let mut lan = Lan::new();
+    lan.start_daemon();
+    // `dhcp daemon` under the plugin's own name (Go's `/opt/cni/bin/dhcp daemon`), on the same
+    // socket: refused, the running daemon keeps it.
+    let dhcp = lan.cni_dir.join("dhcp");
+    let second = lan
+        .sb
+        .exec_host([
+            dhcp.to_str().unwrap(),
+            "daemon",
+            "--socket",
+            lan.socket.to_str().unwrap(),
+            "--state-dir",
+            lan.state_dir.to_str().unwrap(),
+        ])
+        .unwrap();
+    assert_eq!(second.status, 1, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("already listening"),
+        "{}",
+        second.stderr
+    );
+    assert!(lan.dhcp("STATUS", &lan.conf("macvlan")).success());
+
+    // SIGTERM: the socket goes, so STATUS answers 50 instead of hanging on a stale file.
+    let pid = lan.daemon.as_ref().unwrap().pid();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    wait_for("the socket to be removed", Duration::from_secs(5), || {
+        !lan.socket.exists()
+    });
+    let status = lan.dhcp("STATUS", &lan.conf("macvlan"));
+    assert_eq!(status.error_code(), Some(50), "{}", status.stdout);
 }

@@ -38,7 +38,7 @@ pub fn spawn_in(ns: &str, argv: &[&str], log: &Path) -> Killed {
 
 /// A running daemon.
 pub struct DhcpDaemon {
-    _process: Killed,
+    process: Killed,
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     pub log: PathBuf,
@@ -75,11 +75,16 @@ impl DhcpDaemon {
             std::thread::sleep(Duration::from_millis(50));
         }
         DhcpDaemon {
-            _process: process,
+            process: process,
             socket,
             state_dir,
             log,
         }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(self.process.0.id() as i32)
     }
 
     /// Everything the daemons started in this dir logged (earlier runs and this one).
