@@ -75,7 +75,7 @@ impl DhcpDaemon {
             std::thread::sleep(Duration::from_millis(50));
         }
         DhcpDaemon {
-            process: process,
+            process,
             socket,
             state_dir,
             log,
