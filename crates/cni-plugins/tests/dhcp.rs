@@ -34,6 +34,11 @@ struct Lan {
 
 impl Lan {
     fn new() -> Lan {
+        Lan::with_t2(100)
+    }
+
+    /// A LAN whose server sets T2 (rebinding) to `t2` seconds.
+    fn with_t2(t2: u64) -> Lan {
         let sb = Sandbox::new().expect("sandbox (tests need root and iproute2)");
         let cni_dir = sb
             .link_plugins(BIN, &["macvlan", "bridge", "dhcp"])
@@ -69,7 +74,7 @@ impl Lan {
                 &format!("--dhcp-leasefile={}", lease_file.display()),
                 &format!("--pid-file={}", dir.join("dnsmasq.pid").display()),
                 &format!("--dhcp-option=option:T1,{T1_SECS}"),
-                "--dhcp-option=option:T2,100",
+                &format!("--dhcp-option=option:T2,{t2}"),
                 "--dhcp-option=option:classless-static-route,198.19.0.0/16,198.18.0.1,\
                  198.19.128.0/24,0.0.0.0,0.0.0.0/0,198.18.0.1",
                 "--log-dhcp",
@@ -528,4 +533,37 @@ fn daemon_runs_under_the_plugin_name_once_and_removes_its_socket_on_sigterm() {
     });
     let status = lan.dhcp("STATUS", &lan.conf("macvlan"));
     assert_eq!(status.error_code(), Some(50), "{}", status.stdout);
+}
+
+#[test]
+fn rebinding_broadcasts_after_t2_when_the_granting_server_is_silent() {
+    // T1 4 s, T2 8 s: renewals (unicast to 198.18.0.1) are dropped in the pod, so the lease
+    // is rebound by broadcast after T2, which the server answers.
+    let mut lan = Lan::with_t2(8);
+    lan.start_daemon();
+    let pod = lan.pod();
+    let conf = lan.conf("macvlan");
+    let addr = addr_of(&lan.add(&pod, "c1", &conf));
+    let first = lan.server_expiry_of(&addr).unwrap();
+    let nft = "add table ip rcnitest\n\
+               add chain ip rcnitest out { type filter hook output priority 0; }\n\
+               add rule ip rcnitest out ip daddr 198.18.0.1 udp dport 67 drop\n";
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut f, nft.as_bytes()).unwrap();
+    let out = lan
+        .sb
+        .exec_in(&pod.name, ["nft", "-f", f.path().to_str().unwrap()])
+        .unwrap();
+    assert!(out.success(), "{}", out.stderr);
+
+    wait_for_with(
+        "the lease to be rebound",
+        Duration::from_secs(30),
+        || lan.daemon_log().contains("rebound"),
+        || lan.logs(),
+    );
+    assert!(lan.server_expiry_of(&addr).unwrap() > first);
+    // The renewal attempt failed first (the nft drop answers the unicast send with EPERM).
+    assert!(lan.daemon_log().contains("WARN"), "{}", lan.logs());
+    assert!(lan.run("DEL", &pod, "c1", &conf).success());
 }
