@@ -203,14 +203,24 @@ impl Daemon {
 
     fn release(&self, key: &AttachmentKey) -> Result<(), CniError> {
         let lock = self.key_lock(key);
-        let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.release_locked(key);
-        self.store.remove(key).map_err(|e| {
+        let removed = self.store.remove(key).map_err(|e| {
             CniError::io(format!(
                 "dhcp: cannot remove the lease record of {}: {e}",
                 describe(key)
             ))
-        })
+        });
+        drop(guard);
+        // Forget the attachment's lock unless another request holds it too.
+        let mut locks = self
+            .key_locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if locks.get(key).is_some_and(|l| Arc::strong_count(l) == 2) {
+            locks.remove(key);
+        }
+        removed
     }
 
     /// Stops maintenance and sends DHCPRELEASE (best effort: the interface may be gone).
