@@ -63,11 +63,9 @@ impl Options {
                     .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
             };
             let secs = |v: String| -> Result<Duration, String> {
-                v.parse::<u64>()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .map(Duration::from_secs)
-                    .ok_or_else(|| format!("{name}: {v:?} is not a positive number of seconds"))
+                seconds(&v).ok_or_else(|| {
+                    format!("{name}: {v:?} is not a positive number of seconds (e.g. 10, 10s, 2m)")
+                })
             };
             match name {
                 "socket" | "socketpath" => o.socket = PathBuf::from(value()?),
@@ -88,6 +86,16 @@ impl Options {
     fn socket_path(&self) -> PathBuf {
         PathBuf::from(format!("{}{}", self.host_prefix, self.socket.display()))
     }
+}
+
+/// A positive whole number of seconds, bare or with Go's `s` or `m` suffix (`10`, `10s`, `2m`).
+fn seconds(v: &str) -> Option<Duration> {
+    let (number, unit) = match v.strip_suffix('m') {
+        Some(n) => (n, 60),
+        None => (v.strip_suffix('s').unwrap_or(v), 1),
+    };
+    let n = number.parse::<u64>().ok().filter(|n| *n > 0)?;
+    Some(Duration::from_secs(n.checked_mul(unit)?))
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; the exit code.
@@ -240,6 +248,11 @@ mod tests {
         assert_eq!(o.state_dir, Path::new("/tmp/st"));
         assert_eq!(o.timeout, Duration::from_secs(5));
         assert_eq!(o.pidfile.as_deref(), Some(Path::new("/tmp/p")));
+        let o = Options::parse(&["-timeout", "2m", "--check-interval=10s"]).unwrap();
+        assert_eq!(
+            (o.timeout, o.check_interval),
+            (Duration::from_secs(120), Duration::from_secs(10))
+        );
     }
 
     #[test]
@@ -248,7 +261,8 @@ mod tests {
             &["--bogus"][..],
             &["--socket"],
             &["--timeout", "0"],
-            &["--timeout", "1s"],
+            &["--timeout", "1h"],
+            &["--timeout", "-1s"],
             &["--pidfile", "rel"],
         ] {
             assert!(Options::parse(args).is_err(), "{args:?}");
