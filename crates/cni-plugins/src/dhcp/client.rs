@@ -39,6 +39,9 @@ pub struct Identity {
     /// Go's `<containerID>/<network>/<ifname>`, sent as option 61 after a 0 type byte.
     pub client_id: Vec<u8>,
     pub params: LeaseParams,
+    /// Go's `-broadcast`: ask for broadcast answers on renewals too, not only before an
+    /// address is bound.
+    pub always_broadcast: bool,
 }
 
 /// Why an exchange failed.
@@ -57,17 +60,17 @@ pub enum ClientError {
     BadAck(#[from] AckError),
 }
 
-/// The retransmission waits of one exchange: 2 s doubling up to 16 s, cut to `budget` in
-/// total (RFC 2131 §4.1 suggests 4 s doubling to 64 s; containers are waiting for it).
-pub fn schedule(budget: Duration) -> Vec<Duration> {
+/// The retransmission waits of one exchange: 2 s doubling up to `max_wait`, cut to `budget`
+/// in total (RFC 2131 §4.1 suggests 4 s doubling to 64 s; containers are waiting for it).
+pub fn schedule(budget: Duration, max_wait: Duration) -> Vec<Duration> {
     let mut out = Vec::new();
     let mut left = budget;
-    let mut next = Duration::from_secs(2);
-    while !left.is_zero() {
+    let mut next = Duration::from_secs(2).min(max_wait);
+    while !left.is_zero() && !next.is_zero() {
         let wait = next.min(left);
         out.push(wait);
         left -= wait;
-        next = (next * 2).min(Duration::from_secs(16));
+        next = (next * 2).min(max_wait);
     }
     out
 }
@@ -155,7 +158,7 @@ impl<T: Transport> Client<'_, T> {
             &self.id.mac,
         );
         m.set_opcode(Opcode::BootRequest);
-        if ciaddr.is_unspecified() {
+        if ciaddr.is_unspecified() || self.id.always_broadcast {
             m.set_flags(Flags::default().set_broadcast());
         }
         let opts = m.opts_mut();
@@ -297,6 +300,7 @@ mod tests {
                 request: vec![121, 1, 3],
                 ..LeaseParams::default()
             },
+            always_broadcast: false,
         }
     }
 
@@ -311,7 +315,7 @@ mod tests {
         let mut c = Client {
             transport: t,
             id: &id,
-            schedule: schedule(Duration::from_secs(budget)),
+            schedule: schedule(Duration::from_secs(budget), Duration::from_secs(16)),
             now: &now,
             xid: &mut xid,
         };
@@ -320,16 +324,40 @@ mod tests {
 
     #[test]
     fn schedule_doubles_and_fits_the_budget() {
-        let s: Vec<u64> = schedule(Duration::from_secs(30))
+        let s: Vec<u64> = schedule(Duration::from_secs(30), Duration::from_secs(16))
             .iter()
             .map(|d| d.as_secs())
             .collect();
         assert_eq!(s, [2, 4, 8, 16]);
-        let s: Vec<u64> = schedule(Duration::from_secs(10))
+        let s: Vec<u64> = schedule(Duration::from_secs(10), Duration::from_secs(16))
             .iter()
             .map(|d| d.as_secs())
             .collect();
         assert_eq!(s, [2, 4, 4]);
+        let s: Vec<u64> = schedule(Duration::from_secs(20), Duration::from_secs(4))
+            .iter()
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(s, [2, 4, 4, 4, 4, 2]);
+    }
+
+    #[test]
+    fn always_broadcast_sets_the_flag_on_renewals_too() {
+        let lease = run(&mut fake(good_server), 10, |c| c.acquire(None)).unwrap();
+        let mut t = fake(good_server);
+        let mut id = identity();
+        id.always_broadcast = true;
+        let now = || 1;
+        let mut xid = || 7;
+        let mut c = Client {
+            transport: &mut t,
+            id: &id,
+            schedule: schedule(Duration::from_secs(2), Duration::from_secs(2)),
+            now: &now,
+            xid: &mut xid,
+        };
+        c.renew(&lease, false).unwrap();
+        assert!(t.sent[0].0.flags().broadcast());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use cni_types::CniError;
 
 use super::client::{schedule, Client, ClientError, Identity};
-use super::conf::client_id;
+use super::conf::{client_id, LeaseParams};
 use super::lease::Lease;
 use super::maintain::{next_step, now_unix, retry_after_failure, sleep_or_stop, Step};
 use super::store::{AttachmentKey, LeaseRecord, Store};
@@ -29,6 +29,10 @@ pub struct Settings {
     pub renew_budget: Duration,
     /// How often a bound lease checks that its netns and interface still exist.
     pub check_every: Duration,
+    /// The longest wait between two retransmissions (Go's `-resendmax`).
+    pub resend_max: Duration,
+    /// Ask for broadcast answers on renewals too (Go's `-broadcast`).
+    pub broadcast: bool,
     /// Prepended to every netns path (Go's `-hostprefix`, for a daemon in a container).
     pub netns_prefix: String,
 }
@@ -39,6 +43,8 @@ impl Default for Settings {
             acquire_budget: Duration::from_secs(30),
             renew_budget: Duration::from_secs(10),
             check_every: Duration::from_secs(60),
+            resend_max: Duration::from_secs(16),
+            broadcast: false,
             netns_prefix: String::new(),
         }
     }
@@ -140,23 +146,20 @@ impl Daemon {
         let netns = format!("{}{}", self.settings.netns_prefix, a.netns);
         let (mut transport, mac) = UdpTransport::open(&netns, &a.key.ifname)
             .map_err(|e| internal(format!("dhcp: {e}")))?;
-        let identity = Identity {
-            mac,
-            client_id: client_id(&a.key.container_id, &a.key.network, &a.key.ifname),
-            params: a.params.clone(),
-        };
-        let lease = run_client(
-            &mut transport,
-            &identity,
-            self.settings.acquire_budget,
-            |c| c.acquire(None),
-        )
-        .map_err(|e| {
-            internal(format!(
-                "dhcp: no lease for {:?} in {}: {e}",
-                a.key.ifname, a.netns
-            ))
-        })?;
+        let identity = self.identity(&a.key, mac, &a.params);
+        let lease = self
+            .run_client(
+                &mut transport,
+                &identity,
+                self.settings.acquire_budget,
+                |c| c.acquire(None),
+            )
+            .map_err(|e| {
+                internal(format!(
+                    "dhcp: no lease for {:?} in {}: {e}",
+                    a.key.ifname, a.netns
+                ))
+            })?;
         log::info!(
             "dhcp: {}: acquired {}/{} from {} for {}s",
             describe(&a.key),
@@ -174,7 +177,7 @@ impl Daemon {
         };
         if let Err(e) = self.store.save(&record) {
             // Not persisted means not safe to hand out: give it back.
-            let _ = run_client(&mut transport, &identity, Duration::ZERO, |c| {
+            let _ = self.run_client(&mut transport, &identity, Duration::ZERO, |c| {
                 c.release(&lease)
             });
             return Err(CniError::io(format!(
@@ -237,8 +240,8 @@ impl Daemon {
         let sent = UdpTransport::open(&netns, &key.ifname)
             .map_err(|e| e.to_string())
             .and_then(|(mut t, _)| {
-                let id = identity_of(&record);
-                run_client(&mut t, &id, Duration::ZERO, |c| c.release(&record.lease))
+                let id = self.identity(&record.key, record.mac, &record.params);
+                self.run_client(&mut t, &id, Duration::ZERO, |c| c.release(&record.lease))
                     .map_err(|e| e.to_string())
             });
         match sent {
@@ -321,9 +324,9 @@ impl Daemon {
                 Step::Rebind => true,
             };
             let outcome = UdpTransport::open(&netns, &key.ifname).map(|(mut t, _)| {
-                run_client(
+                self.run_client(
                     &mut t,
-                    &identity_of(&record),
+                    &self.identity(&record.key, record.mac, &record.params),
                     self.settings.renew_budget,
                     |c| c.renew(&record.lease, rebinding),
                 )
@@ -366,6 +369,36 @@ impl Daemon {
         }
     }
 
+    /// Who the client is for an attachment.
+    fn identity(&self, key: &AttachmentKey, mac: [u8; 6], params: &LeaseParams) -> Identity {
+        Identity {
+            mac,
+            client_id: client_id(&key.container_id, &key.network, &key.ifname),
+            params: params.clone(),
+            always_broadcast: self.settings.broadcast,
+        }
+    }
+
+    /// Runs `f` with a client on `transport`, retransmitting within `budget`.
+    fn run_client<R>(
+        &self,
+        transport: &mut UdpTransport,
+        id: &Identity,
+        budget: Duration,
+        f: impl FnOnce(&mut Client<'_, UdpTransport>) -> R,
+    ) -> R {
+        let now = now_unix;
+        let mut xid = || random::bytes::<4>().map_or(0x5243_4e49, u32::from_be_bytes);
+        let mut client = Client {
+            transport,
+            id,
+            schedule: schedule(budget, self.settings.resend_max),
+            now: &now,
+            xid: &mut xid,
+        };
+        f(&mut client)
+    }
+
     /// Stores a renewed lease, if the entry is still this thread's.
     fn update(&self, key: &AttachmentKey, generation: u64, lease: Lease) {
         let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
@@ -386,37 +419,6 @@ impl Daemon {
             let _ = self.store.remove(key);
         }
     }
-}
-
-fn identity_of(record: &LeaseRecord) -> Identity {
-    Identity {
-        mac: record.mac,
-        client_id: client_id(
-            &record.key.container_id,
-            &record.key.network,
-            &record.key.ifname,
-        ),
-        params: record.params.clone(),
-    }
-}
-
-/// Runs `f` with a client on `transport`.
-fn run_client<R>(
-    transport: &mut UdpTransport,
-    id: &Identity,
-    budget: Duration,
-    f: impl FnOnce(&mut Client<'_, UdpTransport>) -> R,
-) -> R {
-    let now = now_unix;
-    let mut xid = || random::bytes::<4>().map_or(0x5243_4e49, u32::from_be_bytes);
-    let mut client = Client {
-        transport,
-        id,
-        schedule: schedule(budget),
-        now: &now,
-        xid: &mut xid,
-    };
-    f(&mut client)
 }
 
 fn set_link_down(netns: &str, ifname: &str) {

@@ -21,8 +21,13 @@
 //!   this network whose attachments are not in the valid list (Go's GC is a no-op).
 //! - CHECK requires the daemon to hold a live lease for the attachment whose address is in
 //!   `prevResult` (Go's CHECK acquires a lease if none is held).
-//! - The client uses a UDP socket bound to the interface and always sets the broadcast flag
-//!   before it has an address (Go's `-broadcast` is opt-in with a packet socket).
+//! - The client uses a UDP socket bound to the interface (Go: a packet socket) and so always
+//!   sets the broadcast flag before it has an address; `--broadcast` sets it on renewals too.
+//! - `--timeout` bounds a whole acquisition (Go: one attempt); retransmissions wait 2 s
+//!   doubling up to `--resendmax` (default 16 s; Go 62 s). No systemd socket activation: taking
+//!   over an inherited descriptor needs `unsafe`, which the workspace denies.
+//! - DHCPRELEASE needs the container interface: a main plugin that deletes it before IPAM DEL
+//!   (bridge, as in Go) leaves the server's lease to expire; the daemon forgets it anyway.
 //! - Default T2 is 87.5 % of the lease (RFC 2131; Go uses 85 %). A DHCPNAK on renewal ends
 //!   the lease like an expiry does (the link is set down), instead of a new DISCOVER that
 //!   could hand the container an address it is not configured with.

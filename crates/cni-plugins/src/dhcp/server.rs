@@ -21,7 +21,8 @@ use super::wire::{read_message, Request, Response};
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rcni/dhcp";
 
 const USAGE: &str = "usage: rcni-plugins dhcp daemon [--socket PATH] [--state-dir DIR] \
-[--pidfile PATH] [--hostprefix PREFIX] [--timeout SECS] [--check-interval SECS]";
+[--pidfile PATH] [--hostprefix PREFIX] [--timeout SECS] [--resendmax SECS] [--broadcast] \
+[--check-interval SECS]";
 
 /// The daemon's command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,10 @@ pub struct Options {
     pub timeout: Duration,
     /// Liveness check period of a bound lease.
     pub check_interval: Duration,
+    /// Longest wait between retransmissions (Go's `-resendmax`).
+    pub resend_max: Duration,
+    /// Broadcast flag on renewals too (Go's `-broadcast`).
+    pub broadcast: bool,
 }
 
 impl Options {
@@ -47,6 +52,8 @@ impl Options {
             host_prefix: String::new(),
             timeout: Settings::default().acquire_budget,
             check_interval: Settings::default().check_every,
+            resend_max: Settings::default().resend_max,
+            broadcast: false,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -74,6 +81,15 @@ impl Options {
                 "hostprefix" => o.host_prefix = value()?,
                 "timeout" => o.timeout = secs(value()?)?,
                 "check-interval" => o.check_interval = secs(value()?)?,
+                "resendmax" | "resend-max" => o.resend_max = secs(value()?)?,
+                // A boolean flag: `--broadcast`, or `--broadcast=true|false` as Go's flag takes.
+                "broadcast" => {
+                    o.broadcast = match inline {
+                        None | Some("true") => true,
+                        Some("false") => false,
+                        Some(v) => return Err(format!("broadcast: {v:?} is not true or false")),
+                    }
+                }
                 _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
             }
         }
@@ -138,6 +154,8 @@ fn serve(opts: &Options) -> Result<(), String> {
     let settings = Settings {
         acquire_budget: opts.timeout,
         check_every: opts.check_interval,
+        resend_max: opts.resend_max,
+        broadcast: opts.broadcast,
         netns_prefix: opts.host_prefix.clone(),
         ..Settings::default()
     };
@@ -248,6 +266,11 @@ mod tests {
         assert_eq!(o.state_dir, Path::new("/tmp/st"));
         assert_eq!(o.timeout, Duration::from_secs(5));
         assert_eq!(o.pidfile.as_deref(), Some(Path::new("/tmp/p")));
+        assert!(!o.broadcast);
+        let o = Options::parse(&["-broadcast", "-resendmax", "62s"]).unwrap();
+        assert!(o.broadcast);
+        assert_eq!(o.resend_max, Duration::from_secs(62));
+        assert!(!Options::parse(&["--broadcast=false"]).unwrap().broadcast);
         let o = Options::parse(&["-timeout", "2m", "--check-interval=10s"]).unwrap();
         assert_eq!(
             (o.timeout, o.check_interval),
@@ -264,6 +287,7 @@ mod tests {
             &["--timeout", "1h"],
             &["--timeout", "-1s"],
             &["--pidfile", "rel"],
+            &["--broadcast=maybe"],
         ] {
             assert!(Options::parse(args).is_err(), "{args:?}");
         }
