@@ -435,3 +435,149 @@ fn set_link_down(netns: &str, ifname: &str) {
 fn describe(key: &AttachmentKey) -> String {
     format!("{}/{}/{}", key.container_id, key.network, key.ifname)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn record(cid: &str, bound_at: u64) -> LeaseRecord {
+        LeaseRecord {
+            key: AttachmentKey {
+                container_id: cid.into(),
+                network: "n".into(),
+                ifname: "eth0".into(),
+            },
+            netns: "/nonexistent/rcni-test-netns".into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            params: LeaseParams::default(),
+            lease: Lease {
+                address: Ipv4Addr::new(198, 18, 0, 9),
+                prefix_len: 24,
+                server: Ipv4Addr::new(198, 18, 0, 1),
+                routers: vec![],
+                static_routes: vec![],
+                classless_routes: vec![],
+                bound_at,
+                lease_secs: 120,
+                t1_secs: 60,
+                t2_secs: 105,
+            },
+        }
+    }
+
+    fn key(cid: &str) -> AttachmentKey {
+        record(cid, 0).key
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            check_every: Duration::from_millis(20),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn start_drops_expired_leases_and_resumes_live_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.save(&record("old", 1000)).unwrap();
+        store.save(&record("live", now_unix())).unwrap();
+        let daemon = Daemon::start(store.clone(), Settings::default()).unwrap();
+        assert!(daemon.held(&key("old")).is_none());
+        assert_eq!(
+            daemon.held(&key("live")).unwrap().lease.bound_at > 1000,
+            true
+        );
+        let stored: Vec<String> = store
+            .load_all()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key.container_id)
+            .collect();
+        assert_eq!(stored, ["live"]);
+        // CHECK answers the resumed lease; release forgets it.
+        let a = Attachment {
+            key: key("live"),
+            netns: "/nonexistent/rcni-test-netns".into(),
+            params: LeaseParams::default(),
+        };
+        assert!(matches!(
+            daemon.handle(Request::Check(a)),
+            Response::Ok { lease: Some(_) }
+        ));
+        assert!(matches!(
+            daemon.handle(Request::Release { key: key("live") }),
+            Response::Ok { lease: None }
+        ));
+        assert!(daemon.held(&key("live")).is_none());
+        assert!(store.load_all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_resumed_lease_whose_netns_is_gone_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.save(&record("gone", now_unix())).unwrap();
+        let daemon = Daemon::start(store.clone(), settings()).unwrap();
+        let start = std::time::Instant::now();
+        while daemon.held(&key("gone")).is_some() {
+            assert!(start.elapsed() < Duration::from_secs(5), "not forgotten");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(store.load_all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknown_attachments_check_fails_release_and_gc_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = Daemon::start(Store::open(dir.path()).unwrap(), settings()).unwrap();
+        let a = Attachment {
+            key: key("none"),
+            netns: "/x".into(),
+            params: LeaseParams::default(),
+        };
+        match daemon.handle(Request::Check(a)) {
+            Response::Error(e) => assert!(e.msg.contains("holds no lease"), "{e:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            daemon.handle(Request::Release { key: key("none") }),
+            Response::Ok { lease: None }
+        ));
+        assert!(matches!(
+            daemon.handle(Request::Gc {
+                network: "n".into(),
+                valid: vec![]
+            }),
+            Response::Ok { lease: None }
+        ));
+        assert!(matches!(
+            daemon.handle(Request::Status),
+            Response::Ok { lease: None }
+        ));
+    }
+
+    #[test]
+    fn gc_releases_only_this_networks_leases_outside_the_valid_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let now = now_unix();
+        let mut other_net = record("x", now);
+        other_net.key.network = "other".into();
+        for r in [record("keep", now), record("drop", now), other_net.clone()] {
+            store.save(&r).unwrap();
+        }
+        // Liveness checks off for the test's duration: the netns paths do not exist.
+        let daemon = Daemon::start(store.clone(), Settings::default()).unwrap();
+        let r = daemon.handle(Request::Gc {
+            network: "n".into(),
+            valid: vec![("keep".into(), "eth0".into())],
+        });
+        assert!(matches!(r, Response::Ok { .. }), "{r:?}");
+        assert!(daemon.held(&key("keep")).is_some());
+        assert!(daemon.held(&key("drop")).is_none());
+        assert!(daemon.held(&other_net.key).is_some());
+        assert_eq!(store.load_all().unwrap().len(), 2);
+    }
+}
