@@ -485,10 +485,7 @@ mod tests {
         store.save(&record("live", now_unix())).unwrap();
         let daemon = Daemon::start(store.clone(), Settings::default()).unwrap();
         assert!(daemon.held(&key("old")).is_none());
-        assert_eq!(
-            daemon.held(&key("live")).unwrap().lease.bound_at > 1000,
-            true
-        );
+        assert!(daemon.held(&key("live")).unwrap().lease.bound_at > 1000);
         let stored: Vec<String> = store
             .load_all()
             .unwrap()
