@@ -434,25 +434,35 @@ fn without_the_daemon_add_fails_clearly_and_status_is_50() {
 }
 
 #[test]
-fn maintenance_stops_when_the_container_goes_away() {
+fn maintenance_stops_when_the_interface_or_the_container_goes_away() {
     let mut lan = Lan::new();
     lan.start_daemon();
-    let pod = lan.pod();
     let conf = lan.conf("macvlan");
-    lan.add(&pod, "c1", &conf);
-    assert_eq!(lan.state_files().len(), 1);
+    let (p1, p2) = (lan.pod(), lan.pod());
+    lan.add(&p1, "link-gone", &conf);
+    lan.add(&p2, "netns-gone", &conf);
+    assert_eq!(lan.state_files().len(), 2);
 
-    lan.sb.remove_container(&pod).unwrap();
+    let out = lan
+        .sb
+        .exec_in(&p1.name, ["ip", "link", "del", "eth0"])
+        .unwrap();
+    assert!(out.success(), "{}", out.stderr);
+    lan.sb.remove_container(&p2).unwrap();
     wait_for_with(
-        "the daemon to drop the lease of a vanished netns",
+        "the daemon to drop both leases",
         Duration::from_secs(10),
         || lan.state_files().is_empty(),
         || lan.logs(),
     );
+    let log = lan.daemon_log();
     assert!(
-        lan.daemon_log().contains("maintenance stops"),
-        "{}",
-        lan.logs()
+        log.contains("link-gone/dhcpnet/eth0: maintenance stops: interface"),
+        "{log}"
+    );
+    assert!(
+        log.contains("netns-gone/dhcpnet/eth0: maintenance stops: network namespace"),
+        "{log}"
     );
 }
 
