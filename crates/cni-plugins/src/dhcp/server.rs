@@ -223,7 +223,12 @@ fn listen(socket: &Path) -> Result<UnixListener, String> {
     Ok(listener)
 }
 
+/// How long a client may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn serve_connection(daemon: &Arc<Daemon>, mut stream: UnixStream) {
+    // A client that connects and never half-closes must not hold a thread forever.
+    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
     let response = match read_message(&mut stream) {
         Err(e) => Response::Error(CniError::new(
             cni_types::code::IO_FAILURE,
