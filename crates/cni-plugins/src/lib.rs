@@ -4,6 +4,7 @@
 pub mod bandwidth;
 pub mod bridge;
 pub mod common;
+pub mod dhcp;
 pub mod dummy;
 pub mod firewall;
 pub mod host_device;

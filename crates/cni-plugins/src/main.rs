@@ -16,11 +16,15 @@ fn main() {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let rest: Vec<OsString> = argv.collect();
+    // `dhcp daemon ...` under the plugin's own name, as Go's `/opt/cni/bin/dhcp daemon`.
+    if name == "dhcp" && rest.first().is_some_and(|a| a == "daemon") {
+        std::process::exit(run_dhcp_daemon(&rest[1..]));
+    }
     if let Some(plugin) = plugin_by_name(&name) {
         let plugin = test_panic::wrap(plugin);
         std::process::exit(cni_plugin::run(&*plugin));
     }
-    let rest: Vec<OsString> = argv.collect();
     std::process::exit(front_end(&name, &rest));
 }
 
@@ -47,6 +51,7 @@ fn front_end(name: &str, args: &[OsString]) -> i32 {
             println!("rcni-plugins v{}", env!("CARGO_PKG_VERSION"));
             0
         }
+        ["dhcp", "daemon", ..] => run_dhcp_daemon(&args_os(&args[2..])),
         ["install", dir] => run_install(dir, false),
         ["install", dir, "--force"] | ["install", "--force", dir] => run_install(dir, true),
         _ => {
@@ -54,6 +59,18 @@ fn front_end(name: &str, args: &[OsString]) -> i32 {
             2
         }
     }
+}
+
+fn args_os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+fn run_dhcp_daemon(args: &[OsString]) -> i32 {
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| a.to_str().unwrap_or("\u{fffd}"))
+        .collect();
+    cni_plugins::dhcp::run_daemon(&args)
 }
 
 fn plugin_names() -> Vec<&'static str> {
@@ -83,6 +100,7 @@ fn help() -> String {
     s.push_str(
         "\nUsage:\n  \
          rcni-plugins install <dir> [--force]  link every plugin name in <dir> to this executable\n  \
+         rcni-plugins dhcp daemon [--socket PATH] [--state-dir DIR]  the dhcp IPAM daemon\n  \
          rcni-plugins --help                   this text\n\n\
          Logging: RCNI_LOG=off|error|warn|info|debug|trace (default warn), RCNI_LOG_FILE=<path>\n",
     );

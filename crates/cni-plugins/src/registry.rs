@@ -108,6 +108,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         || Box::new(crate::host_local::HostLocal),
     ),
     entry(
+        "dhcp",
+        "addresses from a DHCP server via `rcni-plugins dhcp daemon`",
+        || Box::new(crate::dhcp::Dhcp),
+    ),
+    entry(
         "static",
         "fixed addresses, routes and DNS from the config",
         || Box::new(crate::static_ipam::StaticIpam),

@@ -188,6 +188,14 @@ fn cases(data_dir: &std::path::Path) -> Vec<Case> {
             r#""ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.43.0/24"}]],"rangeStart":5}"#,
         ),
         case(
+            "dhcp",
+            &format!(
+                r#""ipam":{{"type":"dhcp","daemonSocketPath":{:?}}}"#,
+                data_dir.join("dhcp.sock")
+            ),
+            r#""ipam":{"type":"dhcp","priority":"x"}"#,
+        ),
+        case(
             "static",
             r#""ipam":{"type":"static","addresses":[{"address":"198.18.44.2/24"}]}"#,
             r#""ipam":{"type":"static","addresses":5}"#,
@@ -229,6 +237,9 @@ fn every_plugin_decodes_alike() {
     let pod = sb.add_container().unwrap();
     let names: Vec<&str> = cni_plugins::PLUGINS.iter().map(|p| p.name).collect();
     let cni_dir = sb.link_plugins(BIN, &names).unwrap();
+    // dhcp's DEL asks its daemon (socket in the data dir, as `cases` configures it).
+    let _dhcp =
+        common::dhcp_daemon::DhcpDaemon::start(&sb.host().name, &sb.dir().join("ipam"), &[]);
     let rows: [(&str, Option<String>, Result<(), u64>); 5] = [
         ("base config", None, Ok(())),
         (

@@ -183,6 +183,9 @@ impl Lab {
                                             "dataDir": self.data_dir}}),
             "static" => json!({"ipam": {"type": "static",
                                         "addresses": [{"address": "198.18.28.2/24"}]}}),
+            // The daemon `matrix` starts listens in the data dir.
+            "dhcp" => json!({"ipam": {"type": "dhcp",
+                                      "daemonSocketPath": self.data_dir.join("dhcp.sock")}}),
             "host-device" => json!({"device": MASTER, "dataDir": self.data_dir,
                                     "ipam": self.host_local("198.18.29.0/24")}),
             "tap" => json!({"ipam": self.host_local("198.18.30.0/24")}),
@@ -259,6 +262,17 @@ fn plugin_specific_wrong(plugin: &str) -> Vec<(&'static str, Value)> {
             json!({"runtimeConfig": {"portMappings": {"hostPort": 1}}}),
         )],
         "firewall" => vec![("backend-as-number", json!({"backend": 5}))],
+        "dhcp" => vec![
+            ("priority-as-string", json!({"ipam": {"priority": "1"}})),
+            (
+                "request-as-object",
+                json!({"ipam": {"request": {"option": "121"}}}),
+            ),
+            (
+                "provide-option-as-number",
+                json!({"ipam": {"provide": [{"option": 12}]}}),
+            ),
+        ],
         _ => vec![],
     }
 }
@@ -779,6 +793,8 @@ fn short(s: &str) -> String {
 /// Runs every case for `plugin` and fails with the list of cases that went wrong.
 fn matrix(plugin: &str) {
     let lab = Lab::new();
+    let _dhcp = (plugin == "dhcp")
+        .then(|| common::dhcp_daemon::DhcpDaemon::start(&lab.sb.host().name, &lab.data_dir, &[]));
     let all = cases(&lab, plugin);
     let count = all.len();
     let mut failures = Vec::new();
@@ -891,4 +907,5 @@ plugin_tests! {
     tap_refuses_hostile_input => "tap",
     sbr_refuses_hostile_input => "sbr",
     vrf_refuses_hostile_input => "vrf",
+    dhcp_refuses_hostile_input => "dhcp",
 }

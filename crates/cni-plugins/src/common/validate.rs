@@ -51,9 +51,11 @@ fn is_default(dst: &IpNet) -> bool {
 }
 
 /// Every route must exist, matching its destination and, when given, its gateway; a default
-/// route is matched by destination only (as Go's filter does).
+/// route is matched by destination only (as Go's filter does). A gateway of 0.0.0.0 or `::`
+/// (dhcp's on-link option-121 routes) is a route without a gateway in the kernel.
 pub fn expected_routes(h: &mut Handle, routes: &[Route]) -> Result<(), CniError> {
     for r in routes {
+        let want_gw = r.gw.filter(|g| !g.is_unspecified());
         let table = r.table.unwrap_or(RT_TABLE_MAIN);
         let have = h.routes(r.dst.addr().is_ipv6(), Some(table)).map_err(|e| {
             fail(format!(
@@ -62,7 +64,7 @@ pub fn expected_routes(h: &mut Handle, routes: &[Route]) -> Result<(), CniError>
             ))
         })?;
         let found = have.iter().any(|k| {
-            k.dst == r.dst.trunc() && (is_default(&r.dst) || r.gw.is_none() || k.gateway == r.gw)
+            k.dst == r.dst.trunc() && (is_default(&r.dst) || r.gw.is_none() || k.gateway == want_gw)
         });
         if !found {
             let via = r.gw.map(|g| format!(" via {g}")).unwrap_or_default();

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod dhcp_daemon;
+
 use std::path::PathBuf;
 
 use cni_testkit::{Netns, PluginCall, PluginOutput, Sandbox};

@@ -1,0 +1,344 @@
+//! A bound lease: what the server's DHCPACK granted, its RFC 2131 timers, and the CNI result
+//! it answers with (PL §1.4 "Result").
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use cni_types::{CniResult, IpConfig, Route, SpecVersion};
+use dhcproto::v4::{DhcpOption, Message, OptionCode};
+use ipnet::{IpNet, Ipv4Net};
+use serde::{Deserialize, Serialize};
+
+use super::conf::LeaseParams;
+
+/// The lease time assumed when the server sends none (as Go).
+const DEFAULT_LEASE_SECS: u32 = 3600;
+
+/// Route scope `link` (RT_SCOPE_LINK) for option-121 routes without a router, as Go v1.8.
+const SCOPE_LINK: u32 = 253;
+
+/// Why a DHCPACK cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AckError {
+    #[error("DHCP option Subnet Mask not found in DHCPACK")]
+    NoMask,
+    #[error("DHCPACK subnet mask {0} is not a contiguous prefix")]
+    BadMask(Ipv4Addr),
+    #[error("DHCPACK carries no address (yiaddr 0.0.0.0)")]
+    NoAddress,
+}
+
+/// The granted lease, persisted as is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    pub address: Ipv4Addr,
+    pub prefix_len: u8,
+    /// The server identifier (option 54), where renewals go.
+    pub server: Ipv4Addr,
+    /// Option 3.
+    pub routers: Vec<Ipv4Addr>,
+    /// Option 33: classful destination and router.
+    pub static_routes: Vec<(Ipv4Addr, Ipv4Addr)>,
+    /// Option 121: destination and router (0.0.0.0 for on-link).
+    pub classless_routes: Vec<(Ipv4Net, Ipv4Addr)>,
+    /// When the ACK arrived, seconds since the Unix epoch (wall clock, so it survives a
+    /// daemon restart).
+    pub bound_at: u64,
+    pub lease_secs: u32,
+    /// Renewal (T1) and rebinding (T2) times after `bound_at`.
+    pub t1_secs: u32,
+    pub t2_secs: u32,
+}
+
+/// Where a lease stands at some instant (RFC 2131 §4.4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before T1: nothing to do until `renew_at`.
+    Bound,
+    /// Between T1 and T2: ask the server that granted it (unicast).
+    Renewing,
+    /// Between T2 and the end: ask any server (broadcast).
+    Rebinding,
+    /// Past the lease time.
+    Expired,
+}
+
+impl Lease {
+    /// The lease a DHCPACK grants, bound at `now` (Unix seconds); `server` is the address
+    /// the ACK's server identifier names, or the one it came from.
+    pub fn from_ack(ack: &Message, now: u64, fallback_server: Ipv4Addr) -> Result<Lease, AckError> {
+        let opts = ack.opts();
+        let address = ack.yiaddr();
+        if address.is_unspecified() {
+            return Err(AckError::NoAddress);
+        }
+        let mask = match opts.get(OptionCode::SubnetMask) {
+            Some(DhcpOption::SubnetMask(m)) => *m,
+            _ => return Err(AckError::NoMask),
+        };
+        let prefix_len = ipnet::ipv4_mask_to_prefix(mask).map_err(|_| AckError::BadMask(mask))?;
+        let server = match opts.get(OptionCode::ServerIdentifier) {
+            Some(DhcpOption::ServerIdentifier(s)) => *s,
+            _ => fallback_server,
+        };
+        let routers = match opts.get(OptionCode::Router) {
+            Some(DhcpOption::Router(r)) => r.clone(),
+            _ => Vec::new(),
+        };
+        let static_routes = match opts.get(OptionCode::StaticRoutingTable) {
+            Some(DhcpOption::StaticRoutingTable(r)) => r.clone(),
+            _ => Vec::new(),
+        };
+        let classless_routes = match opts.get(OptionCode::ClasslessStaticRoute) {
+            Some(DhcpOption::ClasslessStaticRoute(r)) => r.clone(),
+            _ => Vec::new(),
+        };
+        let lease_secs = match opts.get(OptionCode::AddressLeaseTime) {
+            Some(DhcpOption::AddressLeaseTime(t)) => *t,
+            _ => DEFAULT_LEASE_SECS,
+        };
+        let t1 = match opts.get(OptionCode::Renewal) {
+            Some(DhcpOption::Renewal(t)) => Some(*t),
+            _ => None,
+        };
+        let t2 = match opts.get(OptionCode::Rebinding) {
+            Some(DhcpOption::Rebinding(t)) => Some(*t),
+            _ => None,
+        };
+        let (t1_secs, t2_secs) = timers(lease_secs, t1, t2);
+        Ok(Lease {
+            address,
+            prefix_len,
+            server,
+            routers,
+            static_routes,
+            classless_routes,
+            bound_at: now,
+            lease_secs,
+            t1_secs,
+            t2_secs,
+        })
+    }
+
+    pub fn renew_at(&self) -> u64 {
+        self.bound_at + u64::from(self.t1_secs)
+    }
+
+    pub fn rebind_at(&self) -> u64 {
+        self.bound_at + u64::from(self.t2_secs)
+    }
+
+    pub fn expires_at(&self) -> u64 {
+        self.bound_at + u64::from(self.lease_secs)
+    }
+
+    pub fn phase(&self, now: u64) -> Phase {
+        if now >= self.expires_at() {
+            Phase::Expired
+        } else if now >= self.rebind_at() {
+            Phase::Rebinding
+        } else if now >= self.renew_at() {
+            Phase::Renewing
+        } else {
+            Phase::Bound
+        }
+    }
+
+    /// The first router, the result's gateway.
+    pub fn gateway(&self) -> Option<Ipv4Addr> {
+        self.routers.first().copied()
+    }
+
+    /// The IPAM result: one address with the first router as gateway; option-121 routes when
+    /// there are any (RFC 3442: then options 3 and 33 are ignored for routing), else the
+    /// option-33 routes and a default route via the first router. Every route gets the
+    /// configured `priority`; `suppress: ["gateway"]` drops the gateway and default routes.
+    pub fn to_result(&self, params: &LeaseParams, version: SpecVersion) -> CniResult {
+        let mut result = CniResult::new(version);
+        let gateway = self.gateway().filter(|_| !params.suppress_gateway);
+        let address = Ipv4Net::new(self.address, self.prefix_len).expect("prefix checked at ACK");
+        result.ips = vec![IpConfig {
+            interface: None,
+            address: IpNet::V4(address),
+            gateway: gateway.map(IpAddr::V4),
+        }];
+        let mut routes: Vec<Route> = if !self.classless_routes.is_empty() {
+            self.classless_routes
+                .iter()
+                .map(|(dst, gw)| {
+                    // On-link (router 0.0.0.0): Go v1.8 keeps gw 0.0.0.0 and adds scope link,
+                    // so no consumer substitutes the default gateway.
+                    let mut r = Route::new(IpNet::V4(*dst), Some(IpAddr::V4(*gw)));
+                    if gw.is_unspecified() {
+                        r.scope = Some(SCOPE_LINK);
+                    }
+                    r
+                })
+                .collect()
+        } else {
+            let mut v: Vec<Route> = self
+                .static_routes
+                .iter()
+                .filter_map(|(dst, gw)| Some(Route::new(classful(*dst)?, Some(IpAddr::V4(*gw)))))
+                .collect();
+            if let Some(gw) = self.gateway() {
+                v.push(Route::new(
+                    "0.0.0.0/0".parse().expect("literal"),
+                    Some(IpAddr::V4(gw)),
+                ));
+            }
+            v
+        };
+        if params.suppress_gateway {
+            routes.retain(|r| r.dst.prefix_len() != 0);
+        }
+        for r in &mut routes {
+            r.priority = params.priority;
+        }
+        result.routes = routes;
+        result
+    }
+}
+
+/// T1 and T2 after the start of a lease of `lease` seconds: the server's values when they are
+/// consistent (T1 <= T2 <= lease), else RFC 2131's 0.5 and 0.875 of the lease.
+pub fn timers(lease: u32, t1: Option<u32>, t2: Option<u32>) -> (u32, u32) {
+    let frac = |num: u64, den: u64| u32::try_from(u64::from(lease) * num / den).unwrap_or(lease);
+    let t2 = t2.filter(|t| *t <= lease).unwrap_or_else(|| frac(7, 8));
+    let t1 = t1
+        .filter(|t| *t <= t2)
+        .unwrap_or_else(|| frac(1, 2).min(t2));
+    (t1, t2)
+}
+
+/// The destination of an option-33 route: its classful network. Class D and E destinations
+/// have none and are skipped.
+fn classful(dst: Ipv4Addr) -> Option<IpNet> {
+    let prefix = match dst.octets()[0] {
+        0..=127 => 8,
+        128..=191 => 16,
+        192..=223 => 24,
+        _ => {
+            log::warn!("dhcp: option 33 route to {dst} has no classful network; skipped");
+            return None;
+        }
+    };
+    Some(IpNet::V4(Ipv4Net::new(dst, prefix).ok()?.trunc()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dhcproto::v4::MessageType;
+
+    fn ack(opts: Vec<DhcpOption>) -> Message {
+        let mut m = Message::default();
+        m.set_yiaddr(Ipv4Addr::new(198, 18, 0, 77));
+        m.opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Ack));
+        for o in opts {
+            m.opts_mut().insert(o);
+        }
+        m
+    }
+
+    fn base() -> Vec<DhcpOption> {
+        vec![
+            DhcpOption::SubnetMask(Ipv4Addr::new(255, 255, 255, 0)),
+            DhcpOption::ServerIdentifier(Ipv4Addr::new(198, 18, 0, 1)),
+            DhcpOption::Router(vec![Ipv4Addr::new(198, 18, 0, 1)]),
+            DhcpOption::AddressLeaseTime(120),
+        ]
+    }
+
+    #[test]
+    fn timers_follow_rfc_2131_defaults_and_accept_consistent_server_values() {
+        assert_eq!(timers(120, None, None), (60, 105));
+        assert_eq!(timers(120, Some(10), Some(100)), (10, 100));
+        // T2 beyond the lease, T1 beyond T2: the defaults.
+        assert_eq!(timers(120, Some(10), Some(500)), (10, 105));
+        assert_eq!(timers(120, Some(110), Some(100)), (60, 100));
+        assert_eq!(timers(u32::MAX, None, None).1, 3_758_096_383);
+    }
+
+    #[test]
+    fn phases_move_with_the_clock() {
+        let mut opts = base();
+        opts.push(DhcpOption::Renewal(10));
+        opts.push(DhcpOption::Rebinding(100));
+        let l = Lease::from_ack(&ack(opts), 1000, Ipv4Addr::UNSPECIFIED).unwrap();
+        assert_eq!(l.phase(1000), Phase::Bound);
+        assert_eq!(l.phase(1009), Phase::Bound);
+        assert_eq!(l.phase(1010), Phase::Renewing);
+        assert_eq!(l.phase(1100), Phase::Rebinding);
+        assert_eq!(l.phase(1120), Phase::Expired);
+    }
+
+    #[test]
+    fn ack_without_mask_or_address_is_refused() {
+        let e = Lease::from_ack(&ack(vec![]), 0, Ipv4Addr::UNSPECIFIED).unwrap_err();
+        assert_eq!(e, AckError::NoMask);
+        let mut m = ack(base());
+        m.set_yiaddr(Ipv4Addr::UNSPECIFIED);
+        assert_eq!(
+            Lease::from_ack(&m, 0, Ipv4Addr::UNSPECIFIED).unwrap_err(),
+            AckError::NoAddress
+        );
+    }
+
+    #[test]
+    fn result_without_option_121_has_static_and_default_routes() {
+        let mut opts = base();
+        opts.push(DhcpOption::StaticRoutingTable(vec![(
+            Ipv4Addr::new(10, 1, 2, 3),
+            Ipv4Addr::new(198, 18, 0, 2),
+        )]));
+        let l = Lease::from_ack(&ack(opts), 0, Ipv4Addr::UNSPECIFIED).unwrap();
+        let params = LeaseParams {
+            priority: 5,
+            ..LeaseParams::default()
+        };
+        let r = l.to_result(&params, SpecVersion::V1_0_0);
+        assert_eq!(r.ips[0].address.to_string(), "198.18.0.77/24");
+        assert_eq!(r.ips[0].gateway.unwrap().to_string(), "198.18.0.1");
+        let routes: Vec<String> = r
+            .routes
+            .iter()
+            .map(|r| format!("{} {:?} {}", r.dst, r.gw, r.priority))
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                "10.0.0.0/8 Some(198.18.0.2) 5",
+                "0.0.0.0/0 Some(198.18.0.1) 5"
+            ]
+        );
+    }
+
+    #[test]
+    fn option_121_replaces_other_routes_and_on_link_routes_get_link_scope() {
+        let mut opts = base();
+        opts.push(DhcpOption::ClasslessStaticRoute(vec![
+            (
+                "198.19.0.0/16".parse().unwrap(),
+                Ipv4Addr::new(198, 18, 0, 1),
+            ),
+            ("198.19.128.0/24".parse().unwrap(), Ipv4Addr::UNSPECIFIED),
+            ("0.0.0.0/0".parse().unwrap(), Ipv4Addr::new(198, 18, 0, 1)),
+        ]));
+        let l = Lease::from_ack(&ack(opts), 0, Ipv4Addr::UNSPECIFIED).unwrap();
+        let r = l.to_result(&LeaseParams::default(), SpecVersion::V1_0_0);
+        assert_eq!(r.routes.len(), 3);
+        assert_eq!(r.routes[1].gw, Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
+        assert_eq!(r.routes[1].scope, Some(SCOPE_LINK));
+        assert_eq!(r.routes[0].scope, None);
+
+        let suppressed = LeaseParams {
+            suppress_gateway: true,
+            ..LeaseParams::default()
+        };
+        let r = l.to_result(&suppressed, SpecVersion::V1_0_0);
+        assert_eq!(r.ips[0].gateway, None);
+        assert_eq!(r.routes.len(), 2);
+    }
+}

@@ -1,0 +1,183 @@
+//! The daemon's lease store: one JSON file per attachment in the state dir, written atomically
+//! (temp file, fsync, rename, fsync of the directory), so that a restarted daemon serves the
+//! same addresses and keeps renewing them (Go's daemon keeps leases only in memory).
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::conf::LeaseParams;
+use super::lease::Lease;
+
+/// Which attachment a lease belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentKey {
+    pub container_id: String,
+    pub network: String,
+    pub ifname: String,
+}
+
+/// Everything needed to answer, renew and release a lease after a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRecord {
+    pub key: AttachmentKey,
+    /// The container's netns path, as the runtime gave it.
+    pub netns: String,
+    /// The interface's MAC when the lease was acquired (chaddr).
+    pub mac: [u8; 6],
+    pub params: LeaseParams,
+    pub lease: Lease,
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (and creates, mode 0700) the state directory.
+    pub fn open(dir: &Path) -> io::Result<Store> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of an attachment: a hash of its key, since container IDs and network names
+    /// may hold characters a file name cannot. The content names the attachment.
+    fn path(&self, key: &AttachmentKey) -> PathBuf {
+        let mut h = Sha256::new();
+        for part in [&key.container_id, &key.network, &key.ifname] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        let hex: String = h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.dir.join(format!("lease-{hex}.json"))
+    }
+
+    /// Writes (or replaces) the record of its attachment.
+    pub fn save(&self, record: &LeaseRecord) -> io::Result<()> {
+        let path = self.path(&record.key);
+        let tmp = path.with_extension("tmp");
+        let data = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        fs::File::open(&self.dir)?.sync_all()
+    }
+
+    /// Removes the record of an attachment; a missing one is fine.
+    pub fn remove(&self, key: &AttachmentKey) -> io::Result<()> {
+        match fs::remove_file(self.path(key)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every readable record. Leftover temp files of a killed write are removed; unreadable
+    /// records are logged and left for an operator.
+    pub fn load_all(&self) -> io::Result<Vec<LeaseRecord>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("tmp") => {
+                    let _ = fs::remove_file(&path);
+                }
+                Some("json") => match fs::read(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
+                {
+                    Ok(r) => out.push(r),
+                    Err(e) => log::warn!("dhcp: ignoring unreadable {}: {e}", path.display()),
+                },
+                _ => {}
+            }
+        }
+        out.sort_by(|a: &LeaseRecord, b| a.key.container_id.cmp(&b.key.container_id));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn record(cid: &str) -> LeaseRecord {
+        LeaseRecord {
+            key: AttachmentKey {
+                container_id: cid.into(),
+                network: "net/with/slashes".into(),
+                ifname: "eth0".into(),
+            },
+            netns: "/run/netns/x".into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            params: LeaseParams::default(),
+            lease: Lease {
+                address: Ipv4Addr::new(198, 18, 0, 9),
+                prefix_len: 24,
+                server: Ipv4Addr::new(198, 18, 0, 1),
+                routers: vec![],
+                static_routes: vec![],
+                classless_routes: vec![("198.19.0.0/16".parse().unwrap(), Ipv4Addr::UNSPECIFIED)],
+                bound_at: 1,
+                lease_secs: 120,
+                t1_secs: 60,
+                t2_secs: 105,
+            },
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_are_replaced_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state")).unwrap();
+        let mut a = record("a");
+        store.save(&a).unwrap();
+        store.save(&record("b")).unwrap();
+        a.lease.bound_at = 2;
+        store.save(&a).unwrap();
+        // A temp file left by a killed write is swept.
+        fs::write(store.dir().join("lease-x.tmp"), b"{").unwrap();
+        let all = store.load_all().unwrap();
+        assert_eq!(all, vec![a.clone(), record("b")]);
+        assert!(!store.dir().join("lease-x.tmp").exists());
+
+        store.remove(&a.key).unwrap();
+        store.remove(&a.key).unwrap();
+        assert_eq!(store.load_all().unwrap(), vec![record("b")]);
+    }
+
+    #[test]
+    fn an_unreadable_record_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        fs::write(dir.path().join("lease-bad.json"), b"not json").unwrap();
+        store.save(&record("a")).unwrap();
+        assert_eq!(store.load_all().unwrap(), vec![record("a")]);
+    }
+}
