@@ -74,13 +74,14 @@ pub fn plugin_dir(bin: Option<&Path>, scratch: &Scratch) -> Result<PathBuf, Stri
 /// Loads the conflist and keeps host-local's leases inside the scratch directory: a config
 /// without `dataDir` would otherwise write to /var/lib/cni on the real host.
 pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, String> {
-    let mut list = match config {
-        None => default_conflist(),
-        Some(p) => {
-            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", p.display()))?
-        }
+    let raw = match config {
+        None => serde_json::to_vec_pretty(&default_conflist()).map_err(|e| e.to_string())?,
+        Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
     };
+    let mut list: Value = serde_json::from_slice(&raw).map_err(|e| match config {
+        Some(p) => format!("{}: {e}", p.display()),
+        None => e.to_string(),
+    })?;
     let lease_root = scratch.path().join("ipam");
     let mut note = match config {
         None => "built-in bridge + host-local, plus the loopback network on lo".to_string(),
@@ -118,5 +119,8 @@ pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, Str
         network,
         lease_dir,
         note,
+        list,
+        raw,
+        source: config.map_or("built-in".into(), |p| p.display().to_string()),
     })
 }
