@@ -6,6 +6,9 @@
 //! - a host-local lease naming an attachment that has no cache entry,
 //! - a host veth tagged by rcni (interface alias, or the temporary creation name) for an
 //!   attachment that has no cache entry,
+//! - an untagged host veth (the Go plugins tag nothing) that no cached result names, or whose
+//!   peer is in no namespace a netns path names: reported with the command that would remove
+//!   it, but never removed by `--fix`, since nothing ties it to a CNI attachment,
 //! - an nf_tables rule whose comment tags an attachment that has no cache entry (rcni's and
 //!   the Go plugins' nftables layouts use the same tags),
 //! - a tuning backup of an attachment that has no cache entry.
@@ -49,6 +52,11 @@ pub struct Lease {
 pub struct HostLink {
     pub name: String,
     pub alias: Option<String>,
+    /// Where the veth's peer was found: `<ifname> in <netns path>`; `None` when no namespace
+    /// that a netns path (under /run/netns, or of a cached attachment) names holds it.
+    pub peer: Option<String>,
+    /// The bridge the veth is enslaved to.
+    pub master: Option<String>,
 }
 
 /// A tagged nf_tables rule.
@@ -103,6 +111,67 @@ fn gc_remedy(network: &Option<String>) -> String {
     }
 }
 
+/// Names of the host-side interfaces (no `sandbox`) in a cached result.
+fn host_interfaces(result: &serde_json::Value) -> Vec<String> {
+    result
+        .get("interfaces")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|i| {
+            i.get("sandbox")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+        })
+        .filter_map(|i| i.get("name")?.as_str().map(String::from))
+        .collect()
+}
+
+/// A veth without an rcni tag (made by the Go plugins, or by something that is not CNI):
+/// reported when no cached result names it, never attributed to a network, so `--fix` leaves
+/// it alone.
+fn untagged_veth(link: &HostLink, named: &BTreeSet<String>, s: &Snapshot) -> Option<Finding> {
+    if named.contains(&link.name) {
+        return None;
+    }
+    let bridge_net = link.master.as_ref().and_then(|m| {
+        s.networks
+            .iter()
+            .find(|n| {
+                n.plugins().iter().any(|p| {
+                    p.decode::<String>("type").ok().flatten().as_deref() == Some("bridge")
+                        && p.decode::<String>("bridge")
+                            .ok()
+                            .flatten()
+                            .unwrap_or_else(|| "cni0".into())
+                            == *m
+                })
+            })
+            .map(|n| n.name().to_string())
+    });
+    let mut why = match &link.peer {
+        Some(peer) => format!("no rcni tag and no cached result names it; its peer is {peer}"),
+        None => "no rcni tag, no cached result names it, and its peer is in no namespace a netns path names (the sandbox's netns file is gone while something still holds the namespace)".into(),
+    };
+    if let Some(m) = &link.master {
+        why.push_str(&format!("; enslaved to {m}"));
+        if let Some(n) = bridge_net {
+            why.push_str(&format!(" (the bridge of network {n:?})"));
+        }
+    }
+    Some(Finding {
+        kind: "veth-unattributed",
+        object: link.name.clone(),
+        why,
+        network: None,
+        remedy: format!(
+            "not removed by --fix: nothing attributes it to a CNI attachment; once you know it is unused: ip link del {}",
+            link.name
+        ),
+    })
+}
+
 /// Judges the snapshot.
 pub fn judge(s: &Snapshot) -> Vec<Finding> {
     let live: BTreeSet<(String, String, String)> = s
@@ -132,6 +201,12 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
         .map(|e| AttachmentTag::new(&e.network_name, &e.container_id, &e.ifname).temp_link_name())
         .collect();
     let known = |net: &str| s.networks.iter().any(|n| n.name() == net);
+    let named_by_results: BTreeSet<String> = s
+        .cache
+        .iter()
+        .filter_map(|e| e.result.as_ref())
+        .flat_map(host_interfaces)
+        .collect();
     let mut out = Vec::new();
 
     for e in &s.cache {
@@ -168,11 +243,15 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
         });
     }
     for link in &s.links {
-        let network = match &link.alias {
-            Some(alias) => match tag_prefix(alias) {
-                Some(p) if !tags.contains(p) => network_in_comment(alias),
-                _ => continue,
-            },
+        let network = match link.alias.as_deref().and_then(tag_prefix) {
+            Some(p) if tags.contains(p) => continue,
+            Some(_) => link.alias.as_deref().and_then(network_in_comment),
+            None if link.name.len() != 15 || !link.name.starts_with("rc") => {
+                if let Some(f) = untagged_veth(link, &named_by_results, s) {
+                    out.push(f);
+                }
+                continue;
+            }
             None => {
                 // A temporary creation name: `rc<hash4(net)><hash9>` of a killed ADD.
                 let of_network = s.networks.iter().find(|n| {
@@ -265,6 +344,67 @@ mod tests {
         .unwrap()
     }
 
+    fn host_link(name: &str, alias: Option<String>) -> HostLink {
+        HostLink {
+            name: name.into(),
+            alias,
+            peer: Some("eth0 in /run/netns/x".into()),
+            master: None,
+        }
+    }
+
+    #[test]
+    fn an_untagged_veth_is_reported_unless_a_cached_result_names_it_and_never_attributed() {
+        let mut e = entry("n", "c1", "eth0", "/proc/self/ns/net");
+        e.result = Some(serde_json::json!({"interfaces": [
+            {"name": "vethlive"}, {"name": "eth0", "sandbox": "/run/netns/x"}]}));
+        let mut gone = host_link("vethgone", None);
+        gone.peer = None;
+        gone.master = Some("cni0".into());
+        let s = Snapshot {
+            cache: vec![e],
+            networks: vec![net("n")],
+            links: vec![
+                host_link("vethlive", None),
+                host_link("vethorph", None),
+                gone,
+            ],
+            ..Default::default()
+        };
+        let f = judge(&s);
+        assert_eq!(
+            kinds(&f),
+            vec![
+                ("veth-unattributed", "vethorph".to_string()),
+                ("veth-unattributed", "vethgone".to_string()),
+            ]
+        );
+        assert!(
+            f.iter().all(|f| f.network.is_none()),
+            "--fix must leave them"
+        );
+        assert!(
+            f[0].why.contains("its peer is eth0 in /run/netns/x"),
+            "{}",
+            f[0].why
+        );
+        assert!(
+            f[1].why.contains("no namespace a netns path names"),
+            "{}",
+            f[1].why
+        );
+        assert!(
+            f[1].why.contains("(the bridge of network \"n\")"),
+            "{}",
+            f[1].why
+        );
+        assert!(
+            f[1].remedy.ends_with("ip link del vethgone"),
+            "{}",
+            f[1].remedy
+        );
+    }
+
     fn kinds(f: &[Finding]) -> Vec<(&'static str, String)> {
         f.iter().map(|f| (f.kind, f.object.clone())).collect()
     }
@@ -291,26 +431,10 @@ mod tests {
                 },
             ],
             links: vec![
-                HostLink {
-                    name: "veth1".into(),
-                    alias: Some(live.comment()),
-                },
-                HostLink {
-                    name: "veth2".into(),
-                    alias: Some(dead.comment()),
-                },
-                HostLink {
-                    name: dead.temp_link_name(),
-                    alias: None,
-                },
-                HostLink {
-                    name: live.temp_link_name(),
-                    alias: None,
-                },
-                HostLink {
-                    name: "vethgo".into(),
-                    alias: None,
-                },
+                host_link("veth1", Some(live.comment())),
+                host_link("veth2", Some(dead.comment())),
+                host_link(&dead.temp_link_name(), None),
+                host_link(&live.temp_link_name(), None),
             ],
             rules: vec![
                 TaggedRule {
