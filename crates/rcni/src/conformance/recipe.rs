@@ -179,7 +179,7 @@ impl Recipe {
                         Ok(None)
                     }
                     Err(e) if e.errno() == Some(EOPNOTSUPP) => Ok(Some(format!(
-                        "kernel lacks {config} (creating a {} link: {e})",
+                        "kernel lacks {config} (creating a link of kind {}: {e})",
                         kind.kind_name()
                     ))),
                     Err(e) => Err(format!("probing {} links: {e}", kind.kind_name())),
