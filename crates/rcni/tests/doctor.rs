@@ -89,8 +89,10 @@ impl Node {
         std::fs::create_dir_all(&conf).unwrap();
         let list = format!(
             r#"{{"cniVersion":"1.0.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"godoc0","isGateway":true,
-              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.94.0/24"}}]],"dataDir":"{}"}}}}]}}"#,
-            ipam.display()
+              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.94.0/24"}}]],"dataDir":"{}"}}}},
+              {{"type":"tuning","promisc":true,"dataDir":"{}"}}]}}"#,
+            ipam.display(),
+            sb.dir().join("tuning").display()
         );
         std::fs::write(conf.join("10-doc.conflist"), &list).unwrap();
         Node {
@@ -103,28 +105,40 @@ impl Node {
         }
     }
 
-    /// ADD of the network's (single) plugin run directly, as by a runtime that then lost its
-    /// state: no cache entry will ever name it. Returns the host veth.
+    /// ADD of the network's chain run plugin by plugin, directly, as by a runtime that then
+    /// lost its state: no cache entry will ever name it. Returns the host veth.
     fn orphan_add(&self, cid: &str, netns: &Path) -> String {
         let conf: Value = serde_json::from_str(&self.list).unwrap();
-        let mut single = conf["plugins"][0].clone();
-        single["cniVersion"] = conf["cniVersion"].clone();
-        single["name"] = conf["name"].clone();
-        let call = PluginCall::new("ADD")
-            .container_id(cid)
-            .netns(netns)
-            .ifname("eth0")
-            .path(&self.plugins)
-            .stdin(single.to_string());
-        let r = self
-            .sb
-            .run_plugin(self.plugins.join("bridge"), &call)
-            .unwrap();
-        r.assert_success();
-        r.json().unwrap()["interfaces"][1]["name"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let mut prev: Option<Value> = None;
+        let mut veth = None;
+        for plugin in conf["plugins"].as_array().unwrap() {
+            let mut single = plugin.clone();
+            single["cniVersion"] = conf["cniVersion"].clone();
+            single["name"] = conf["name"].clone();
+            if let Some(p) = &prev {
+                single["prevResult"] = p.clone();
+            }
+            let call = PluginCall::new("ADD")
+                .container_id(cid)
+                .netns(netns)
+                .ifname("eth0")
+                .path(&self.plugins)
+                .stdin(single.to_string());
+            let r = self
+                .sb
+                .run_plugin(self.plugins.join(plugin["type"].as_str().unwrap()), &call)
+                .unwrap();
+            r.assert_success();
+            let result = r.json().unwrap();
+            veth.get_or_insert_with(|| {
+                result["interfaces"][1]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            });
+            prev = Some(result);
+        }
+        veth.unwrap()
     }
 
     fn conflist(ipam: &Path) -> String {
@@ -285,9 +299,11 @@ fn finding<'a>(report: &'a Value, kind: &str, object: &str) -> Option<&'a Value>
         .find(|f| f["kind"] == kind && f["object"] == object)
 }
 
-/// The Go plugins tag nothing: their orphaned host veths are found by what no cached result
-/// names, and by a peer no netns path reaches, and `--fix` leaves them (it cannot attribute them
-/// to an attachment) while it still DELs what a cache entry attributes.
+/// Leaks of the Go plugins: their orphaned host veths carry no tag and are found by what no
+/// cached result names or by a peer no netns path reaches, and `--fix` leaves them (it cannot
+/// attribute them to an attachment); a vanished sandbox's cache entry gets Go's DEL, an orphan
+/// lease Go's DEL of the attachment it names (Go 1.1.1 has no GC), and a Go tuning backup,
+/// which no Go DEL without the netns removes, stays reported with its removal command.
 #[test]
 fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
     if !is_root() {
@@ -381,18 +397,9 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
             .all(|f| f["object"] != live_veth.as_str()),
         "the live Go attachment's veth {live_veth} is named by its cached result: {report:#}"
     );
+    let orphan_lease = node.ipam.join(NET).join(lease_of(&node, "go-orphan"));
     assert!(
-        finding(
-            &report,
-            "lease",
-            &node
-                .ipam
-                .join(NET)
-                .join(lease_of(&node, "go-orphan"))
-                .display()
-                .to_string()
-        )
-        .is_some(),
+        finding(&report, "lease", &orphan_lease.display().to_string()).is_some(),
         "{report:#}"
     );
     let kinds: Vec<&str> = report["leaks"]
@@ -402,6 +409,12 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"cache-netns-gone"), "{report:#}");
+    // Go's tuning backup of the orphan (promisc changed).
+    let backup = node.sb.dir().join("tuning").join("go-orphan_eth0.json");
+    assert!(backup.is_file());
+    let b = finding(&report, "tuning-backup", &backup.display().to_string())
+        .unwrap_or_else(|| panic!("Go tuning backup not found: {report:#}"));
+    assert_eq!(b["network"], NET);
 
     let (_, report) = node.audit(true);
     // What a cache entry attributes is gone through Go's own DEL ...
@@ -419,12 +432,42 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
         finding(&report, "veth-unattributed", &orphan_veth).is_some(),
         "{report:#}"
     );
-    // Go 1.1.1 speaks no spec 1.1.0, so no GC can release the orphan's lease; --fix says so.
+    // Go 1.1.1 speaks no spec 1.1.0, so no GC can run; --fix says so, and releases the
+    // orphan's lease through Go's DEL of the attachment the lease names.
     let fixed = report["fixed"].as_array().unwrap();
     assert!(
         fixed
             .iter()
             .any(|a| a["error"].as_str().is_some_and(|e| e.contains("1.1.0"))),
+        "{report:#}"
+    );
+    assert!(
+        fixed.iter().any(|a| a["error"].is_null()
+            && a["action"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("DEL of {NET} container go-orphan interface eth0"))),
+        "{report:#}"
+    );
+    assert!(!orphan_lease.exists(), "{report:#}");
+    // Go's tuning DEL without a netns keeps its backup (and it has no GC): still reported,
+    // with the file removal as the remedy, and left in place.
+    let b = finding(&report, "tuning-backup", &backup.display().to_string())
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert!(
+        b["remedy"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("rm {}", backup.display())),
+        "{b}"
+    );
+    assert!(backup.is_file());
+    assert!(
+        report["leaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] != "lease"),
         "{report:#}"
     );
     // The live attachment is untouched.

@@ -231,6 +231,13 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             continue;
         }
         let network = known(&l.network).then(|| l.network.clone());
+        let remedy = match &network {
+            Some(n) => format!(
+                "rcni doctor --fix (GC of network {n:?} keeping every cached attachment; below spec 1.1.0, DEL of container {:?} interface {:?})",
+                l.container_id, l.ifname
+            ),
+            None => gc_remedy(&network),
+        };
         out.push(Finding {
             kind: "lease",
             object: l.path.display().to_string(),
@@ -238,7 +245,7 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
                 "held for container {:?} interface {:?}, which has no cached attachment",
                 l.container_id, l.ifname
             ),
-            remedy: gc_remedy(&network),
+            remedy,
             network,
         });
     }
@@ -312,7 +319,16 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             kind: "tuning-backup",
             object: b.path.display().to_string(),
             why: "a tuning backup that no cached attachment would have written".into(),
-            remedy: gc_remedy(&network),
+            remedy: match &network {
+                // Go 1.1.1's tuning has no GC and its DEL without the netns keeps the backup:
+                // the interface it would restore is gone with its namespace.
+                Some(_) => format!(
+                    "{}; with plugins below spec 1.1.0 nothing can restore it: rm {}",
+                    gc_remedy(&network),
+                    b.path.display()
+                ),
+                None => gc_remedy(&network),
+            },
             network,
         });
     }
