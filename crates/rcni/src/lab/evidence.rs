@@ -43,8 +43,8 @@ pub struct Call {
     pub stderr: String,
     pub exit_status: Option<i32>,
     pub duration_ms: Option<f64>,
-    #[serde(skip)]
-    start_ns: u128,
+    /// When the wrapper started, in nanoseconds since the Unix epoch.
+    pub start_unix_ns: u128,
 }
 
 /// The calls one lab operation caused, in the order they started.
@@ -144,7 +144,7 @@ impl Tracer {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
-        calls.sort_by_key(|c| c.start_ns);
+        calls.sort_by_key(|c| c.start_unix_ns);
         for c in &calls {
             if !self.record.binaries.iter().any(|b| b.path == c.path) {
                 self.record.binaries.push(identify(&c.plugin, &c.path));
@@ -255,7 +255,7 @@ fn read_call(dir: &Path) -> Option<Call> {
         stderr: text("stderr"),
         exit_status: text("status").trim().parse().ok(),
         duration_ms: num("duration_ns").map(|ns| ns as f64 / 1e6),
-        start_ns: num("start")?,
+        start_unix_ns: num("start")?,
     })
 }
 

@@ -483,3 +483,18 @@ pub struct Prepared {
     pub lease_dir: Option<PathBuf>,
     pub note: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_bridges_are_the_bridge_plugins_bridges() {
+        let list = serde_json::json!({"plugins": [
+            {"type": "bridge", "bridge": "br9"},
+            {"type": "bridge"},
+            {"type": "ptp"},
+        ]});
+        assert_eq!(shared_bridges(&list), ["br9", "cni0"]);
+    }
+}

@@ -205,8 +205,15 @@ fn nft(ns: &str, s: &mut State) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
+    nft_items(&String::from_utf8_lossy(&out.stdout), s);
+    Ok(())
+}
+
+/// One item per ruleset line, prefixed with the blocks it is in (`table ip nat / chain
+/// POSTROUTING / <rule>`), so a rule that moved or vanished is named with its place.
+fn nft_items(ruleset: &str, s: &mut State) {
     let mut context = Vec::<String>::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in ruleset.lines() {
         let line = line.trim();
         if line.is_empty() {
             continue;
@@ -229,7 +236,6 @@ fn nft(ns: &str, s: &mut State) -> Result<(), String> {
             text,
         });
     }
-    Ok(())
 }
 
 /// host-local's lease files with their owner; its lock and `last_reserved_ip.*` hint files are
@@ -305,6 +311,22 @@ mod tests {
         let with_bridge: State = [item("link", "b"), bridge].into();
         let d = diff_except(&before, &with_bridge, &["br0".into()]);
         assert_eq!(d.len(), 1, "{d:?}");
+    }
+
+    #[test]
+    fn nft_lines_carry_their_table_and_chain() {
+        let mut s = State::new();
+        nft_items(
+            "table ip nat {\n\tchain POSTROUTING {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\tip saddr 198.18.0.0/24 masquerade\n\t}\n}\n",
+            &mut s,
+        );
+        let texts: Vec<&str> = s.iter().map(|i| i.text.as_str()).collect();
+        assert!(
+            texts.contains(&"table ip nat / chain POSTROUTING / ip saddr 198.18.0.0/24 masquerade"),
+            "{texts:?}"
+        );
+        assert!(texts.contains(&"table ip nat {"), "{texts:?}");
+        assert_eq!(s.len(), 4, "{texts:?}");
     }
 
     #[test]
