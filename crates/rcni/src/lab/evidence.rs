@@ -147,7 +147,8 @@ impl Tracer {
         calls.sort_by_key(|c| c.start_unix_ns);
         for c in &calls {
             if !self.record.binaries.iter().any(|b| b.path == c.path) {
-                self.record.binaries.push(identify(&c.plugin, &c.path));
+                let b = identify(&c.plugin, &c.path, &self.record.binaries);
+                self.record.binaries.push(b);
             }
         }
         self.record.operations.push(Operation {
@@ -259,14 +260,18 @@ fn read_call(dir: &Path) -> Option<Call> {
     })
 }
 
-/// Resolved path, SHA-256 and the VERSION answer of one binary.
-fn identify(plugin: &str, path: &str) -> Binary {
+/// Resolved path, SHA-256 and the VERSION answer of one binary. A multi-call binary behind
+/// several names is hashed once (`known` already has its resolved path).
+fn identify(plugin: &str, path: &str, known: &[Binary]) -> Binary {
     let resolved = std::fs::canonicalize(path)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|e| format!("unresolved: {e}"));
-    let sha256 = std::fs::read(path)
-        .map(|b| sha256_hex(&b))
-        .unwrap_or_else(|e| format!("unreadable: {e}"));
+    let sha256 = match known.iter().find(|b| b.resolved_path == resolved) {
+        Some(b) => b.sha256.clone(),
+        None => std::fs::read(path)
+            .map(|b| sha256_hex(&b))
+            .unwrap_or_else(|e| format!("unreadable: {e}")),
+    };
     Binary {
         plugin: plugin.to_string(),
         path: path.to_string(),
