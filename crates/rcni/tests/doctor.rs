@@ -67,8 +67,10 @@ impl Node {
         let ipam = sb.dir().join("ipam");
         std::fs::create_dir_all(&conf).unwrap();
         let bin = bin_path("rcni-plugins").expect("build rcni-plugins first");
-        let plugins = sb.link_plugins(bin, &["bridge", "host-local"]).unwrap();
-        let list = Self::conflist(&ipam);
+        let plugins = sb
+            .link_plugins(bin, &["bridge", "host-local", "tuning"])
+            .unwrap();
+        let list = Self::conflist(&ipam, &sb.dir().join("tuning"));
         std::fs::write(conf.join("10-doc.conflist"), &list).unwrap();
         Node {
             sb,
@@ -141,11 +143,13 @@ impl Node {
         veth.unwrap()
     }
 
-    fn conflist(ipam: &Path) -> String {
+    fn conflist(ipam: &Path, tuning: &Path) -> String {
         format!(
             r#"{{"cniVersion":"1.1.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"doc0","isGateway":true,"ipMasq":true,
-              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.93.0/24"}}]],"dataDir":"{}"}}}}]}}"#,
-            ipam.display()
+              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.93.0/24"}}]],"dataDir":"{}"}}}},
+              {{"type":"tuning","promisc":true,"dataDir":"{}"}}]}}"#,
+            ipam.display(),
+            tuning.display()
         )
     }
 
@@ -254,8 +258,17 @@ fn doctor_finds_planted_leaks_and_fix_removes_only_them() {
         1,
         "{report:#}"
     );
+    let orphan_backup = node.sb.dir().join("tuning").join("leaked-orphan_eth0.json");
+    assert!(
+        found.contains(&(
+            "tuning-backup".to_string(),
+            orphan_backup.display().to_string()
+        )),
+        "{report:#}"
+    );
     // Read-only: nothing changed.
     assert_eq!(node.leases().len(), 3);
+    assert!(orphan_backup.is_file());
     assert!(link(&node.sb.host().name, &orphan_veth).unwrap().is_some());
 
     let (left, report) = node.audit(true);
@@ -269,6 +282,21 @@ fn doctor_finds_planted_leaks_and_fix_removes_only_them() {
         "{report:#}"
     );
     assert_eq!(node.leases().len(), 1, "only the live lease is left");
+    assert!(
+        !orphan_backup.exists(),
+        "rcni's tuning GC removes the orphan's backup"
+    );
+    let backups: Vec<String> = std::fs::read_dir(node.sb.dir().join("tuning"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert_eq!(
+        backups.len(),
+        1,
+        "only the live backup is left: {backups:?}"
+    );
     assert!(link(&node.sb.host().name, &orphan_veth).unwrap().is_none());
     assert!(link(&orphan.name, "eth0").unwrap().is_none());
     // The live attachment is untouched.
