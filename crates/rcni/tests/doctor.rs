@@ -82,7 +82,7 @@ impl Node {
         }
     }
 
-    /// A node whose network runs Debian's Go plugins (spec 1.0.0, no ipMasq).
+    /// A node whose network runs Debian's Go plugins (spec 1.0.0; ipMasq through iptables).
     fn go(go_dir: PathBuf) -> Node {
         let sb = Sandbox::new().unwrap();
         let conf = sb.dir().join("net.d");
@@ -90,7 +90,7 @@ impl Node {
         let ipam = sb.dir().join("ipam");
         std::fs::create_dir_all(&conf).unwrap();
         let list = format!(
-            r#"{{"cniVersion":"1.0.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"godoc0","isGateway":true,
+            r#"{{"cniVersion":"1.0.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"godoc0","isGateway":true,"ipMasq":true,
               "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.94.0/24"}}]],"dataDir":"{}"}}}},
               {{"type":"tuning","promisc":true,"dataDir":"{}"}}]}}"#,
             ipam.display(),
@@ -444,7 +444,39 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
         .unwrap_or_else(|| panic!("Go tuning backup not found: {report:#}"));
     assert_eq!(b["network"], NET);
 
+    // Go's ipMasq chain of the orphan, named as Go names it (SHA-512 of network + ID).
+    let orphan_chain = go_chain(&format!("{NET}go-orphan"));
+    let c = finding(&report, "go-masq-chain", &format!("nat/{orphan_chain}"))
+        .unwrap_or_else(|| panic!("{orphan_chain} not found: {report:#}"));
+    assert!(
+        c["why"]
+            .as_str()
+            .unwrap()
+            .contains("container \"go-orphan\""),
+        "{c}"
+    );
+    assert!(c["network"].is_null());
+    let live_cid = cached_cid(&node, &live.path);
+    assert!(nat_chain_exists(
+        &node,
+        &go_chain(&format!("{NET}{live_cid}"))
+    ));
+    assert!(
+        finding(
+            &report,
+            "go-masq-chain",
+            &format!("nat/{}", go_chain(&format!("{NET}{live_cid}")))
+        )
+        .is_none(),
+        "the live attachment's chain is not a leak: {report:#}"
+    );
+
     let (_, report) = node.audit(true);
+    assert!(
+        nat_chain_exists(&node, &orphan_chain),
+        "--fix touched Go's chain"
+    );
+    assert!(finding(&report, "go-masq-chain", &format!("nat/{orphan_chain}")).is_some());
     // What a cache entry attributes is gone through Go's own DEL ...
     let kinds: Vec<&str> = report["leaks"]
         .as_array()
@@ -516,4 +548,39 @@ fn lease_of(node: &Node, cid: &str) -> String {
         .find(|e| std::fs::read_to_string(e.path()).is_ok_and(|c| c.starts_with(cid)))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .unwrap_or_else(|| panic!("no lease of {cid}"))
+}
+
+/// `CNI-` and 24 hex digits of SHA-512, computed with sha512sum.
+fn go_chain(text: &str) -> String {
+    let mut child = Command::new("sha512sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!("CNI-{}", &String::from_utf8_lossy(&out.stdout)[..24])
+}
+
+fn nat_chain_exists(node: &Node, chain: &str) -> bool {
+    node.sb
+        .exec_host(["nft", "list", "chain", "ip", "nat", chain])
+        .unwrap()
+        .success()
+}
+
+/// The container ID of the cached attachment in `netns`.
+fn cached_cid(node: &Node, netns: &Path) -> String {
+    std::fs::read_dir(node.cache.join("results"))
+        .unwrap()
+        .flatten()
+        .map(|e| serde_json::from_slice::<Value>(&std::fs::read(e.path()).unwrap()).unwrap())
+        .find(|v| v["netns"] == netns.to_str().unwrap())
+        .map(|v| v["containerId"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no cached attachment in {}", netns.display()))
 }

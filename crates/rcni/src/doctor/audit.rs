@@ -11,7 +11,10 @@
 //!   it, but never removed by `--fix`, since nothing ties it to a CNI attachment,
 //! - an nf_tables rule whose comment tags an attachment that has no cache entry (rcni's and
 //!   the Go plugins' nftables layouts use the same tags),
-//! - a tuning backup of an attachment that has no cache entry.
+//! - a tuning backup of an attachment that has no cache entry,
+//! - a Go ipMasq chain (`CNI-<sha512(network + container ID)>`) that no cached attachment
+//!   would have made: reported, never removed by `--fix` (Go's DEL removes it only with the
+//!   pod's netns, and no GC of Go 1.1.1 knows it).
 //!
 //! Reading the node (`Snapshot::read`) is kept apart from judging it (`judge`), so the rules
 //! are unit-tested without a kernel. Nothing here changes the node; `fix.rs` does.
@@ -87,6 +90,26 @@ pub struct Snapshot {
     pub links: Vec<HostLink>,
     pub rules: Vec<TaggedRule>,
     pub backups: Vec<Backup>,
+    /// Names of chains shaped like the Go plugins' ipMasq chains.
+    pub go_masq_chains: Vec<String>,
+}
+
+/// The Go plugins' ipMasq chain of an attachment (`utils.FormatChainName`): `CNI-` and the
+/// first 24 hex digits of SHA-512 over the network name and container ID.
+pub fn go_masq_chain(network: &str, container_id: &str) -> String {
+    use sha2::{Digest, Sha512};
+    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("CNI-{}", &hex[..24])
+}
+
+/// `CNI-` and exactly 24 lowercase hex digits.
+pub fn is_go_masq_chain(name: &str) -> bool {
+    name.strip_prefix("CNI-").is_some_and(|h| {
+        h.len() == 24
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// The network named in a tag comment (`<prefix>, net: <name>, if: ..., id: ...`).
@@ -301,6 +324,38 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             network,
         });
     }
+    let live_chains: BTreeSet<String> = s
+        .cache
+        .iter()
+        .map(|e| go_masq_chain(&e.network_name, &e.container_id))
+        .collect();
+    for chain in s
+        .go_masq_chains
+        .iter()
+        .filter(|c| !live_chains.contains(*c))
+    {
+        // Name the attachment when a lease still names one whose chain this is.
+        let owner = s
+            .leases
+            .iter()
+            .find(|l| go_masq_chain(&l.network, &l.container_id) == *chain)
+            .map(|l| {
+                format!(
+                    " (network {:?}, container {:?}, from its lease)",
+                    l.network, l.container_id
+                )
+            })
+            .unwrap_or_default();
+        out.push(Finding {
+            kind: "go-masq-chain",
+            object: format!("nat/{chain}"),
+            why: format!("a Go ipMasq chain that no cached attachment would have made{owner}"),
+            network: None,
+            remedy: format!(
+                "not removed by --fix (Go's DEL removes it only with the pod's netns): iptables -t nat -S POSTROUTING | grep -- '-j {chain}' and delete that rule with -D, then iptables -t nat -F {chain}; iptables -t nat -X {chain}"
+            ),
+        });
+    }
     for b in &s.backups {
         let file = b
             .path
@@ -474,6 +529,7 @@ mod tests {
                     path: "/b/c2_eth0.json".into(),
                 },
             ],
+            go_masq_chains: Vec::new(),
         };
         let f = judge(&s);
         assert_eq!(
@@ -487,6 +543,35 @@ mod tests {
             ]
         );
         assert!(f.iter().all(|f| f.network.as_deref() == Some("n")));
+    }
+
+    #[test]
+    fn go_masq_chains_are_named_as_go_names_them() {
+        // Go 1.1.1's bridge made this chain for network "tqnet", container "tqcid".
+        assert_eq!(
+            go_masq_chain("tqnet", "tqcid"),
+            "CNI-ffee140d57bae23f4cbb0442"
+        );
+        assert!(is_go_masq_chain("CNI-ffee140d57bae23f4cbb0442"));
+        assert!(!is_go_masq_chain("CNI-DN-ffee140d57bae23f4cbb0"));
+        assert!(!is_go_masq_chain("CNI-HOSTPORT-DNAT"));
+        let s = Snapshot {
+            cache: vec![entry("n", "live", "eth0", "/proc/self/ns/net")],
+            leases: vec![Lease {
+                path: "/l/n/198.18.0.9".into(),
+                network: "n".into(),
+                container_id: "gone".into(),
+                ifname: "eth0".into(),
+            }],
+            go_masq_chains: vec![go_masq_chain("n", "live"), go_masq_chain("n", "gone")],
+            ..Default::default()
+        };
+        let all = judge(&s);
+        let f: Vec<&Finding> = all.iter().filter(|f| f.kind == "go-masq-chain").collect();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].object, format!("nat/{}", go_masq_chain("n", "gone")));
+        assert!(f[0].why.contains("container \"gone\""), "{}", f[0].why);
+        assert!(f[0].network.is_none());
     }
 
     #[test]

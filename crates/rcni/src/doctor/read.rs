@@ -230,6 +230,31 @@ fn tagged_rules() -> Result<Vec<TaggedRule>, String> {
     Ok(out)
 }
 
+/// Chains named like the Go plugins' ipMasq chains (`CNI-` and 24 hex digits) in the `nat`
+/// tables iptables-nft keeps. iptables stores their rules' comments as x_tables matches that
+/// nf_tables cannot show, so the chain name is the attribution.
+fn go_masq_chains() -> Result<Vec<String>, String> {
+    let mut nft = Nft::new().map_err(|e| format!("nf_tables: {e}"))?;
+    let mut out = Vec::new();
+    for family in [Family::Ip, Family::Ip6] {
+        if !nft.table_exists(family, "nat").unwrap_or(false) {
+            continue;
+        }
+        let chains = nft
+            .list_chains(family, "nat")
+            .map_err(|e| format!("listing {family:?} nat: {e}"))?;
+        out.extend(
+            chains
+                .into_iter()
+                .map(|c| c.name)
+                .filter(|n| super::audit::is_go_masq_chain(n)),
+        );
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 impl Snapshot {
     /// Reads the node. Kernel state that cannot be read is an error (an audit that silently
     /// skipped it would report a clean node).
@@ -251,6 +276,7 @@ impl Snapshot {
             backups: backup_dirs.iter().flat_map(|d| backups_in(d)).collect(),
             links: host_links(&cache)?,
             rules: tagged_rules()?,
+            go_masq_chains: go_masq_chains()?,
             cache,
             networks,
         })
