@@ -33,6 +33,16 @@ fn lab(args: &[&str]) -> (i32, Value, u32) {
     (out.status.code().unwrap_or(-1), report, pid)
 }
 
+/// `rcni lab` with Debian's Go plugins on a conflist.
+fn go_lab(conf: &Path) -> (i32, Value, u32) {
+    lab(&[
+        "--bin-dir",
+        "/usr/lib/cni",
+        "--config",
+        conf.to_str().unwrap(),
+    ])
+}
+
 fn no_namespaces_left(pid: u32) {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&out.stdout);
@@ -305,12 +315,7 @@ fn lab_drives_the_go_reference_plugins_too() {
             "ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.204.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}"#,
     )
     .unwrap();
-    let (code, report, pid) = lab(&[
-        "--bin-dir",
-        "/usr/lib/cni",
-        "--config",
-        conf.to_str().unwrap(),
-    ]);
+    let (code, report, pid) = go_lab(&conf);
     assert_eq!(code, 0, "failed steps: {:?}", failed_steps(&report));
     assert!(layers_passed(&report).contains(&"traffic".to_string()));
     failures_proven(&report, &["a", "b", "c1", "c2"]);
@@ -362,16 +367,77 @@ fn a_failing_attachment_is_reported_and_cleaned_up() {
             "ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.205.0/30"}]]}}]}"#,
     )
     .unwrap();
-    let (code, report, pid) = lab(&[
-        "--bin-dir",
-        "/usr/lib/cni",
-        "--config",
-        conf.to_str().unwrap(),
-    ]);
+    let (code, report, pid) = go_lab(&conf);
     assert_eq!(code, 1);
     let failed = failed_steps(&report);
     assert!(
         failed.iter().any(|f| f.contains("pod-b: ADD")),
+        "{failed:?}"
+    );
+    no_namespaces_left(pid);
+}
+
+/// ptp with ipMasq, then portmap: per-attachment nf_tables objects must go with DEL, while the
+/// masquerade tables every attachment of the host shares stay and are listed as such.
+fn ptp_conflist(tmp: &Path) -> PathBuf {
+    let conf = tmp.join("ptp.conflist");
+    std::fs::write(
+        &conf,
+        r#"{"cniVersion":"1.0.0","name":"ptplab","plugins":[{"type":"ptp","ipMasq":true,
+            "ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.207.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
+            {"type":"portmap","capabilities":{"portMappings":true}}]}"#,
+    )
+    .unwrap();
+    conf
+}
+
+#[test]
+fn a_ptp_chain_with_masquerade_leaves_only_the_shared_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = rcni_plugins_dir(tmp.path());
+    for p in ["ptp", "portmap"] {
+        std::os::unix::fs::symlink(rcni().with_file_name("rcni-plugins"), dir.join(p)).unwrap();
+    }
+    let conf = ptp_conflist(tmp.path());
+    let (code, report, pid) = lab(&[
+        "--bin-dir",
+        dir.to_str().unwrap(),
+        "--config",
+        conf.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "failed steps: {:?}", failed_steps(&report));
+    failures_proven(&report, &["a", "b", "c1", "c2"]);
+    let kept = steps_matching(
+        &report,
+        "snapshot",
+        "nf_tables objects that name no attachment",
+    );
+    assert_eq!(kept.len(), 1, "{report}");
+    let detail = kept[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("table inet cni_plugins_masquerade"),
+        "{detail}"
+    );
+    no_namespaces_left(pid);
+}
+
+/// Go's ptp runs its IPAM plugin before it opens the netns: with a netns that does not exist
+/// it takes a lease and gives it back. The lab's failure (b) catches exactly that.
+#[test]
+fn lab_catches_go_ptp_taking_a_lease_before_checking_the_netns() {
+    if !Path::new("/usr/lib/cni/ptp").exists() {
+        eprintln!("SKIPPED: Go reference plugins not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let conf = ptp_conflist(tmp.path());
+    let (code, report, pid) = go_lab(&conf);
+    assert_eq!(code, 1);
+    let failed = failed_steps(&report);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].contains("(b) the error comes before any lease is taken")
+            && failed[0].contains("IPAM runs: host-local"),
         "{failed:?}"
     );
     no_namespaces_left(pid);

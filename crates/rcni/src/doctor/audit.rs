@@ -97,10 +97,17 @@ pub struct Snapshot {
 /// The Go plugins' ipMasq chain of an attachment (`utils.FormatChainName`): `CNI-` and the
 /// first 24 hex digits of SHA-512 over the network name and container ID.
 pub fn go_masq_chain(network: &str, container_id: &str) -> String {
+    format!("CNI-{}", &go_chain_hash(network, container_id)[..24])
+}
+
+/// Hex SHA-512 over network name and container ID: the Go plugins name an attachment's
+/// iptables chains with its first digits (`CNI-` + 24 for ipMasq, `CNI-DN-` + 21 for portmap).
+pub fn go_chain_hash(network: &str, container_id: &str) -> String {
     use sha2::{Digest, Sha512};
-    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("CNI-{}", &hex[..24])
+    Sha512::digest(format!("{network}{container_id}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// `CNI-` and exactly 24 lowercase hex digits.

@@ -21,6 +21,7 @@ mod http;
 mod lifecycle;
 mod report;
 mod scope;
+mod shared;
 
 use std::path::PathBuf;
 
@@ -383,7 +384,7 @@ fn run_traced(
         }
     }
 
-    let shared = shared_bridges(&prepared.list);
+    let shared = shared::bridges(&prepared.list);
     let bench = failures::Bench {
         rt: &rt,
         host: &host,
@@ -395,66 +396,8 @@ fn run_traced(
     failures::run_all(report, tracer, &bench, namespaces);
 
     if let Ok(before) = before_run {
-        whole_run_diff(report, &scope, &before, &shared);
-    }
-}
-
-/// Bridges the network's plugins share between attachments: DEL keeps them (as Go does), so
-/// they and what hangs on them (addresses, routes) are the one expected difference.
-fn shared_bridges(list: &serde_json::Value) -> Vec<String> {
-    list.get("plugins")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|p| p.get("type").and_then(serde_json::Value::as_str) == Some("bridge"))
-        .map(|p| {
-            p.get("bridge")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("cni0")
-                .to_string()
-        })
-        .collect()
-}
-
-fn whole_run_diff(
-    report: &mut Report,
-    scope: &scope::Scope,
-    before: &scope::State,
-    shared: &[String],
-) {
-    let after = match scope.capture() {
-        Ok(s) => s,
-        Err(e) => return report.fail(Layer::Snapshot, "the lab's scope after the run", e),
-    };
-    let (kept, other): (Vec<scope::Change>, Vec<scope::Change>) = scope::diff(before, &after)
-        .into_iter()
-        .partition(|c| shared.contains(&c.item.dev));
-    let list = |c: &[scope::Change]| {
-        c.iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    report.check(
-        Layer::Snapshot,
-        "links, addresses, routes, nft ruleset, leases and cache entries equal before and after the run",
-        other.is_empty(),
-        if other.is_empty() {
-            format!("{} objects compared", after.len())
-        } else {
-            format!("differences: {}", list(&other))
-        },
-    );
-    if !kept.is_empty() {
-        report.record(
-            Layer::Snapshot,
-            format!(
-                "the network's shared bridge {} is kept, as Go does",
-                shared.join(", ")
-            ),
-            Verdict::Note,
-            list(&kept),
-        );
+        let ids = shared::Identities::of(&tracer.record, prepared.network.name());
+        shared::whole_run_diff(report, &scope, &before, &shared, &ids);
     }
 }
 
@@ -482,19 +425,4 @@ pub struct Prepared {
     /// host-local's `<dataDir>/<network>` when the network uses host-local.
     pub lease_dir: Option<PathBuf>,
     pub note: String,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shared_bridges_are_the_bridge_plugins_bridges() {
-        let list = serde_json::json!({"plugins": [
-            {"type": "bridge", "bridge": "br9"},
-            {"type": "bridge"},
-            {"type": "ptp"},
-        ]});
-        assert_eq!(shared_bridges(&list), ["br9", "cni0"]);
-    }
 }
