@@ -128,6 +128,15 @@ fn write_record(report: &mut Report, record: &evidence::Record, file: &std::path
 /// Every plugin run left a complete trace: stdin, exit status, duration.
 fn evidence_complete(report: &mut Report, record: &evidence::Record) {
     let calls: Vec<&evidence::Call> = record.operations.iter().flat_map(|o| &o.calls).collect();
+    if calls.is_empty() {
+        report.record(
+            Layer::Evidence,
+            "every plugin run traced",
+            Verdict::Skip,
+            "no plugin ran",
+        );
+        return;
+    }
     let incomplete: Vec<String> = calls
         .iter()
         .filter(|c| c.exit_status.is_none() || c.duration_ms.is_none() || c.env.is_empty())
@@ -136,7 +145,7 @@ fn evidence_complete(report: &mut Report, record: &evidence::Record) {
     report.check(
         Layer::Evidence,
         "every plugin run traced with stdin, CNI_* env, stdout, stderr, exit status and duration",
-        !calls.is_empty() && incomplete.is_empty(),
+        incomplete.is_empty(),
         if incomplete.is_empty() {
             format!(
                 "{} runs, {} binaries identified",
