@@ -234,7 +234,10 @@ impl Recipe {
                 "runtimeConfig": {"portMappings": [{"hostPort": 18080, "containerPort": 80, "protocol": "tcp"}]},
             }),
             "firewall" => json!({}),
-            "tuning" => json!({"sysctl": {"net.ipv4.conf.eth0.arp_filter": "1"}}),
+            "tuning" => json!({
+                "sysctl": {"net.ipv4.conf.eth0.arp_filter": "1"},
+                "dataDir": scratch.join("tuning").display().to_string(),
+            }),
             "bandwidth" => {
                 json!({"ingressRate": 8_000_000, "ingressBurst": 100_000, "egressRate": 8_000_000, "egressBurst": 100_000})
             }

@@ -71,6 +71,25 @@ pub fn plugin_dir(bin: Option<&Path>, scratch: &Scratch) -> Result<PathBuf, Stri
     Ok(dir)
 }
 
+/// tuning's backups go to `/run/cni/tuning` unless `dataDir` says otherwise: the lab's go to
+/// its scratch directory instead, so nothing outside it changes.
+pub fn keep_tuning_in_scratch(plugin: &mut Value, scratch: &Scratch) {
+    let Some(p) = plugin.as_object_mut() else {
+        return;
+    };
+    if p.get("type").and_then(Value::as_str) != Some("tuning") {
+        return;
+    }
+    let unset = p
+        .get("dataDir")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if unset {
+        let dir = scratch.path().join("tuning");
+        p.insert("dataDir".into(), json!(dir.display().to_string()));
+    }
+}
+
 /// Loads the conflist and keeps host-local's leases inside the scratch directory: a config
 /// without `dataDir` would otherwise write to /var/lib/cni on the real host.
 pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, String> {
@@ -89,6 +108,9 @@ pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, Str
     };
     let mut data_dir = None;
     if let Some(plugins) = list.get_mut("plugins").and_then(Value::as_array_mut) {
+        for p in plugins.iter_mut() {
+            keep_tuning_in_scratch(p, scratch);
+        }
         for p in plugins {
             let Some(ipam) = p.get_mut("ipam").and_then(Value::as_object_mut) else {
                 continue;

@@ -22,7 +22,7 @@ use super::evidence::Tracer;
 use super::report::{Layer, Report, Verdict};
 use super::scope::{diff_except, Change, Scope, State};
 use super::Prepared;
-use crate::scratch::Namespaces;
+use crate::scratch::{Namespaces, Scratch};
 
 /// An IPAM plugin name no plugin directory has.
 const MISSING_IPAM: &str = "rcni-lab-no-such-ipam";
@@ -37,6 +37,7 @@ pub struct Bench<'a> {
     /// The network's shared bridges, whose own state is not an attachment's (see
     /// [`super::scope::diff_except`]).
     pub shared: Vec<String>,
+    pub scratch: &'a Scratch,
 }
 
 /// One failure to provoke.
@@ -98,7 +99,7 @@ pub fn run_all(report: &mut Report, tracer: &mut Tracer, bench: &Bench, ns: &mut
         );
         return;
     }
-    let failing = match Network::from_list_bytes(&with_failing_last_plugin(list)) {
+    let failing = match Network::from_list_bytes(&with_failing_last_plugin(list, bench.scratch)) {
         Ok(n) => n,
         Err(e) => return report.fail(Layer::Failures, "(c) build the config", e),
     };
@@ -135,14 +136,16 @@ fn with_missing_ipam(list: &Value) -> Option<Vec<u8>> {
 }
 
 /// The conflist plus a last plugin that fails at ADD: tuning asked to set a sysctl the kernel
-/// does not have.
-fn with_failing_last_plugin(list: &Value) -> Vec<u8> {
+/// does not have (its backups kept in the scratch directory).
+fn with_failing_last_plugin(list: &Value, scratch: &Scratch) -> Vec<u8> {
     let mut list = list.clone();
     if let Some(plugins) = list.get_mut("plugins").and_then(Value::as_array_mut) {
-        plugins.push(json!({
+        let mut tuning = json!({
             "type": "tuning",
             "sysctl": {"net.ipv4.conf.eth0.rcni_lab_no_such_sysctl": "1"}
-        }));
+        });
+        super::config::keep_tuning_in_scratch(&mut tuning, scratch);
+        plugins.push(tuning);
     }
     serde_json::to_vec(&list).unwrap_or_default()
 }
@@ -392,9 +395,14 @@ mod tests {
         let a: Value = serde_json::from_slice(&with_missing_ipam(&list).unwrap()).unwrap();
         assert_eq!(a["plugins"][0]["ipam"]["type"], MISSING_IPAM);
         assert_eq!(a["plugins"][0]["ipam"]["subnet"], "198.18.0.0/24");
-        let c: Value = serde_json::from_slice(&with_failing_last_plugin(&list)).unwrap();
+        let scratch = Scratch::new("rcni-lab-failures-unit").unwrap();
+        let c: Value = serde_json::from_slice(&with_failing_last_plugin(&list, &scratch)).unwrap();
         assert_eq!(c["plugins"].as_array().unwrap().len(), 2);
         assert_eq!(c["plugins"][1]["type"], "tuning");
+        assert_eq!(
+            c["plugins"][1]["dataDir"],
+            scratch.path().join("tuning").display().to_string()
+        );
         assert_eq!(ipam_types(&list), ["host-local"]);
         let no_ipam = json!({"cniVersion":"1.0.0","name":"n","plugins":[{"type":"macvlan"}]});
         assert!(with_missing_ipam(&no_ipam).is_none());

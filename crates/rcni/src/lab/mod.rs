@@ -265,6 +265,7 @@ fn run_traced(
         host_ns: failures::ns_name(&host),
         pod_ns: Vec::new(),
         lease_dirs: prepared.lease_dir.iter().cloned().collect(),
+        tuning_dir: scratch.path().join("tuning"),
         cache_dir: rt.cache_dir().to_path_buf(),
     };
     let before_run = scope.capture();
@@ -401,6 +402,7 @@ fn run_traced(
         scope: scope.clone(),
         args: request(&pods[0]).args,
         shared: shared.clone(),
+        scratch,
     };
     failures::run_all(report, tracer, &bench, namespaces);
 

@@ -1,6 +1,6 @@
 //! The state of the lab's scope, read with independent tools so a difference can be listed:
 //! links, addresses, routes (every table) and the nft ruleset of the lab's host namespace
-//! (`ip -j`, `nft`), host-local lease files and result cache entries.
+//! (`ip -j`, `nft`), host-local lease files, tuning backups and result cache entries.
 //!
 //! The whole run is bracketed by two of these, and each controlled failure by three (before
 //! the failed ADD, right after it, after the DEL that must release what it left).
@@ -35,6 +35,8 @@ pub struct Scope {
     /// Extra namespaces whose links count (a failure's pod namespace).
     pub pod_ns: Vec<String>,
     pub lease_dirs: Vec<PathBuf>,
+    /// tuning's backup directory (the lab keeps it in its scratch directory).
+    pub tuning_dir: PathBuf,
     pub cache_dir: PathBuf,
 }
 
@@ -68,6 +70,7 @@ impl Scope {
             leases(d, &mut s);
         }
         cache(&self.cache_dir, &self.cache_dir.join("results"), &mut s);
+        tuning_backups(&self.tuning_dir, &mut s);
         Ok(s)
     }
 }
@@ -256,6 +259,20 @@ fn leases(dir: &Path, s: &mut State) {
             kind: "lease",
             dev: String::new(),
             text: format!("{} ({owner})", e.path().display()),
+        });
+    }
+}
+
+/// tuning's backups, `<containerID>_<ifname>.json` (temp files of a killed writer included).
+fn tuning_backups(dir: &Path, s: &mut State) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        s.insert(Item {
+            kind: "tuning-backup",
+            dev: String::new(),
+            text: e.path().display().to_string(),
         });
     }
 }

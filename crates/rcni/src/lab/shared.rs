@@ -100,7 +100,7 @@ pub fn whole_run_diff(
     let (bridge, nft, other) = classify(diff(before, &after), bridges, ids);
     report.check(
         Layer::Snapshot,
-        "links, addresses, routes, nft ruleset, leases and cache entries equal before and after the run",
+        "links, addresses, routes, nft ruleset, leases, tuning backups and cache entries equal before and after the run",
         other.is_empty(),
         if other.is_empty() {
             format!("{} objects compared", after.len())
