@@ -151,6 +151,10 @@ pub struct LabArgs {
     /// leases are kept in the lab's scratch directory when the config sets no dataDir.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Write the evidence record (every plugin run with its stdin, env, stdout, stderr, exit
+    /// status and duration; binaries with path, SHA-256 and VERSION answer) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -235,6 +235,7 @@ fn lab(g: &Global, l: &crate::cli::LabArgs) -> Result<(), Failure> {
         config: l.config.clone(),
         bin_dir: g.bin_dirs.first().cloned(),
         json: g.json,
+        record: l.record.clone(),
     };
     if crate::lab::run(&opts).ok() {
         Ok(())

@@ -1,6 +1,9 @@
 //! How to run each reference plugin for real: its kind, a config that works inside the
-//! suite's throwaway namespaces, and the kernel fixture it needs (a master link for macvlan,
-//! an existing interface for the meta plugins). Addresses come from 198.18.0.0/15.
+//! suite's throwaway namespaces, the kernel fixture it needs (a master link for macvlan,
+//! ipvlan and vlan, veth ends for host-device to move, an existing interface for the meta
+//! plugins) and the kernel feature it needs, probed first so a kernel without it makes the
+//! lifecycle checks "n/a: kernel lacks CONFIG_…" instead of failures. Addresses come from
+//! 198.18.0.0/15.
 
 use std::path::Path;
 
@@ -8,6 +11,7 @@ use serde_json::{json, Value};
 
 use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::virt::{IpvlanFlag, IpvlanMode, MacvlanMode, VirtKind};
 use cni_linux::{Handle, NetNs};
 
 /// What a plugin does to a pod.
@@ -21,6 +25,25 @@ pub enum Kind {
     Meta,
 }
 
+/// What a plugin's ADD needs in the host namespace before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixture {
+    None,
+    /// A master link to stack on (macvlan, ipvlan, vlan).
+    Master,
+    /// Veth ends for host-device to move into pods, `rconfhd0`..`rconfhd{DEVICES-1}`.
+    Devices,
+}
+
+/// The kernel feature a plugin's ADD needs.
+#[derive(Debug, Clone, Copy)]
+enum Feature {
+    /// A link kind, probed by creating one; the kernel option that provides it.
+    Link(VirtKind, &'static str),
+    /// `/dev/net/tun`.
+    Tun,
+}
+
 /// A plugin the suite knows how to run.
 #[derive(Debug, Clone, Copy)]
 pub struct Recipe {
@@ -29,36 +52,140 @@ pub struct Recipe {
     pub ifname: &'static str,
     /// A /24 of 198.18.0.0/15 for this plugin's addresses.
     subnet: u8,
-    /// Whether ADD needs a master link in the host namespace (macvlan).
-    needs_master: bool,
+    fixture: Fixture,
+    needs: Option<Feature>,
 }
 
 /// The recipe for a plugin name, if the suite has one.
 pub fn for_plugin(name: &str) -> Option<Recipe> {
-    let r = |kind, ifname, subnet, needs_master| Recipe {
+    let r = |kind, subnet, fixture, needs| Recipe {
         kind,
-        ifname,
+        ifname: "eth0",
         subnet,
-        needs_master,
+        fixture,
+        needs,
     };
+    let link = |kind, config| Some(Feature::Link(kind, config));
     Some(match name {
-        "loopback" => r(Kind::Interface, "lo", 0, false),
-        "bridge" => r(Kind::Interface, "eth0", 240, false),
-        "ptp" => r(Kind::Interface, "eth0", 241, false),
-        "macvlan" => r(Kind::Interface, "eth0", 242, true),
-        "host-local" => r(Kind::Ipam, "eth0", 243, false),
-        "static" => r(Kind::Ipam, "eth0", 244, false),
-        "portmap" | "firewall" | "tuning" | "bandwidth" => r(Kind::Meta, "eth0", 245, false),
+        "loopback" => Recipe {
+            ifname: "lo",
+            ..r(Kind::Interface, 0, Fixture::None, None)
+        },
+        "bridge" => r(Kind::Interface, 240, Fixture::None, None),
+        "ptp" => r(Kind::Interface, 241, Fixture::None, None),
+        "macvlan" => r(
+            Kind::Interface,
+            242,
+            Fixture::Master,
+            link(
+                VirtKind::Macvlan {
+                    mode: MacvlanMode::Bridge,
+                    bc_queue_len: 0,
+                },
+                "CONFIG_MACVLAN",
+            ),
+        ),
+        "ipvlan" => r(
+            Kind::Interface,
+            246,
+            Fixture::Master,
+            link(
+                VirtKind::Ipvlan {
+                    mode: IpvlanMode::L2,
+                    flag: IpvlanFlag::Bridge,
+                },
+                "CONFIG_IPVLAN",
+            ),
+        ),
+        "vlan" => r(
+            Kind::Interface,
+            247,
+            Fixture::Master,
+            link(VirtKind::Vlan { id: VLAN_ID }, "CONFIG_VLAN_8021Q"),
+        ),
+        "dummy" => r(
+            Kind::Interface,
+            248,
+            Fixture::None,
+            link(VirtKind::Dummy, "CONFIG_DUMMY"),
+        ),
+        "host-device" => r(Kind::Interface, 249, Fixture::Devices, None),
+        "tap" => r(Kind::Interface, 250, Fixture::None, Some(Feature::Tun)),
+        "host-local" => r(Kind::Ipam, 243, Fixture::None, None),
+        "static" => r(Kind::Ipam, 244, Fixture::None, None),
+        "portmap" | "firewall" | "tuning" | "bandwidth" | "sbr" => {
+            r(Kind::Meta, 245, Fixture::None, None)
+        }
+        "vrf" => r(
+            Kind::Meta,
+            245,
+            Fixture::None,
+            link(VirtKind::Vrf { table: VRF_TABLE }, "CONFIG_NET_VRF"),
+        ),
         _ => return None,
     })
 }
 
-/// The name of the master link macvlan attaches to.
+/// EOPNOTSUPP: what the kernel answers for a link kind it was built without.
+const EOPNOTSUPP: i32 = 95;
+
+/// The name of the master link macvlan, ipvlan and vlan attach to.
 pub const MASTER: &str = "rconfmaster0";
+const VLAN_ID: u16 = 100;
+const VRF_TABLE: u32 = 4242;
+/// How many devices host-device gets: the main attachment's and one per result version.
+const DEVICES: usize = 5;
+
+/// The host device the `n`-th attachment of host-device moves.
+pub fn host_device(n: usize) -> String {
+    format!("rconfhd{n}")
+}
 
 impl Recipe {
     pub fn uses_host_local(&self, plugin: &str) -> bool {
-        matches!(plugin, "bridge" | "ptp" | "macvlan" | "host-local")
+        matches!(
+            plugin,
+            "bridge" | "ptp" | "macvlan" | "ipvlan" | "vlan" | "dummy" | "host-local"
+        )
+    }
+
+    /// Config keys of the `n`-th attachment (0 is the main one): host-device needs a device
+    /// of its own for each attachment that exists at the same time.
+    pub fn attachment_keys(&self, plugin: &str, n: usize) -> Value {
+        match plugin {
+            "host-device" => json!({"device": host_device(n)}),
+            _ => json!({}),
+        }
+    }
+
+    /// `Some(why)` when the kernel lacks what ADD needs: the lifecycle checks are then not
+    /// applicable. Probed in the host namespace after [`Recipe::host_fixture`].
+    pub fn missing_kernel_feature(&self, host: &NetNs) -> Result<Option<String>, String> {
+        match self.needs {
+            None => Ok(None),
+            Some(Feature::Tun) => Ok((!Path::new("/dev/net/tun").exists())
+                .then(|| "kernel lacks CONFIG_TUN (no /dev/net/tun)".to_string())),
+            Some(Feature::Link(kind, config)) => {
+                let mut h = Handle::in_netns(host).map_err(|e| e.to_string())?;
+                let parent = if kind.needs_parent() {
+                    Some(h.link_by_name(MASTER).map_err(|e| e.to_string())?.index)
+                } else {
+                    None
+                };
+                let probe = "rconfprobe0";
+                match h.create_virt_link(&LinkSpec::named(probe), kind, parent, None) {
+                    Ok(()) => {
+                        h.delete_link_by_name(probe).map_err(|e| e.to_string())?;
+                        Ok(None)
+                    }
+                    Err(e) if e.errno() == Some(EOPNOTSUPP) => Ok(Some(format!(
+                        "kernel lacks {config} (creating a link of kind {}: {e})",
+                        kind.kind_name()
+                    ))),
+                    Err(e) => Err(format!("probing {} links: {e}", kind.kind_name())),
+                }
+            }
+        }
     }
 
     /// host-local's data directory for `plugin`.
@@ -87,6 +214,14 @@ impl Recipe {
             "macvlan" => {
                 json!({"master": MASTER, "mode": "bridge", "ipam": self.host_local(scratch, plugin)})
             }
+            "ipvlan" => json!({"master": MASTER, "ipam": self.host_local(scratch, plugin)}),
+            "vlan" => {
+                json!({"master": MASTER, "vlanId": VLAN_ID, "ipam": self.host_local(scratch, plugin)})
+            }
+            "dummy" => json!({"ipam": self.host_local(scratch, plugin)}),
+            "host-device" => self.attachment_keys(plugin, 0),
+            "tap" | "sbr" => json!({}),
+            "vrf" => json!({"vrfname": "rconfvrf", "table": VRF_TABLE}),
             "host-local" => {
                 let ipam = self.host_local(scratch, plugin);
                 json!({"ipam": {"ranges": ipam["ranges"], "dataDir": ipam["dataDir"]}})
@@ -99,7 +234,10 @@ impl Recipe {
                 "runtimeConfig": {"portMappings": [{"hostPort": 18080, "containerPort": 80, "protocol": "tcp"}]},
             }),
             "firewall" => json!({}),
-            "tuning" => json!({"sysctl": {"net.ipv4.conf.eth0.arp_filter": "1"}}),
+            "tuning" => json!({
+                "sysctl": {"net.ipv4.conf.eth0.arp_filter": "1"},
+                "dataDir": scratch.join("tuning").display().to_string(),
+            }),
             "bandwidth" => {
                 json!({"ingressRate": 8_000_000, "ingressBurst": 100_000, "egressRate": 8_000_000, "egressBurst": 100_000})
             }
@@ -122,12 +260,27 @@ impl Recipe {
         c
     }
 
-    /// Host-namespace fixture made once per plugin (the macvlan master).
+    /// Host-namespace fixture made once per plugin (the master link, host-device's devices).
     pub fn host_fixture(&self, host: &NetNs) -> Result<(), String> {
-        if !self.needs_master {
-            return Ok(());
-        }
         let mut h = Handle::in_netns(host).map_err(|e| e.to_string())?;
+        match self.fixture {
+            Fixture::None => return Ok(()),
+            Fixture::Devices => {
+                for n in 0..DEVICES {
+                    let dev = host_device(n);
+                    if h.link_by_name(&dev).is_err() {
+                        h.create_veth(
+                            &LinkSpec::named(&dev),
+                            &LinkSpec::named(format!("{dev}p")),
+                            None,
+                        )
+                        .map_err(|e| format!("cannot create {dev}: {e}"))?;
+                    }
+                }
+                return Ok(());
+            }
+            Fixture::Master => {}
+        }
         if h.link_by_name(MASTER).is_err() {
             h.create_veth(
                 &LinkSpec::named(MASTER),

@@ -121,6 +121,27 @@ impl Table {
             out.push_str(&failures.join("\n"));
             out.push('\n');
         }
+        let mut not_applicable = Vec::new();
+        for (plugin, verdicts) in &self.plugins {
+            // Each distinct reason once, with the checks it covers.
+            let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+            for check in CHECKS {
+                if let Some(Verdict::NotApplicable(why)) = verdicts.get(check) {
+                    match reasons.iter_mut().find(|(w, _)| *w == why.as_str()) {
+                        Some((_, checks)) => checks.push(check),
+                        None => reasons.push((why.as_str(), vec![check])),
+                    }
+                }
+            }
+            for (why, checks) in reasons {
+                not_applicable.push(format!("  {plugin} {}: {why}", checks.join(", ")));
+            }
+        }
+        if !not_applicable.is_empty() {
+            out.push_str("not applicable:\n");
+            out.push_str(&not_applicable.join("\n"));
+            out.push('\n');
+        }
         out
     }
 }
@@ -138,6 +159,7 @@ mod tests {
         assert_eq!(t.failures(), 1);
         let text = t.render();
         assert!(text.contains("bridge add: exit 1"), "{text}");
+        assert!(text.contains("  loopback gc: no 1.1.0"), "{text}");
         let v = serde_json::to_value(&t).unwrap();
         assert_eq!(v["plugins"]["bridge"]["add"]["verdict"], "fail");
         assert_eq!(v["plugins"]["loopback"]["gc"]["verdict"], "not-applicable");

@@ -2,7 +2,10 @@
 //! GC, so nothing is removed that a plugin cannot attribute to an attachment. A cache entry
 //! whose netns is gone gets the runtime's DEL with its cached arguments; every other leak of
 //! a known network is removed by one GC of that network whose valid list is every attachment
-//! still cached for it, which keeps all live attachments by construction.
+//! still cached for it, which keeps all live attachments by construction. A network whose
+//! plugins cannot be asked to GC (below spec 1.1.0, as Debian's Go plugins) gets, for each
+//! leaked lease, the chain's DEL of the attachment the lease names (container ID and
+//! interface, no netns): the plugins release what they attribute to it, and nothing else.
 
 use std::collections::BTreeSet;
 
@@ -77,14 +80,53 @@ pub fn apply(rt: &Runtime, snap: &Snapshot, findings: &[Finding]) -> Vec<Applied
             .version(net)
             .iter()
             .all(|v| v.info.as_ref().is_ok_and(|i| i.supports("1.1.0")));
-        let error = if speaks_1_1 {
-            rt.gc(&as_1_1(net), &valid).err().map(|e| e.to_string())
-        } else {
-            Some(format!(
-                "not every plugin of {name} speaks spec 1.1.0, so none can be asked to GC"
-            ))
-        };
+        if !speaks_1_1 {
+            done.push(Applied {
+                action,
+                error: Some(format!(
+                    "not every plugin of {name} speaks spec 1.1.0, so none can be asked to GC"
+                )),
+            });
+            done.extend(del_leased(rt, snap, findings, net));
+            continue;
+        }
+        let error = rt.gc(&as_1_1(net), &valid).err().map(|e| e.to_string());
         done.push(Applied { action, error });
+    }
+    done
+}
+
+/// The chain's DEL (without a netns) of each attachment a leaked lease of `net` names.
+fn del_leased(rt: &Runtime, snap: &Snapshot, findings: &[Finding], net: &Network) -> Vec<Applied> {
+    let mut seen = BTreeSet::new();
+    let mut done = Vec::new();
+    for f in findings
+        .iter()
+        .filter(|f| f.kind == "lease" && f.network.as_deref() == Some(net.name()))
+    {
+        let Some(lease) = snap
+            .leases
+            .iter()
+            .find(|l| l.path.display().to_string() == f.object)
+        else {
+            continue;
+        };
+        if lease.ifname.is_empty()
+            || !seen.insert((lease.container_id.clone(), lease.ifname.clone()))
+        {
+            continue;
+        }
+        let att = Attachment::new(&lease.container_id, "", &lease.ifname);
+        done.push(Applied {
+            action: format!(
+                "DEL of {} container {} interface {} (no netns), named by lease {}",
+                net.name(),
+                lease.container_id,
+                lease.ifname,
+                f.object
+            ),
+            error: rt.del(net, &att).err().map(|e| e.to_string()),
+        });
     }
     done
 }

@@ -3,12 +3,14 @@
 //! `dataDir` a config names), the host links, the nf_tables tables rcni and the Go plugins
 //! write tagged rules into, and tuning's backup directories. Read-only.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use cni_linux::Handle;
+use cni_linux::rtnl::link::Link;
+use cni_linux::{Handle, NetNs};
 use cni_nft::{Family, Nft};
-use cni_runtime::{Network, ResultCache};
+use cni_runtime::{CacheEntry, Network, ResultCache};
 use cni_types::RawObject;
 
 use super::audit::{Backup, HostLink, Lease, Snapshot, TaggedRule};
@@ -111,15 +113,92 @@ fn backups_in(dir: &Path) -> Vec<Backup> {
         .unwrap_or_default()
 }
 
-fn host_links() -> Result<Vec<HostLink>, String> {
-    let mut h = Handle::new().map_err(|e| format!("netlink: {e}"))?;
-    Ok(h.links()
-        .map_err(|e| format!("listing links: {e}"))?
+/// Namespace ids of this namespace mapped to their names under /run/netns (`ip netns
+/// list-id`: iproute2 resolves each named namespace's id; cni-linux has no RTM_GETNSID).
+fn named_nsids() -> BTreeMap<i32, String> {
+    let out = std::process::Command::new("ip")
+        .args(["-j", "netns", "list-id"])
+        .output();
+    let v: serde_json::Value = out
+        .ok()
+        .and_then(|o| serde_json::from_slice(&o.stdout).ok())
+        .unwrap_or_default();
+    v.as_array()
         .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let id = i32::try_from(e.get("nsid")?.as_i64()?).ok()?;
+            Some((id, e.get("name")?.as_str()?.to_string()))
+        })
+        .collect()
+}
+
+/// The links of the namespace at `path`, empty when it cannot be read (it may vanish).
+fn links_at(path: &Path) -> Vec<Link> {
+    NetNs::open(path)
+        .ok()
+        .and_then(|ns| Handle::in_netns(&ns).ok())
+        .and_then(|mut h| h.links().ok())
+        .unwrap_or_default()
+}
+
+/// `<ifname> in <where>` for a veth's peer. The peer's namespace is identified by its
+/// namespace id (resolved to a /run/netns name); a cached attachment's netns outside
+/// /run/netns is searched by the peer's index. `None`: no namespace a path names holds it.
+fn find_peer(
+    veth: &Link,
+    host: &[Link],
+    nsids: &BTreeMap<i32, String>,
+    cache: &[CacheEntry],
+) -> Option<String> {
+    let peer_index = veth.link?;
+    let is_peer = |l: &Link| l.index == peer_index && l.link == Some(veth.index);
+    let Some(nsid) = veth.link_netnsid else {
+        return host
+            .iter()
+            .find(|l| is_peer(l))
+            .map(|p| format!("{} in this namespace", p.name));
+    };
+    if let Some(name) = nsids.get(&nsid) {
+        let path = Path::new("/run/netns").join(name);
+        return links_at(&path)
+            .iter()
+            .find(|l| is_peer(l))
+            .map(|p| format!("{} in {}", p.name, path.display()));
+    }
+    cache
+        .iter()
+        .map(|e| PathBuf::from(&e.netns))
+        .filter(|p| !p.as_os_str().is_empty() && !p.starts_with("/run/netns"))
+        .find_map(|p| {
+            links_at(&p)
+                .iter()
+                .find(|l| is_peer(l) && l.link_netnsid.is_some())
+                .map(|l| format!("{} in {}", l.name, p.display()))
+        })
+}
+
+fn host_links(cache: &[CacheEntry]) -> Result<Vec<HostLink>, String> {
+    let mut h = Handle::new().map_err(|e| format!("netlink: {e}"))?;
+    let all = h.links().map_err(|e| format!("listing links: {e}"))?;
+    let nsids = named_nsids();
+    let name_of = |i: Option<u32>| {
+        i.and_then(|i| all.iter().find(|l| l.index == i))
+            .map(|l| l.name.clone())
+    };
+    Ok(all
+        .iter()
         .filter(|l| l.kind.as_deref() == Some("veth"))
         .map(|l| HostLink {
-            name: l.name,
-            alias: l.alias,
+            name: l.name.clone(),
+            alias: l.alias.clone(),
+            // Only an untagged veth needs its peer to be judged.
+            peer: if l.alias.is_none() {
+                find_peer(l, &all, &nsids, cache)
+            } else {
+                None
+            },
+            master: name_of(l.master),
         })
         .collect())
 }
@@ -151,6 +230,31 @@ fn tagged_rules() -> Result<Vec<TaggedRule>, String> {
     Ok(out)
 }
 
+/// Chains named like the Go plugins' ipMasq chains (`CNI-` and 24 hex digits) in the `nat`
+/// tables iptables-nft keeps. iptables stores their rules' comments as x_tables matches that
+/// nf_tables cannot show, so the chain name is the attribution.
+fn go_masq_chains() -> Result<Vec<String>, String> {
+    let mut nft = Nft::new().map_err(|e| format!("nf_tables: {e}"))?;
+    let mut out = Vec::new();
+    for family in [Family::Ip, Family::Ip6] {
+        if !nft.table_exists(family, "nat").unwrap_or(false) {
+            continue;
+        }
+        let chains = nft
+            .list_chains(family, "nat")
+            .map_err(|e| format!("listing {family:?} nat: {e}"))?;
+        out.extend(
+            chains
+                .into_iter()
+                .map(|c| c.name)
+                .filter(|n| super::audit::is_go_masq_chain(n)),
+        );
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 impl Snapshot {
     /// Reads the node. Kernel state that cannot be read is an error (an audit that silently
     /// skipped it would report a clean node).
@@ -170,8 +274,9 @@ impl Snapshot {
         Ok(Snapshot {
             leases: lease_dirs.iter().flat_map(|d| leases_in(d)).collect(),
             backups: backup_dirs.iter().flat_map(|d| backups_in(d)).collect(),
-            links: host_links()?,
+            links: host_links(&cache)?,
             rules: tagged_rules()?,
+            go_masq_chains: go_masq_chains()?,
             cache,
             networks,
         })

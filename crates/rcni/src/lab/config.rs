@@ -71,16 +71,36 @@ pub fn plugin_dir(bin: Option<&Path>, scratch: &Scratch) -> Result<PathBuf, Stri
     Ok(dir)
 }
 
+/// tuning's backups go to `/run/cni/tuning` unless `dataDir` says otherwise: the lab's go to
+/// its scratch directory instead, so nothing outside it changes.
+pub fn keep_tuning_in_scratch(plugin: &mut Value, scratch: &Scratch) {
+    let Some(p) = plugin.as_object_mut() else {
+        return;
+    };
+    if p.get("type").and_then(Value::as_str) != Some("tuning") {
+        return;
+    }
+    let unset = p
+        .get("dataDir")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if unset {
+        let dir = scratch.path().join("tuning");
+        p.insert("dataDir".into(), json!(dir.display().to_string()));
+    }
+}
+
 /// Loads the conflist and keeps host-local's leases inside the scratch directory: a config
 /// without `dataDir` would otherwise write to /var/lib/cni on the real host.
 pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, String> {
-    let mut list = match config {
-        None => default_conflist(),
-        Some(p) => {
-            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", p.display()))?
-        }
+    let raw = match config {
+        None => serde_json::to_vec_pretty(&default_conflist()).map_err(|e| e.to_string())?,
+        Some(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
     };
+    let mut list: Value = serde_json::from_slice(&raw).map_err(|e| match config {
+        Some(p) => format!("{}: {e}", p.display()),
+        None => e.to_string(),
+    })?;
     let lease_root = scratch.path().join("ipam");
     let mut note = match config {
         None => "built-in bridge + host-local, plus the loopback network on lo".to_string(),
@@ -88,6 +108,9 @@ pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, Str
     };
     let mut data_dir = None;
     if let Some(plugins) = list.get_mut("plugins").and_then(Value::as_array_mut) {
+        for p in plugins.iter_mut() {
+            keep_tuning_in_scratch(p, scratch);
+        }
         for p in plugins {
             let Some(ipam) = p.get_mut("ipam").and_then(Value::as_object_mut) else {
                 continue;
@@ -118,5 +141,8 @@ pub fn prepare(config: Option<&Path>, scratch: &Scratch) -> Result<Prepared, Str
         network,
         lease_dir,
         note,
+        list,
+        raw,
+        source: config.map_or("built-in".into(), |p| p.display().to_string()),
     })
 }

@@ -6,14 +6,22 @@
 //! 3. the IPAM lease files,
 //! 4. a real HTTP request from pod A to pod B's address,
 //!
-//! then deletes everything and proves nothing is left. The "host" is a throwaway namespace:
-//! the plugins run inside it, so the machine's root namespace is never touched.
+//! then CHECK and a repeated ADD of a live attachment, deletes everything and proves nothing
+//! is left; then provokes controlled failures (`failures`) and proves their cleanup, and
+//! compares the lab's whole scope before and after the run (`scope`). Every plugin run is
+//! recorded with its inputs and outputs (`evidence`, `--record FILE`). The "host" is a
+//! throwaway namespace: the plugins run inside it, so the machine's root namespace is never
+//! touched.
 
 mod checks;
 mod config;
+mod evidence;
+mod failures;
 mod http;
 mod lifecycle;
 mod report;
+mod scope;
+mod shared;
 
 use std::path::PathBuf;
 
@@ -34,6 +42,8 @@ pub struct LabOptions {
     pub bin_dir: Option<PathBuf>,
     /// Print one JSON document instead of the step-by-step text.
     pub json: bool,
+    /// Write the evidence record (every plugin run, binaries, config, kernel) here as JSON.
+    pub record: Option<PathBuf>,
 }
 
 /// One pod of the lab.
@@ -58,7 +68,7 @@ pub fn run(opts: &LabOptions) -> Report {
         }
     };
     let mut namespaces = Namespaces::new("rcnilab");
-    run_in(opts, &scratch, &mut namespaces, &mut report);
+    let tracer = run_in(opts, &scratch, &mut namespaces, &mut report);
     // Namespaces go last, and their removal is itself checked.
     let names = namespaces.names();
     let removed = namespaces.remove_all();
@@ -68,28 +78,133 @@ pub fn run(opts: &LabOptions) -> Report {
         .cloned()
         .collect();
     checks::namespaces_removed(&mut report, &names, removed, &left);
+    let summary = tracer.as_ref().map(|t| t.summary()).unwrap_or_default();
+    if let (Some(t), Some(file)) = (&tracer, &opts.record) {
+        write_record(&mut report, &t.record, file);
+    }
     if opts.json {
-        println!("{}", report.to_json());
+        let evidence = serde_json::json!({
+            "summary": summary,
+            "record": opts.record.as_ref().map(|p| p.display().to_string()),
+        });
+        println!("{}", report.to_json(Some(evidence)));
     } else {
+        println!("evidence:");
+        for line in &summary {
+            println!("  {line}");
+        }
+        println!("checks by layer:");
+        for line in report.layer_lines() {
+            println!("  {line}");
+        }
         println!(
-            "rcni lab: {} passed, {} failed, {} skipped",
+            "rcni lab: {} passed, {} failed, {} skipped, {} notes",
             report.count(Verdict::Pass),
             report.count(Verdict::Fail),
-            report.count(Verdict::Skip)
+            report.count(Verdict::Skip),
+            report.count(Verdict::Note)
         );
     }
     report
 }
 
-fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, report: &mut Report) {
-    let bin_dir = match config::plugin_dir(opts.bin_dir.as_deref(), scratch) {
+fn write_record(report: &mut Report, record: &evidence::Record, file: &std::path::Path) {
+    let written = serde_json::to_vec_pretty(record)
+        .map_err(|e| e.to_string())
+        .and_then(|b| std::fs::write(file, b).map_err(|e| format!("{}: {e}", file.display())));
+    match written {
+        Ok(()) => {
+            report.check(
+                Layer::Evidence,
+                "evidence record written",
+                true,
+                file.display().to_string(),
+            );
+        }
+        Err(e) => report.fail(Layer::Evidence, "evidence record written", e),
+    }
+}
+
+/// Every plugin run left a complete trace: stdin, exit status, duration.
+fn evidence_complete(report: &mut Report, record: &evidence::Record) {
+    let calls: Vec<&evidence::Call> = record.operations.iter().flat_map(|o| &o.calls).collect();
+    if calls.is_empty() {
+        report.record(
+            Layer::Evidence,
+            "every plugin run traced",
+            Verdict::Skip,
+            "no plugin ran",
+        );
+        return;
+    }
+    let incomplete: Vec<String> = calls
+        .iter()
+        .filter(|c| c.exit_status.is_none() || c.duration_ms.is_none() || c.env.is_empty())
+        .map(|c| format!("{} {}", c.plugin, c.container_id))
+        .collect();
+    report.check(
+        Layer::Evidence,
+        "every plugin run traced with stdin, CNI_* env, stdout, stderr, exit status and duration",
+        incomplete.is_empty(),
+        if incomplete.is_empty() {
+            format!(
+                "{} runs, {} binaries identified",
+                calls.len(),
+                record.binaries.len()
+            )
+        } else {
+            format!("incomplete: {}", incomplete.join(", "))
+        },
+    );
+}
+
+fn run_in(
+    opts: &LabOptions,
+    scratch: &Scratch,
+    namespaces: &mut Namespaces,
+    report: &mut Report,
+) -> Option<evidence::Tracer> {
+    let real_bin_dir = match config::plugin_dir(opts.bin_dir.as_deref(), scratch) {
         Ok(d) => d,
-        Err(e) => return report.fail(Layer::Setup, "find the plugins", e),
+        Err(e) => {
+            report.fail(Layer::Setup, "find the plugins", e);
+            return None;
+        }
     };
     let prepared = match config::prepare(opts.config.as_deref(), scratch) {
         Ok(p) => p,
-        Err(e) => return report.fail(Layer::Setup, "load the network config", e),
+        Err(e) => {
+            report.fail(Layer::Setup, "load the network config", e);
+            return None;
+        }
     };
+    let mut tracer = match evidence::Tracer::new(&real_bin_dir, scratch.path()) {
+        Ok(t) => t,
+        Err(e) => {
+            report.fail(Layer::Setup, "trace the plugins", e);
+            return None;
+        }
+    };
+    tracer.record.config = Some(evidence::ConfigRecord {
+        source: prepared.source.clone(),
+        raw: String::from_utf8_lossy(&prepared.raw).into_owned(),
+        sha256: evidence::sha256_hex(&prepared.raw),
+        as_run: String::from_utf8_lossy(prepared.network.config_bytes()).into_owned(),
+        as_run_sha256: evidence::sha256_hex(prepared.network.config_bytes()),
+    });
+    run_traced(&mut tracer, &prepared, scratch, namespaces, report);
+    evidence_complete(report, &tracer.record);
+    Some(tracer)
+}
+
+fn run_traced(
+    tracer: &mut evidence::Tracer,
+    prepared: &Prepared,
+    scratch: &Scratch,
+    namespaces: &mut Namespaces,
+    report: &mut Report,
+) {
+    let bin_dir = tracer.bin_dir().to_path_buf();
     report.check(
         Layer::Setup,
         format!("network {:?} loaded", prepared.network.name()),
@@ -97,6 +212,7 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
         prepared.note.clone(),
     );
     let rt = Runtime::new(vec![bin_dir.clone()], scratch.path().join("cache"));
+    let real_dir = tracer.record.bin_dir.clone();
     let networks = SandboxNetworks::new(vec![prepared.network.clone()], true);
     // Every plugin must exist and speak the network's version before anything is attached.
     for m in networks.members() {
@@ -108,13 +224,10 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
                     m.network.name()
                 ),
                 true,
-                format!(
-                    "{} in {}",
-                    m.network.plugin_types().join(" -> "),
-                    bin_dir.display()
-                ),
+                format!("{} in {real_dir}", m.network.plugin_types().join(" -> "),),
             ),
             Err(e) => {
+                tracer.operation(format!("validate {:?}", m.network.name()));
                 return report.fail(
                     Layer::Setup,
                     format!(
@@ -122,10 +235,11 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
                         m.network.name()
                     ),
                     e,
-                )
+                );
             }
         };
     }
+    tracer.operation("validate: VERSION of every plugin");
     let (host, a, b) = match (
         namespaces.create("host"),
         namespaces.create("a"),
@@ -147,6 +261,17 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
         true,
         namespaces.names().join(", "),
     );
+    let scope = scope::Scope {
+        host_ns: failures::ns_name(&host),
+        pod_ns: Vec::new(),
+        lease_dirs: prepared.lease_dir.iter().cloned().collect(),
+        tuning_dir: scratch.path().join("tuning"),
+        cache_dir: rt.cache_dir().to_path_buf(),
+    };
+    let before_run = scope.capture();
+    if let Err(e) = &before_run {
+        report.fail(Layer::Snapshot, "the lab's scope before the run", e);
+    }
     let mut pods = [
         Pod {
             label: "pod-a",
@@ -182,6 +307,7 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
                 e,
             ),
         }
+        tracer.operation(format!("{}: ADD {}", pod.label, pod.container_id));
     }
 
     for pod in &pods {
@@ -189,7 +315,7 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
         let net_result = checks::network_result(result, &prepared.network);
         checks::plugin_result(report, pod.label, net_result, &pod.ns);
         checks::kernel(report, pod.label, net_result, &pod.ns, &host);
-        checks::leases(report, pod.label, net_result, &prepared, &pod.container_id);
+        checks::leases(report, pod.label, net_result, prepared, &pod.container_id);
     }
 
     if let (Some(ra), Some(rb)) = (&pods[0].result, &pods[1].result) {
@@ -215,6 +341,7 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
         }
         let req = request(pod);
         lifecycle::check(report, pod.label, &host, &networks, &rt, &req);
+        tracer.operation(format!("{}: CHECK {}", pod.label, pod.container_id));
     }
     if let Some(pod) = pods.first().filter(|p| p.result.is_some()) {
         lifecycle::repeated_add(
@@ -227,6 +354,7 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
             &request(pod),
             prepared.lease_dir.as_deref(),
         );
+        tracer.operation(format!("{}: repeated ADD {}", pod.label, pod.container_id));
     }
 
     for pod in &pods {
@@ -251,6 +379,7 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
                 e,
             ),
         }
+        tracer.operation(format!("{}: DEL {}", pod.label, pod.container_id));
         if let Some(before) = before {
             checks::nothing_left(
                 report,
@@ -258,11 +387,28 @@ fn run_in(opts: &LabOptions, scratch: &Scratch, namespaces: &mut Namespaces, rep
                 &before,
                 &pod.ns,
                 &host,
-                &prepared,
+                prepared,
                 &pod.container_id,
                 &rt,
             );
         }
+    }
+
+    let shared = shared::bridges(&prepared.list);
+    let bench = failures::Bench {
+        rt: &rt,
+        host: &host,
+        prepared,
+        scope: scope.clone(),
+        args: request(&pods[0]).args,
+        shared: shared.clone(),
+        scratch,
+    };
+    failures::run_all(report, tracer, &bench, namespaces);
+
+    if let Ok(before) = before_run {
+        let ids = shared::Identities::of(&tracer.record, prepared.network.name());
+        shared::whole_run_diff(report, &scope, &before, &shared, &ids);
     }
 }
 
@@ -282,6 +428,11 @@ fn request(pod: &Pod) -> SandboxRequest {
 /// The network proven, and where its IPAM keeps leases.
 pub struct Prepared {
     pub network: Network,
+    /// The conflist as run (with the lab's `dataDir`), for the failure variants.
+    pub list: serde_json::Value,
+    /// The config's bytes as given, and where they came from.
+    pub raw: Vec<u8>,
+    pub source: String,
     /// host-local's `<dataDir>/<network>` when the network uses host-local.
     pub lease_dir: Option<PathBuf>,
     pub note: String,

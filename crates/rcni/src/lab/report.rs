@@ -14,6 +14,12 @@ pub enum Layer {
     /// CHECK and a repeated ADD of a live attachment.
     Lifecycle,
     Teardown,
+    /// Controlled failures, their evidence and their cleanup.
+    Failures,
+    /// The lab's scope before and after the whole run.
+    Snapshot,
+    /// The record of every plugin run.
+    Evidence,
 }
 
 impl Layer {
@@ -26,6 +32,9 @@ impl Layer {
             Layer::Traffic => "traffic",
             Layer::Lifecycle => "lifecycle",
             Layer::Teardown => "teardown",
+            Layer::Failures => "failures",
+            Layer::Snapshot => "snapshot",
+            Layer::Evidence => "evidence",
         }
     }
 }
@@ -36,6 +45,8 @@ pub enum Verdict {
     Pass,
     Fail,
     Skip,
+    /// Evidence recorded without a verdict (what a failed ADD left); never counts as passed.
+    Note,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,6 +91,7 @@ impl Report {
                 Verdict::Pass => "ok  ",
                 Verdict::Fail => "FAIL",
                 Verdict::Skip => "skip",
+                Verdict::Note => "note",
             };
             let detail = if step.detail.is_empty() {
                 String::new()
@@ -125,13 +137,59 @@ impl Report {
         self.steps.iter().filter(|s| s.verdict == v).count()
     }
 
-    pub fn to_json(&self) -> String {
+    /// Passed, failed and skipped checks per layer, in the order layers first appear.
+    pub fn by_layer(&self) -> Vec<(Layer, [usize; 3])> {
+        let mut out: Vec<(Layer, [usize; 3])> = Vec::new();
+        for s in &self.steps {
+            let slot = match s.verdict {
+                Verdict::Pass => 0,
+                Verdict::Fail => 1,
+                Verdict::Skip => 2,
+                Verdict::Note => continue,
+            };
+            match out.iter_mut().find(|(l, _)| *l == s.layer) {
+                Some((_, c)) => c[slot] += 1,
+                None => {
+                    let mut c = [0; 3];
+                    c[slot] = 1;
+                    out.push((s.layer, c));
+                }
+            }
+        }
+        out
+    }
+
+    /// One line per layer: `kernel 12 passed, 0 failed, 1 skipped`.
+    pub fn layer_lines(&self) -> Vec<String> {
+        self.by_layer()
+            .into_iter()
+            .map(|(l, [p, f, s])| format!("{:<13} {p} passed, {f} failed, {s} skipped", l.title()))
+            .collect()
+    }
+
+    pub fn to_json(&self, evidence: Option<serde_json::Value>) -> String {
+        let layers: serde_json::Map<String, serde_json::Value> = self
+            .by_layer()
+            .into_iter()
+            .map(|(l, [p, f, s])| {
+                (
+                    serde_json::to_value(l)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                    serde_json::json!({"passed": p, "failed": f, "skipped": s}),
+                )
+            })
+            .collect();
         serde_json::to_string_pretty(&serde_json::json!({
             "ok": self.ok(),
             "passed": self.count(Verdict::Pass),
             "failed": self.count(Verdict::Fail),
             "skipped": self.count(Verdict::Skip),
+            "notes": self.count(Verdict::Note),
+            "layers": layers,
             "steps": self.steps,
+            "evidence": evidence,
         }))
         .unwrap_or_default()
     }
@@ -149,8 +207,17 @@ mod tests {
         assert!(r.ok());
         r.fail(Layer::Traffic, "http", "refused");
         assert!(!r.ok());
-        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        r.record(Layer::Failures, "left", Verdict::Note, "a veth");
+        let v: serde_json::Value = serde_json::from_str(&r.to_json(None)).unwrap();
         assert_eq!(v["failed"], 1);
+        assert_eq!(v["notes"], 1);
+        assert_eq!(v["layers"]["kernel"]["passed"], 1);
+        assert_eq!(v["layers"]["traffic"]["failed"], 1);
+        assert_eq!(v["layers"]["ipam"]["skipped"], 1);
+        assert!(
+            v["layers"].get("failures").is_none(),
+            "a note is not a check"
+        );
         assert_eq!(v["steps"][1]["layer"], "ipam");
         assert_eq!(v["steps"][2]["verdict"], "fail");
     }
