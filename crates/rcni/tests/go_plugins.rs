@@ -59,7 +59,8 @@ impl Env {
         self.sb.dir().join("ipam")
     }
 
-    /// Writes a conflist, with `@IPAM@` replaced by the sandbox's IPAM data directory.
+    /// Writes a conflist, with `@IPAM@` replaced by the sandbox's IPAM data directory (tuning
+    /// keeps its backups beside it, never in the machine's `/run/cni/tuning`).
     fn conflist(&self, file: &str, text: &str) {
         let text = text.replace("@IPAM@", &self.ipam().display().to_string());
         fs::write(self.conf_dir().join(file), text).unwrap();
@@ -287,7 +288,7 @@ const PODMAN: &str = r#"{
     },
     {"type": "portmap", "capabilities": {"portMappings": true}},
     {"type": "firewall", "backend": "iptables"},
-    {"type": "tuning"}
+    {"type": "tuning", "dataDir": "@IPAM@-tuning"}
   ]
 }"#;
 
