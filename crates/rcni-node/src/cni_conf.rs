@@ -2,7 +2,8 @@
 //! `<cni-conf-dir>/10-rcni.conflist` and the subnet file (`FLANNEL_*` keys).
 //!
 //! The conflist chains bridge (`rcni0`, gateway and default gateway, host-local over the node
-//! subnet with a route to the cluster network), portmap and tuning. Masquerade is not the
+//! subnet with a route to the cluster network, its leases under the agent's state dir), portmap
+//! and tuning; `cniVersion` 1.1.0 so that runtimes ask STATUS. Masquerade is not the
 //! bridge plugin's `ipMasq`: that one masquerades everything leaving the *node* subnet, which
 //! would hide pod addresses from pods on other nodes; the agent masquerades only what leaves the
 //! *cluster* network ([`crate::masq`]). The bridge entry carries `rcniNodeStatus`, the status
@@ -25,9 +26,15 @@ pub const NETWORK_NAME: &str = "rcni";
 pub const BRIDGE_NAME: &str = "rcni0";
 
 /// The node's conflist.
-pub fn conflist(network: &NetworkConfig, subnet: Ipv4Net, mtu: u32, status_file: &Path) -> Value {
+pub fn conflist(
+    network: &NetworkConfig,
+    subnet: Ipv4Net,
+    mtu: u32,
+    status_file: &Path,
+    ipam_dir: &Path,
+) -> Value {
     json!({
-        "cniVersion": "1.0.0",
+        "cniVersion": "1.1.0",
         "name": NETWORK_NAME,
         "plugins": [
             {
@@ -39,6 +46,7 @@ pub fn conflist(network: &NetworkConfig, subnet: Ipv4Net, mtu: u32, status_file:
                 "rcniNodeStatus": status_file,
                 "ipam": {
                     "type": "host-local",
+                    "dataDir": ipam_dir,
                     "ranges": [[{"subnet": subnet.to_string()}]],
                     "routes": [{"dst": network.network.to_string()}]
                 }
@@ -80,8 +88,9 @@ pub fn write_all(
     subnet: Ipv4Net,
     mtu: u32,
     status_file: &Path,
+    ipam_dir: &Path,
 ) -> io::Result<()> {
-    let list = conflist(network, subnet, mtu, status_file);
+    let list = conflist(network, subnet, mtu, status_file, ipam_dir);
     let mut text = serde_json::to_vec_pretty(&list).map_err(io::Error::other)?;
     text.push(b'\n');
     write_atomic(&conf_dir.join(CONFLIST_NAME), &text)?;
@@ -106,6 +115,7 @@ mod tests {
             "198.19.4.0/24".parse().unwrap(),
             1450,
             Path::new("/run/rcni/node-status.json"),
+            Path::new("/var/lib/rcni/ipam"),
         );
         let bridge = &list["plugins"][0];
         assert_eq!(bridge["type"], "bridge");
@@ -116,6 +126,7 @@ mod tests {
         assert_eq!(bridge["rcniNodeStatus"], "/run/rcni/node-status.json");
         assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "198.19.4.0/24");
         assert_eq!(bridge["ipam"]["routes"][0]["dst"], "198.19.0.0/16");
+        assert_eq!(bridge["ipam"]["dataDir"], "/var/lib/rcni/ipam");
         assert_eq!(list["plugins"][1]["type"], "portmap");
         assert_eq!(list["plugins"][2]["type"], "tuning");
         // The runtime's parser accepts it.

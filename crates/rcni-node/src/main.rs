@@ -38,7 +38,7 @@ struct Cli {
     /// flannel's subnet file.
     #[arg(long, default_value = "/run/rcni/subnet.env")]
     subnet_file: PathBuf,
-    /// Where the agent keeps its status file.
+    /// Where the agent keeps its status file and the pods' host-local leases (`ipam/`).
     #[arg(long, default_value = "/run/rcni")]
     state_dir: PathBuf,
     /// Serve /healthz and /metrics here (e.g. 127.0.0.1:9477).

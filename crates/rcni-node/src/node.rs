@@ -193,6 +193,7 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
         subnet,
         mtu,
         &status_file,
+        &opts.state_dir.join("ipam"),
     )
     .context("write the conflist and the subnet file")?;
     log::info!(
