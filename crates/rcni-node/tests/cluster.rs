@@ -10,7 +10,7 @@ use cni_testkit::{http_get, http_server, ping, HTTP_BODY};
 use harness::*;
 use serde_json::json;
 
-fn every_pair_talks_and_only_leaving_traffic_is_masqueraded(c: &Cluster, payload: Option<u32>) {
+fn every_pair_talks_and_only_leaving_traffic_is_masqueraded(c: &Cluster, payload: Option<usize>) {
     let pods: Vec<Pod> = (0..c.nodes.len()).map(|i| c.add_pod(i)).collect();
     let servers: Vec<_> = pods
         .iter()
@@ -29,9 +29,11 @@ fn every_pair_talks_and_only_leaving_traffic_is_masqueraded(c: &Cluster, payload
             let body = http_get(&from.ns.name, &servers[b].url()).unwrap();
             assert_eq!(body, HTTP_BODY, "HTTP pod{a} -> pod{b}");
             if let Some(size) = payload {
-                assert!(
-                    ping_size(&from.ns, to.ip, size),
-                    "{size}-byte unfragmented ping pod{a} -> pod{b}"
+                let got = udp_payload(&from.ns, &to.ns, to.ip, size);
+                assert_eq!(
+                    got.ok(),
+                    Some(size),
+                    "{size}-byte UDP payload pod{a} -> pod{b}"
                 );
             }
         }
@@ -89,6 +91,10 @@ fn vxlan_pods_on_three_nodes_reach_each_other_with_1400_byte_payloads() {
         assert!(fdb.contains(&format!("dst {}", other.ip)), "{fdb}");
     }
     every_pair_talks_and_only_leaving_traffic_is_masqueraded(&c, Some(1400));
+    // The pods got the underlay MTU minus the VXLAN overhead.
+    let pod = c.add_pod(0);
+    let link = ip_json(&pod.ns.name, &["link", "show", "eth0"]);
+    assert_eq!(link[0]["mtu"], 1450);
 }
 
 #[test]

@@ -500,16 +500,33 @@ pub fn source_seen(from: &Netns, listener: &TcpListener, to: Ipv4Addr) -> Ipv4Ad
     }
 }
 
-/// `ping -c1 -M do -s <size>` from `ns`.
-pub fn ping_size(ns: &Netns, to: Ipv4Addr, size: u32) -> bool {
-    Command::new("ip")
-        .args([
-            "netns", "exec", &ns.name, "ping", "-c1", "-W2", "-M", "do", "-s",
-        ])
-        .arg(size.to_string())
-        .arg(to.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// Sends one UDP datagram of `size` bytes from `from` to `to` (a socket in namespace `to_ns`)
+/// and returns how many bytes arrived in one datagram.
+pub fn udp_payload(
+    from: &Netns,
+    to_ns: &Netns,
+    to: Ipv4Addr,
+    size: usize,
+) -> std::io::Result<usize> {
+    use std::net::UdpSocket;
+    let rx = NetNs::open(&to_ns.path)
+        .unwrap()
+        .run(move || UdpSocket::bind(SocketAddr::from((to, 0))))
+        .unwrap()?;
+    rx.set_read_timeout(Some(Duration::from_secs(3)))?;
+    let dst = rx.local_addr()?;
+    let tx = NetNs::open(&from.path)
+        .unwrap()
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()?;
+    let payload = vec![0x5a; size];
+    let mut buf = vec![0u8; 65536];
+    // The first datagram may wait for neighbour resolution; try a few times.
+    for _ in 0..3 {
+        tx.send_to(&payload, dst)?;
+        if let Ok((n, _)) = rx.recv_from(&mut buf) {
+            return Ok(n);
+        }
+    }
+    Err(std::io::Error::other("no datagram arrived"))
 }
