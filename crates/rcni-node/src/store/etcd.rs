@@ -30,12 +30,13 @@ pub struct EtcdStore {
 
 impl EtcdStore {
     /// Connects to `endpoints` (`http://host:port`, ...). The channel reconnects by itself
-    /// after an outage; HTTP/2 keep-alives notice a dead peer within seconds.
+    /// after an outage; HTTP/2 keep-alives notice a silent peer within 15 s (not more often:
+    /// etcd answers pings closer than its `--grpc-keepalive-min-time`, 5 s, with GOAWAY).
     pub async fn connect(endpoints: &[String], prefix: &str) -> Result<Self, StoreError> {
         let options = ConnectOptions::new()
             .with_connect_timeout(REQUEST_TIMEOUT)
             .with_timeout(REQUEST_TIMEOUT)
-            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
             .with_keep_alive_while_idle(true);
         let client = Client::connect(endpoints, Some(options))
             .await
