@@ -248,15 +248,33 @@ fn a_deleted_route_fdb_entry_and_neighbour_are_put_back_by_the_resync() {
         "dst",
         &n1.ip.to_string(),
     ]);
-    assert!(!n0.has_route(&subnet));
-    let back = wait_for(Duration::from_secs(10), || {
-        n0.has_route(&subnet)
+    let gw = subnet.split('/').next().unwrap().to_string();
+    sh(&[
+        "ip",
+        "-n",
+        &n0.ns.name,
+        "neigh",
+        "del",
+        &gw,
+        "dev",
+        "rcni.1",
+    ]);
+    let neighbour_back = || {
+        ip_json(&n0.ns.name, &["neigh", "show", &gw, "dev", "rcni.1"])
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n["lladdr"] == mac.as_str()))
+    };
+    // The resync runs every second; the margin is for a loaded CI machine.
+    let back = wait_for(Duration::from_secs(20), || {
+        neighbour_back()
+            && n0.has_route(&subnet)
             && sh(&["bridge", "-n", &n0.ns.name, "fdb", "show", "dev", "rcni.1"])
                 .contains(&format!("dst {}", n1.ip))
     });
     assert!(
         back.is_some(),
-        "resync restored the route and the FDB entry"
+        "resync restored the route, the neighbour and the FDB entry:\n{}",
+        n0.agent_log()
     );
     // A route the agent did not make is left alone.
     sh(&[
