@@ -338,8 +338,15 @@ pub async fn run<S: Store>(
             events = next_event => match events {
                 Ok(events) => {
                     lock(health).store_ok();
+                    let own_deleted = events.contains(&LeaseEvent::Delete(held.lease.subnet));
                     for e in events {
                         reconciler.apply(e);
+                    }
+                    if own_deleted {
+                        // Someone deleted this node's key (or its lease expired): write it
+                        // again, bound to a new store lease.
+                        log::warn!("the lease of {} was deleted; taking it back", held.lease.subnet);
+                        held = reacquire(store, &held, cfg, health).await.unwrap_or(held);
                     }
                 }
                 Err(e) => {

@@ -128,6 +128,16 @@ fn a_released_node_is_removed_everywhere_and_a_joining_node_is_learned() {
     })
     .expect("the joining node is learned");
     eprintln!("convergence: join, 3 nodes: {took:?}");
+
+    // The released node comes back: its lease is gone, so it takes the subnet in its subnet
+    // file, which is still free.
+    c.start_agent(2);
+    assert_eq!(c.nodes[2].subnet().unwrap(), leaving);
+    let key_value = c.etcdctl(&["get", &key]);
+    assert!(
+        key_value.contains(&c.nodes[2].ip.to_string()),
+        "{key_value}"
+    );
 }
 
 #[test]
@@ -274,6 +284,31 @@ fn a_deleted_route_fdb_entry_and_neighbour_are_put_back_by_the_resync() {
     assert!(
         back.is_some(),
         "resync restored the route, the neighbour and the FDB entry:\n{}",
+        n0.agent_log()
+    );
+    let metrics = n0.health_get("/metrics").unwrap();
+    assert!(metrics.contains("rcni_node_leases_known 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("rcni_node_remotes_programmed 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("rcni_node_repairs_total 0\n"),
+        "{metrics}"
+    );
+    assert_eq!(n0.health_get("/healthz").unwrap(), "ok\n");
+    // Someone deletes this node's own lease key: the agent writes it back.
+    let own_key = format!(
+        "{PREFIX}/subnets/{}",
+        n0.subnet().unwrap().replace('/', "-")
+    );
+    c.etcdctl(&["del", &own_key]);
+    let rewritten = wait_for(Duration::from_secs(10), || {
+        !c.etcdctl(&["get", &own_key]).trim().is_empty()
+    });
+    assert!(
+        rewritten.is_some(),
+        "own lease written back:\n{}",
         n0.agent_log()
     );
     // A route the agent did not make is left alone.

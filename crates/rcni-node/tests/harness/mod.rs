@@ -152,6 +152,10 @@ impl Node {
             .as_array()
             .is_some_and(|a| !a.is_empty())
     }
+    /// GET `/metrics` or `/healthz` of the agent (from inside the node).
+    pub fn health_get(&self, path: &str) -> anyhow::Result<String> {
+        cni_testkit::http_get(&self.ns.name, &format!("http://{}:9477{path}", self.ip))
+    }
     pub fn agent_log(&self) -> String {
         fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
     }
@@ -365,6 +369,7 @@ impl Cluster {
                 "--status-grace",
                 "2",
             ])
+            .args(["--health-addr", &format!("{}:9477", node.ip)])
             .args(&node.extra)
             .env("RCNI_LOG", "info")
             .stdout(Stdio::null())
