@@ -459,6 +459,88 @@ mod tests {
         }
     }
 
+    /// Records what the reconciler asks of the backend.
+    #[derive(Default)]
+    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Backend for Recorder {
+        fn backend_data(&self) -> Option<crate::lease::BackendData> {
+            None
+        }
+        fn configure_local(&mut self, _: Ipv4Net) -> Result<(), crate::backend::BackendError> {
+            Ok(())
+        }
+        fn add_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("add {} {}", l.subnet, l.attrs.public_ip));
+            Ok(())
+        }
+        fn remove_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
+            self.0.lock().unwrap().push(format!("remove {}", l.subnet));
+            Ok(())
+        }
+        fn resync(
+            &mut self,
+            remotes: &[Lease],
+        ) -> Result<crate::backend::Repairs, crate::backend::BackendError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("resync {}", remotes.len()));
+            Ok(crate::backend::Repairs::default())
+        }
+    }
+
+    #[test]
+    fn the_reconciler_changes_only_what_differs_and_skips_its_own_subnet() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let health = SharedHealth::default();
+        let mut r = Reconciler::new(
+            Box::new(Recorder(calls.clone())),
+            "198.19.1.0/24".parse().unwrap(),
+            health.clone(),
+        );
+        let a = stored("198.19.2.0/24", [198, 18, 0, 3], 1).lease;
+        let own = stored("198.19.1.0/24", [198, 18, 0, 2], 1).lease;
+        r.apply(LeaseEvent::Put(own));
+        r.apply(LeaseEvent::Put(a.clone()));
+        r.apply(LeaseEvent::Put(a.clone())); // unchanged: nothing
+        let mut moved = a.clone();
+        moved.attrs.public_ip = [198, 18, 0, 9].into();
+        r.apply(LeaseEvent::Put(moved)); // changed: remove, then add
+        r.apply(LeaseEvent::Delete("198.19.7.0/24".parse().unwrap())); // unknown: nothing
+        assert_eq!(lock(&health).leases_known, 1);
+        r.apply(LeaseEvent::Delete(a.subnet));
+        assert_eq!(lock(&health).leases_known, 0);
+        assert_eq!(
+            *calls.lock().unwrap(),
+            [
+                "add 198.19.2.0/24 198.18.0.3",
+                "remove 198.19.2.0/24",
+                "add 198.19.2.0/24 198.18.0.9",
+                "remove 198.19.2.0/24",
+            ]
+        );
+        // A full list drops what is gone and resyncs once.
+        calls.lock().unwrap().clear();
+        r.apply(LeaseEvent::Put(a.clone()));
+        r.load(&Snapshot {
+            leases: vec![stored("198.19.3.0/24", [198, 18, 0, 4], 2)],
+            revision: 3,
+        });
+        assert_eq!(
+            *calls.lock().unwrap(),
+            [
+                "add 198.19.2.0/24 198.18.0.3",
+                "remove 198.19.2.0/24",
+                "add 198.19.3.0/24 198.18.0.4",
+                "resync 1",
+            ]
+        );
+    }
+
     #[test]
     fn a_node_takes_back_its_own_lease_first() {
         let snap = Snapshot {
