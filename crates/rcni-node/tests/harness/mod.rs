@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use cni_linux::NetNs;
 use cni_testkit::{bin_path, Netns, Sandbox};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub const UNDERLAY_GW: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
@@ -214,6 +214,12 @@ impl Cluster {
     /// The underlay, etcd with the network config for `backend` (`{"Type":"vxlan"}`), the
     /// external namespace; no nodes yet.
     pub fn new(backend: Value) -> Cluster {
+        Cluster::with_config(json!({"Network": CLUSTER_NET, "SubnetLen": 24, "Backend": backend}))
+    }
+
+    /// Like [`Cluster::new`] with a whole network config.
+    pub fn with_config(config: Value) -> Cluster {
+        let backend = config["Backend"].clone();
         let sb = Sandbox::new().expect("sandbox");
         let host = sb.host().name.clone();
         sh(&["ip", "-n", &host, "link", "add", "ul0", "type", "bridge"]);
@@ -246,12 +252,7 @@ impl Cluster {
             ttl: 3600,
         };
         c.start_etcd();
-        c.etcdctl(&[
-            "put",
-            &format!("{PREFIX}/config"),
-            &serde_json::json!({"Network": CLUSTER_NET, "SubnetLen": 24, "Backend": c.backend})
-                .to_string(),
-        ]);
+        c.etcdctl(&["put", &format!("{PREFIX}/config"), &config.to_string()]);
         c
     }
 
