@@ -189,6 +189,19 @@ pub async fn acquire<S: Store>(
             Ok(Some(id)) => {
                 lock(health).store_ok();
                 log::info!("acquired subnet {subnet} ({claim:?})");
+                // A taken-back lease leaves the previous run's store lease without keys:
+                // revoke it rather than let it live out its TTL.
+                let previous = snapshot
+                    .leases
+                    .iter()
+                    .find(|s| s.lease.subnet == subnet)
+                    .map(|s| s.store_lease)
+                    .filter(|old| *old != 0 && *old != id);
+                if let Some(old) = previous {
+                    if let Err(e) = store.revoke(old).await {
+                        log::debug!("revoke the previous store lease {old}: {e}");
+                    }
+                }
                 return Some(Ok(Held { lease, id }));
             }
             Ok(None) => log::info!("subnet {subnet} was taken meanwhile; choosing again"),
@@ -456,6 +469,7 @@ mod tests {
                 },
             },
             mod_revision: rev,
+            store_lease: 0,
         }
     }
 

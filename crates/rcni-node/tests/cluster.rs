@@ -189,6 +189,9 @@ fn a_restarted_agent_keeps_its_subnet_and_pod_traffic() {
     c.start_agent(1);
     assert_eq!(c.nodes[1].subnet().unwrap(), before);
     assert!(ping(&b.ns.name, a.ip));
+    // The takeovers revoked the previous runs' store leases: one per node is left.
+    let leases = c.etcdctl(&["lease", "list"]);
+    assert!(leases.starts_with("found 2 leases"), "{leases}");
 }
 
 #[test]

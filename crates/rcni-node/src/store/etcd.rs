@@ -84,6 +84,7 @@ impl Store for EtcdStore {
                 Some(StoredLease {
                     lease,
                     mod_revision: kv.mod_revision(),
+                    store_lease: kv.lease(),
                 })
             })
             .collect();

@@ -22,6 +22,8 @@ pub struct StoredLease {
     pub lease: Lease,
     /// The store revision of its last write.
     pub mod_revision: i64,
+    /// The store lease the key is bound to (0 for none).
+    pub store_lease: LeaseId,
 }
 
 /// Every lease and the store revision they were read at (a watch continues from there).
