@@ -63,6 +63,15 @@ fn host_gw_pods_on_three_nodes_reach_each_other_and_only_leaving_traffic_is_masq
         assert_eq!(routes[0]["dev"], "eth0");
     }
     every_pair_talks_and_only_leaving_traffic_is_masqueraded(&c, None);
+    // A deleted host-gw route is put back by the resync.
+    let subnet = c.nodes[1].subnet().unwrap();
+    sh(&["ip", "-n", &c.nodes[0].ns.name, "route", "del", &subnet]);
+    let back = wait_for(Duration::from_secs(20), || c.nodes[0].has_route(&subnet));
+    assert!(
+        back.is_some(),
+        "host-gw route restored:\n{}",
+        c.nodes[0].agent_log()
+    );
 }
 
 #[test]
@@ -153,6 +162,7 @@ fn a_killed_nodes_lease_expires_and_the_others_remove_its_paths() {
     }
     c.wait_converged(Duration::from_secs(30)).unwrap();
     let gone = c.nodes[2].subnet().unwrap();
+    assert_eq!(c.status_code(2), 0);
     c.nodes[2].agent.kill();
     let took = wait_for(Duration::from_secs(20), || {
         !c.nodes[0].has_route(&gone) && !c.nodes[1].has_route(&gone)
@@ -164,6 +174,12 @@ fn a_killed_nodes_lease_expires_and_the_others_remove_its_paths() {
     assert!(
         !neigh.as_array().unwrap().iter().any(|n| n["dst"] == gw),
         "neighbour removed: {neigh}"
+    );
+    // The killed agent stopped refreshing its status file: its node's STATUS is 50.
+    let stale = wait_for(Duration::from_secs(20), || c.status_code(2) == 50);
+    assert!(
+        stale.is_some(),
+        "STATUS 50 once the killed agent's status expired"
     );
 }
 
