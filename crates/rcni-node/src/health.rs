@@ -123,14 +123,18 @@ pub fn write_status_file(
     write_atomic(path, body.to_string().as_bytes())
 }
 
-/// Serves `/healthz` and `/metrics` on `addr` until `shutdown` turns true.
+/// Binds the health endpoint (a taken address fails the agent's start, not silently later).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Serves `/healthz` and `/metrics` on `listener` until `shutdown` turns true.
 pub async fn serve(
-    addr: SocketAddr,
+    listener: TcpListener,
     health: SharedHealth,
     grace: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => accepted?,

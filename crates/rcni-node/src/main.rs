@@ -65,7 +65,9 @@ impl Log for Stderr {
         m.level() <= log::max_level()
     }
     fn log(&self, r: &Record) {
-        if self.enabled(r.metadata()) && r.target().starts_with("rcni") {
+        // Ours and the cni-* crates'; the gRPC stack's own records are left out.
+        let ours = r.target().starts_with("rcni") || r.target().starts_with("cni");
+        if self.enabled(r.metadata()) && ours {
             eprintln!(
                 "rcni-node: {}: {}",
                 r.level().as_str().to_lowercase(),

@@ -26,19 +26,33 @@ use crate::{cni_conf, masq};
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// etcd client URLs.
     pub etcd_endpoints: Vec<String>,
+    /// The node's name (logs).
     pub node_name: String,
+    /// The node's underlay address (PublicIP, VXLAN local VTEP).
     pub public_ip: Ipv4Addr,
+    /// The underlay device; the holder of `public_ip` when `None`.
     pub iface: Option<String>,
+    /// The etcd key prefix.
     pub prefix: String,
+    /// Where the conflist goes.
     pub cni_conf_dir: PathBuf,
+    /// Where the plugins are (checked at start).
     pub cni_bin_dir: PathBuf,
+    /// flannel's subnet file.
     pub subnet_file: PathBuf,
+    /// The status file and the pods' host-local leases.
     pub state_dir: PathBuf,
+    /// Where `/healthz` and `/metrics` are served.
     pub health_addr: Option<SocketAddr>,
+    /// TTL of the subnet lease.
     pub lease_ttl: Duration,
+    /// Revoke the lease on a graceful stop.
     pub release_on_exit: bool,
+    /// How long the datastore may fail before the node is unhealthy.
     pub status_grace: Duration,
+    /// Period of the kernel resync.
     pub resync_interval: Duration,
 }
 
@@ -118,10 +132,13 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
     .with_context(|| format!("write {}", status_file.display()))?;
 
     if let Some(addr) = opts.health_addr {
+        let listener = health::bind(addr)
+            .await
+            .with_context(|| format!("--health-addr {addr}"))?;
         let (h, rx) = (health.clone(), shutdown.clone());
         let grace = opts.status_grace;
         tokio::spawn(async move {
-            if let Err(e) = health::serve(addr, h, grace, rx).await {
+            if let Err(e) = health::serve(listener, h, grace, rx).await {
                 log::error!("health endpoint {addr}: {e}");
             }
         });

@@ -413,3 +413,35 @@ fn etcd_outage_keeps_traffic_reports_status_50_and_recovers() {
     c.wait_converged(Duration::from_secs(30))
         .expect("converged after the outage");
 }
+
+#[test]
+fn a_bad_network_config_stops_the_agent_with_the_reason_and_writes_nothing() {
+    if skip_unless_root() {
+        return;
+    }
+    let mut c = Cluster::with_config(json!({"Network": CLUSTER_NET, "Backend": {"Type": "udp"}}));
+    let i = c.add_node();
+    c.spawn_agent(i);
+    let exited = wait_for(Duration::from_secs(20), || {
+        c.nodes[i]
+            .agent
+            .0
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(Some(s)) if !s.success()))
+    });
+    let log = c.nodes[i].agent_log();
+    assert!(exited.is_some(), "agent exits on a bad config:\n{log}");
+    assert!(
+        log.contains("Backend.Type \"udp\" is not supported"),
+        "{log}"
+    );
+    assert!(!c.nodes[i].conf_dir().join("10-rcni.conflist").exists());
+    assert!(c.nodes[i].subnet().is_none());
+    let keys = c.etcdctl(&[
+        "get",
+        "--prefix",
+        "--keys-only",
+        &format!("{PREFIX}/subnets/"),
+    ]);
+    assert!(keys.trim().is_empty(), "no lease taken: {keys}");
+}
