@@ -21,6 +21,14 @@ fn err(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError(format!("etcd {what}: {e}"))
 }
 
+fn lease_not_found(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::LeaseKeepAliveError(msg) => msg.contains("not found"),
+        etcd_client::Error::GRpcStatus(status) => status.message().contains("lease not found"),
+        _ => false,
+    }
+}
+
 /// An etcd client bound to one key prefix.
 pub struct EtcdStore {
     client: Client,
@@ -129,11 +137,11 @@ impl Store for EtcdStore {
 
     async fn renew(&mut self, id: LeaseId) -> Result<bool, StoreError> {
         if !matches!(&self.keeper, Some((kept, _, _)) if *kept == id) {
-            let (keeper, stream) = self
-                .client
-                .lease_keep_alive(id)
-                .await
-                .map_err(|e| err("keep-alive", e))?;
+            let (keeper, stream) = match self.client.lease_keep_alive(id).await {
+                Ok(pair) => pair,
+                Err(e) if lease_not_found(&e) => return Ok(false),
+                Err(e) => return Err(err("keep-alive", e)),
+            };
             self.keeper = Some((id, keeper, stream));
         }
         let (_, keeper, stream) = self.keeper.as_mut().expect("set above");
@@ -143,6 +151,12 @@ impl Store for EtcdStore {
         };
         match tokio::time::timeout(REQUEST_TIMEOUT, exchange).await {
             Ok(Ok(Some(resp))) => Ok(resp.ttl() > 0),
+            // An expired or revoked lease: the client reports it as an error, the agent as
+            // "not alive" (it takes the subnet back).
+            Ok(Err(e)) if lease_not_found(&e) => {
+                self.keeper = None;
+                Ok(false)
+            }
             Ok(Ok(None)) => {
                 self.keeper = None;
                 Err(StoreError("etcd keep-alive stream closed".into()))
