@@ -10,16 +10,19 @@
 //! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
 //! [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`] (neighbours), [`tc`] (qdiscs and
 //! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan, dummy and VRF links).
-//! They are all methods on [`Handle`].
+//! [`vxlan`] (VXLAN devices) and [`overlay`] (FDB entries, tagged next-hop routes) serve the node
+//! agent. They are all methods on [`Handle`].
 
 pub mod addr;
 pub mod fake;
 pub mod link;
 pub mod neigh;
+pub mod overlay;
 pub mod route;
 pub mod rule;
 pub mod tc;
 pub mod virt;
+pub mod vxlan;
 
 mod error;
 mod transport;

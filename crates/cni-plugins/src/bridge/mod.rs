@@ -4,7 +4,8 @@
 //! - [`conf`]: the config keys; [`vlan`]: VLAN trunks and port VLANs; [`gateway`]: gateway
 //!   computation and the bridge address.
 //! - [`add`], [`del`], [`check`]: the commands. STATUS and GC go to the IPAM plugin when
-//!   `ipam.type` is set; GC also removes `ipMasq` rules of attachments that are not valid.
+//!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `common::node_status`);
+//!   GC also removes `ipMasq` rules of attachments that are not valid.
 //!
 //! `ipMasq` and `macspoofchk` are nf_tables rules made over netlink (`common::masquerade`,
 //! `common::spoofcheck`); both `ipMasqBackend` values are served by it.
@@ -50,6 +51,7 @@ impl Plugin for Bridge {
     }
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        crate::common::node_status::check(&args.conf.raw)?;
         ipam::ipam_status_if_configured(args)
     }
 

@@ -1,0 +1,602 @@
+//! The reconcile loop: acquire (or take back) the node's subnet lease, program the backend for
+//! every remote lease, follow the watch, renew the lease, resync the kernel periodically, keep
+//! the files and the health state current, and stop when the shutdown value turns true.
+//!
+//! State the agent owns: its lease (in the store, and its subnet in the subnet file), the
+//! VXLAN device, the routes tagged [`crate::backend::RTPROT_RCNI`], the nf_tables table
+//! [`crate::masq::TABLE`], the conflist and the status file. A graceful stop keeps them all
+//! (pods keep their traffic while the agent restarts); `--release-on-exit` revokes the lease,
+//! so the other nodes remove their paths to this one.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ipnet::Ipv4Net;
+use tokio::sync::watch;
+
+use crate::backend::Backend;
+use crate::health::{self, lock, SharedHealth};
+use crate::lease::{Lease, LeaseAttrs};
+use crate::network::NetworkConfig;
+use crate::store::{Claim, LeaseEvent, LeaseId, LeaseWatch, Snapshot, Store, StoreError};
+
+/// How often the kernel is compared with the leases (flannel: 10 s).
+pub const RESYNC_INTERVAL: Duration = Duration::from_secs(10);
+/// How often the status file is rewritten; it stays valid for three periods.
+const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+/// Pause between attempts while the store is unreachable.
+const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the loop needs besides the store and the backend.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The node's public (underlay) address.
+    pub public_ip: Ipv4Addr,
+    /// TTL of the lease.
+    pub lease_ttl: Duration,
+    /// Revoke the lease on a graceful stop.
+    pub release_on_exit: bool,
+    /// The status file the plugins read.
+    pub status_file: PathBuf,
+    /// How long the store may fail before the node counts as unhealthy.
+    pub status_grace: Duration,
+    /// How often the kernel is resynced.
+    pub resync_interval: Duration,
+}
+
+/// Why the agent stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No free subnet is left in the network.
+    #[error("no free subnet left in {0}")]
+    NetworkFull(Ipv4Net),
+    /// The backend cannot be set up.
+    #[error(transparent)]
+    Backend(#[from] crate::backend::BackendError),
+}
+
+/// The held lease.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The node subnet.
+    pub lease: Lease,
+    /// The store lease it is bound to.
+    pub id: LeaseId,
+}
+
+/// Waits until `shutdown` is true (or its sender is gone).
+pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    while !*shutdown.borrow() {
+        if shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Retries `op` every [`RETRY_INTERVAL`] until it succeeds; `None` if shut down first.
+async fn retry<S: Store, T>(
+    store: &mut S,
+    health: &SharedHealth,
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+    mut op: impl AsyncFnMut(&mut S) -> Result<T, StoreError>,
+) -> Option<T> {
+    loop {
+        match op(store).await {
+            Ok(v) => {
+                lock(health).store_ok();
+                return Some(v);
+            }
+            Err(e) => {
+                lock(health).store_failed();
+                log::warn!("{what}: {e}; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RETRY_INTERVAL) => {}
+            _ = stopped(shutdown) => return None,
+        }
+    }
+}
+
+/// Reads the network config, waiting for it to appear.
+pub async fn wait_for_config<S: Store>(
+    store: &mut S,
+    health: &SharedHealth,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Result<NetworkConfig, crate::network::ConfigError>> {
+    loop {
+        let raw = retry(store, health, shutdown, "read network config", async |s| {
+            s.network_config().await
+        })
+        .await?;
+        match raw {
+            Some(json) => return Some(NetworkConfig::parse(&json)),
+            None => log::warn!("no network config in the store yet; waiting"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RETRY_INTERVAL) => {}
+            _ = stopped(shutdown) => return None,
+        }
+    }
+}
+
+/// Which subnet to try first: this node's own lease (same PublicIP), else the one in the
+/// subnet file if it is still free, else a random free one. The first case also returns the
+/// revision the key must still be at.
+pub fn choose_subnet(
+    network: &NetworkConfig,
+    snapshot: &Snapshot,
+    public_ip: Ipv4Addr,
+    remembered: Option<Ipv4Net>,
+    random: u64,
+) -> Option<(Ipv4Net, Claim)> {
+    if let Some(own) = snapshot
+        .leases
+        .iter()
+        .find(|s| s.lease.attrs.public_ip == public_ip && network.is_valid_subnet(s.lease.subnet))
+    {
+        return Some((own.lease.subnet, Claim::IfUnchangedSince(own.mod_revision)));
+    }
+    let taken: Vec<Ipv4Net> = snapshot.leases.iter().map(|s| s.lease.subnet).collect();
+    if let Some(sub) = remembered.filter(|s| network.is_valid_subnet(*s) && !taken.contains(s)) {
+        return Some((sub, Claim::IfAbsent));
+    }
+    network
+        .pick_free(&taken, random)
+        .map(|s| (s, Claim::IfAbsent))
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// Acquires the node's lease, retrying through store outages and lost races.
+pub async fn acquire<S: Store>(
+    store: &mut S,
+    network: &NetworkConfig,
+    attrs: &LeaseAttrs,
+    remembered: Option<Ipv4Net>,
+    cfg: &AgentConfig,
+    health: &SharedHealth,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Result<Held, AgentError>> {
+    loop {
+        let snapshot = retry(store, health, shutdown, "list leases", async |s| {
+            s.snapshot().await
+        })
+        .await?;
+        let Some((subnet, claim)) =
+            choose_subnet(network, &snapshot, cfg.public_ip, remembered, random_u64())
+        else {
+            return Some(Err(AgentError::NetworkFull(network.network)));
+        };
+        let lease = Lease {
+            subnet,
+            attrs: attrs.clone(),
+        };
+        match store.acquire(&lease, cfg.lease_ttl, claim).await {
+            Ok(Some(id)) => {
+                lock(health).store_ok();
+                log::info!("acquired subnet {subnet} ({claim:?})");
+                // A taken-back lease leaves the previous run's store lease without keys:
+                // revoke it rather than let it live out its TTL.
+                let previous = snapshot
+                    .leases
+                    .iter()
+                    .find(|s| s.lease.subnet == subnet)
+                    .map(|s| s.store_lease)
+                    .filter(|old| *old != 0 && *old != id);
+                if let Some(old) = previous {
+                    if let Err(e) = store.revoke(old).await {
+                        log::debug!("revoke the previous store lease {old}: {e}");
+                    }
+                }
+                return Some(Ok(Held { lease, id }));
+            }
+            Ok(None) => log::info!("subnet {subnet} was taken meanwhile; choosing again"),
+            Err(e) => {
+                lock(health).store_failed();
+                log::warn!("claim {subnet}: {e}");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_INTERVAL) => {}
+                    _ = stopped(shutdown) => return None,
+                }
+            }
+        }
+    }
+}
+
+/// The remote leases and what the backend did with them.
+pub struct Reconciler {
+    backend: Box<dyn Backend>,
+    own: Ipv4Net,
+    remotes: BTreeMap<Ipv4Net, Lease>,
+    health: SharedHealth,
+}
+
+impl Reconciler {
+    /// A reconciler for the node owning `own`.
+    pub fn new(backend: Box<dyn Backend>, own: Ipv4Net, health: SharedHealth) -> Self {
+        Reconciler {
+            backend,
+            own,
+            remotes: BTreeMap::new(),
+            health,
+        }
+    }
+
+    /// Programs the node's own subnet where the backend needs it.
+    pub fn configure_local(&mut self) -> Result<(), crate::backend::BackendError> {
+        self.backend.configure_local(self.own)
+    }
+
+    /// Takes a full list: removes paths of leases gone, adds new or changed ones, then resyncs.
+    pub fn load(&mut self, snapshot: &Snapshot) {
+        let fresh: BTreeMap<Ipv4Net, Lease> = snapshot
+            .leases
+            .iter()
+            .filter(|s| s.lease.subnet != self.own)
+            .map(|s| (s.lease.subnet, s.lease.clone()))
+            .collect();
+        let gone: Vec<Ipv4Net> = self
+            .remotes
+            .keys()
+            .filter(|k| !fresh.contains_key(k))
+            .copied()
+            .collect();
+        for subnet in gone {
+            self.apply(LeaseEvent::Delete(subnet));
+        }
+        for lease in fresh.into_values() {
+            self.apply(LeaseEvent::Put(lease));
+        }
+        self.resync();
+    }
+
+    /// Applies one watch event; only what differs changes.
+    pub fn apply(&mut self, event: LeaseEvent) {
+        match event {
+            LeaseEvent::Put(lease) if lease.subnet == self.own => {}
+            LeaseEvent::Put(lease) => {
+                if self.remotes.get(&lease.subnet) == Some(&lease) {
+                    return;
+                }
+                if let Some(old) = self.remotes.remove(&lease.subnet) {
+                    if let Err(e) = self.backend.remove_remote(&old) {
+                        log::warn!("remove old path to {}: {e}", old.subnet);
+                    }
+                }
+                log::info!(
+                    "remote node {} at {}: adding",
+                    lease.subnet,
+                    lease.attrs.public_ip
+                );
+                if let Err(e) = self.backend.add_remote(&lease) {
+                    log::warn!("add path to {}: {e} (the resync retries)", lease.subnet);
+                }
+                self.remotes.insert(lease.subnet, lease);
+            }
+            LeaseEvent::Delete(subnet) => {
+                if let Some(old) = self.remotes.remove(&subnet) {
+                    log::info!("remote node {subnet} gone: removing");
+                    if let Err(e) = self.backend.remove_remote(&old) {
+                        log::warn!("remove path to {subnet}: {e}");
+                    }
+                }
+            }
+        }
+        lock(&self.health).leases_known = self.remotes.len();
+    }
+
+    /// Compares the kernel with the known leases and repairs it.
+    pub fn resync(&mut self) {
+        let remotes: Vec<Lease> = self.remotes.values().cloned().collect();
+        match self.backend.resync(&remotes) {
+            Ok(r) => {
+                if r.restored + r.removed > 0 {
+                    log::info!(
+                        "resync: {} restored, {} stale removed",
+                        r.restored,
+                        r.removed
+                    );
+                }
+                let mut h = lock(&self.health);
+                h.repairs += r.restored as u64;
+                h.remotes_programmed = r.programmed;
+                h.leases_known = self.remotes.len();
+                h.last_sync_unix = Some(health::unix_now());
+            }
+            Err(e) => log::warn!("resync: {e}"),
+        }
+    }
+}
+
+/// Runs the loop after the lease is held, until shutdown. Returns the held lease (which may
+/// have been re-acquired meanwhile).
+pub async fn run<S: Store>(
+    store: &mut S,
+    mut held: Held,
+    reconciler: &mut Reconciler,
+    cfg: &AgentConfig,
+    health: &SharedHealth,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Held {
+    let mut watch: Option<S::Watch> = None;
+    let mut resync = tokio::time::interval(cfg.resync_interval);
+    let mut status = tokio::time::interval(STATUS_INTERVAL);
+    // Renew well before expiry: a third of the TTL, at most every 10 minutes, at least every second.
+    let renew_every = (cfg.lease_ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(600));
+    let mut renew = tokio::time::interval(renew_every);
+    let mut relist_after = Instant::now();
+    loop {
+        let next_event = async {
+            match watch.as_mut() {
+                Some(w) => w.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stopped(shutdown) => return held,
+            events = next_event => match events {
+                Ok(events) => {
+                    lock(health).store_ok();
+                    let own_deleted = events.contains(&LeaseEvent::Delete(held.lease.subnet));
+                    for e in events {
+                        reconciler.apply(e);
+                    }
+                    if own_deleted {
+                        // Someone deleted this node's key (or its lease expired): write it
+                        // again, bound to a new store lease.
+                        log::warn!("the lease of {} was deleted; taking it back", held.lease.subnet);
+                        held = reacquire(store, &held, cfg, health).await.unwrap_or(held);
+                    }
+                }
+                Err(e) => {
+                    log::warn!("{e}; re-listing");
+                    lock(health).store_failed();
+                    watch = None;
+                }
+            },
+            _ = renew.tick() => {
+                match store.renew(held.id).await {
+                    Ok(true) => { lock(health).store_ok(); }
+                    Ok(false) => {
+                        log::warn!("lease of {} expired; taking it back", held.lease.subnet);
+                        held = reacquire(store, &held, cfg, health).await.unwrap_or(held);
+                    }
+                    Err(e) => {
+                        log::warn!("renew: {e}");
+                        lock(health).store_failed();
+                    }
+                }
+            }
+            _ = resync.tick() => reconciler.resync(),
+            _ = status.tick() => {
+                let verdict = lock(health).verdict(cfg.status_grace);
+                if let Err(e) = health::write_status_file(&cfg.status_file, &verdict, STATUS_INTERVAL * 3) {
+                    log::warn!("write {}: {e}", cfg.status_file.display());
+                }
+            }
+        }
+        // No watch (first pass, or it broke): re-list, reconcile, watch again.
+        if watch.is_none() && Instant::now() >= relist_after {
+            match relist(store, reconciler).await {
+                Ok(w) => {
+                    lock(health).store_ok();
+                    watch = Some(w);
+                }
+                Err(e) => {
+                    log::warn!("re-list: {e}");
+                    lock(health).store_failed();
+                    relist_after = Instant::now() + RETRY_INTERVAL;
+                }
+            }
+        }
+    }
+}
+
+async fn relist<S: Store>(
+    store: &mut S,
+    reconciler: &mut Reconciler,
+) -> Result<S::Watch, StoreError> {
+    let snapshot = store.snapshot().await?;
+    reconciler.load(&snapshot);
+    store.watch(snapshot.revision).await
+}
+
+/// Writes the same lease again after its store lease expired (the key is gone, so only if
+/// absent: if another node took the subnet meanwhile, this node keeps running on its old
+/// subnet and reports it).
+async fn reacquire<S: Store>(
+    store: &mut S,
+    held: &Held,
+    cfg: &AgentConfig,
+    health: &SharedHealth,
+) -> Option<Held> {
+    match store
+        .acquire(&held.lease, cfg.lease_ttl, Claim::IfAbsent)
+        .await
+    {
+        Ok(Some(id)) => Some(Held {
+            lease: held.lease.clone(),
+            id,
+        }),
+        Ok(None) => {
+            log::error!(
+                "subnet {} was taken by another node after this node's lease expired",
+                held.lease.subnet
+            );
+            lock(health).subnet = None;
+            None
+        }
+        Err(e) => {
+            log::warn!("re-acquire: {e}");
+            lock(health).store_failed();
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoredLease;
+
+    fn network() -> NetworkConfig {
+        NetworkConfig::parse(br#"{"Network":"198.19.0.0/22","Backend":{"Type":"host-gw"}}"#)
+            .unwrap()
+    }
+
+    fn stored(subnet: &str, ip: [u8; 4], rev: i64) -> StoredLease {
+        StoredLease {
+            lease: Lease {
+                subnet: subnet.parse().unwrap(),
+                attrs: LeaseAttrs {
+                    public_ip: ip.into(),
+                    backend_type: "host-gw".into(),
+                    backend_data: None,
+                },
+            },
+            mod_revision: rev,
+            store_lease: 0,
+        }
+    }
+
+    /// Records what the reconciler asks of the backend.
+    #[derive(Default)]
+    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Backend for Recorder {
+        fn backend_data(&self) -> Option<crate::lease::BackendData> {
+            None
+        }
+        fn configure_local(&mut self, _: Ipv4Net) -> Result<(), crate::backend::BackendError> {
+            Ok(())
+        }
+        fn add_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("add {} {}", l.subnet, l.attrs.public_ip));
+            Ok(())
+        }
+        fn remove_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
+            self.0.lock().unwrap().push(format!("remove {}", l.subnet));
+            Ok(())
+        }
+        fn resync(
+            &mut self,
+            remotes: &[Lease],
+        ) -> Result<crate::backend::Repairs, crate::backend::BackendError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("resync {}", remotes.len()));
+            Ok(crate::backend::Repairs::default())
+        }
+    }
+
+    #[test]
+    fn the_reconciler_changes_only_what_differs_and_skips_its_own_subnet() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let health = SharedHealth::default();
+        let mut r = Reconciler::new(
+            Box::new(Recorder(calls.clone())),
+            "198.19.1.0/24".parse().unwrap(),
+            health.clone(),
+        );
+        let a = stored("198.19.2.0/24", [198, 18, 0, 3], 1).lease;
+        let own = stored("198.19.1.0/24", [198, 18, 0, 2], 1).lease;
+        r.apply(LeaseEvent::Put(own));
+        r.apply(LeaseEvent::Put(a.clone()));
+        r.apply(LeaseEvent::Put(a.clone())); // unchanged: nothing
+        let mut moved = a.clone();
+        moved.attrs.public_ip = [198, 18, 0, 9].into();
+        r.apply(LeaseEvent::Put(moved)); // changed: remove, then add
+        r.apply(LeaseEvent::Delete("198.19.7.0/24".parse().unwrap())); // unknown: nothing
+        assert_eq!(lock(&health).leases_known, 1);
+        r.apply(LeaseEvent::Delete(a.subnet));
+        assert_eq!(lock(&health).leases_known, 0);
+        assert_eq!(
+            *calls.lock().unwrap(),
+            [
+                "add 198.19.2.0/24 198.18.0.3",
+                "remove 198.19.2.0/24",
+                "add 198.19.2.0/24 198.18.0.9",
+                "remove 198.19.2.0/24",
+            ]
+        );
+        // A full list drops what is gone and resyncs once.
+        calls.lock().unwrap().clear();
+        r.apply(LeaseEvent::Put(a.clone()));
+        r.load(&Snapshot {
+            leases: vec![stored("198.19.3.0/24", [198, 18, 0, 4], 2)],
+            revision: 3,
+        });
+        assert_eq!(
+            *calls.lock().unwrap(),
+            [
+                "add 198.19.2.0/24 198.18.0.3",
+                "remove 198.19.2.0/24",
+                "add 198.19.3.0/24 198.18.0.4",
+                "resync 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_node_takes_back_its_own_lease_first() {
+        let snap = Snapshot {
+            leases: vec![
+                stored("198.19.1.0/24", [198, 18, 0, 2], 5),
+                stored("198.19.2.0/24", [198, 18, 0, 3], 7),
+            ],
+            revision: 9,
+        };
+        let got = choose_subnet(&network(), &snap, [198, 18, 0, 3].into(), None, 0);
+        assert_eq!(
+            got,
+            Some(("198.19.2.0/24".parse().unwrap(), Claim::IfUnchangedSince(7)))
+        );
+    }
+
+    #[test]
+    fn else_the_subnet_file_if_free_else_a_free_one() {
+        let snap = Snapshot {
+            leases: vec![stored("198.19.1.0/24", [198, 18, 0, 2], 5)],
+            revision: 9,
+        };
+        let me: Ipv4Addr = [198, 18, 0, 9].into();
+        let remembered = Some("198.19.3.0/24".parse().unwrap());
+        assert_eq!(
+            choose_subnet(&network(), &snap, me, remembered, 0),
+            Some(("198.19.3.0/24".parse().unwrap(), Claim::IfAbsent))
+        );
+        // remembered but taken: a free one instead
+        let taken = Some("198.19.1.0/24".parse().unwrap());
+        let (sub, claim) = choose_subnet(&network(), &snap, me, taken, 0).unwrap();
+        assert_ne!(sub, "198.19.1.0/24".parse::<Ipv4Net>().unwrap());
+        assert_eq!(claim, Claim::IfAbsent);
+        // full network
+        let full = Snapshot {
+            leases: vec![
+                stored("198.19.1.0/24", [198, 18, 0, 2], 5),
+                stored("198.19.2.0/24", [198, 18, 0, 3], 5),
+                stored("198.19.3.0/24", [198, 18, 0, 4], 5),
+            ],
+            revision: 9,
+        };
+        assert_eq!(choose_subnet(&network(), &full, me, None, 0), None);
+    }
+}

@@ -1,0 +1,26 @@
+//! rcni-node: the node agent of a multi-node pod network, on flannel's model.
+//!
+//! Each node holds a subnet lease in etcd (flannel's key layout) and connects to every other
+//! node's subnet through a backend (host-gw routes or a VXLAN tunnel) programmed over netlink;
+//! it writes the conflist its container runtime uses, flannel's subnet file, and a status file
+//! the plugins' STATUS reads.
+//!
+//! - [`network`]: the network config (`<prefix>/config`) and subnet arithmetic;
+//! - [`lease`]: lease keys and values;
+//! - [`store`]: the datastore trait and its etcd implementation;
+//! - [`backend`]: the `Backend` trait, [`backend::host_gw`] and [`backend::vxlan`];
+//! - [`agent`]: lease acquisition and the reconcile loop;
+//! - [`cni_conf`], [`masq`], [`files`]: what the agent writes for the node;
+//! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
+//! - [`node`]: wiring it together from the command line's options.
+
+pub mod agent;
+pub mod backend;
+pub mod cni_conf;
+pub mod files;
+pub mod health;
+pub mod lease;
+pub mod masq;
+pub mod network;
+pub mod node;
+pub mod store;

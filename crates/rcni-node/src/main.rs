@@ -1,0 +1,132 @@
+//! `rcni-node`: the node agent. See the crate documentation of `rcni_node`.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use log::{LevelFilter, Log, Metadata, Record};
+use rcni_node::node::{self, Options};
+
+/// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw or
+/// VXLAN).
+#[derive(Parser, Debug)]
+#[command(name = "rcni-node", version)]
+struct Cli {
+    /// etcd endpoints, comma-separated (http://host:2379,...).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd_endpoints: Vec<String>,
+    /// This node's name (for logs).
+    #[arg(long)]
+    node_name: String,
+    /// This node's underlay address (published as PublicIP; the VXLAN local VTEP).
+    #[arg(long)]
+    public_ip: Ipv4Addr,
+    /// The underlay device (default: the one holding --public-ip).
+    #[arg(long)]
+    iface: Option<String>,
+    /// The etcd key prefix.
+    #[arg(long, default_value = "/rcni.io/network")]
+    prefix: String,
+    /// Where the conflist goes.
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    cni_conf_dir: PathBuf,
+    /// The plugin directory (checked for the plugins the conflist names).
+    #[arg(long, default_value = "/opt/cni/bin")]
+    cni_bin_dir: PathBuf,
+    /// flannel's subnet file.
+    #[arg(long, default_value = "/run/rcni/subnet.env")]
+    subnet_file: PathBuf,
+    /// Where the agent keeps its status file and the pods' host-local leases (`ipam/`).
+    #[arg(long, default_value = "/run/rcni")]
+    state_dir: PathBuf,
+    /// Serve /healthz and /metrics here (e.g. 127.0.0.1:9477).
+    #[arg(long)]
+    health_addr: Option<SocketAddr>,
+    /// TTL of the subnet lease in seconds.
+    #[arg(long, default_value_t = 24 * 3600)]
+    lease_ttl: u64,
+    /// Revoke the lease on a graceful stop (SIGTERM/SIGINT).
+    #[arg(long)]
+    release_on_exit: bool,
+    /// Seconds the datastore may be unreachable before STATUS reports the node unhealthy.
+    #[arg(long, default_value_t = 10)]
+    status_grace: u64,
+    /// Seconds between kernel resyncs.
+    #[arg(long, default_value_t = 10)]
+    resync_interval: u64,
+}
+
+struct Stderr;
+
+impl Log for Stderr {
+    fn enabled(&self, m: &Metadata) -> bool {
+        m.level() <= log::max_level()
+    }
+    fn log(&self, r: &Record) {
+        // Ours and the cni-* crates'; the gRPC stack's own records are left out.
+        let ours = r.target().starts_with("rcni") || r.target().starts_with("cni");
+        if self.enabled(r.metadata()) && ours {
+            eprintln!(
+                "rcni-node: {}: {}",
+                r.level().as_str().to_lowercase(),
+                r.args()
+            );
+        }
+    }
+    fn flush(&self) {}
+}
+
+static LOGGER: Stderr = Stderr;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = std::env::var("RCNI_LOG")
+        .ok()
+        .and_then(|v| v.parse::<LevelFilter>().ok())
+        .unwrap_or(LevelFilter::Info);
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+    let options = Options {
+        etcd_endpoints: cli.etcd_endpoints,
+        node_name: cli.node_name,
+        public_ip: cli.public_ip,
+        iface: cli.iface,
+        prefix: cli.prefix,
+        cni_conf_dir: cli.cni_conf_dir,
+        cni_bin_dir: cli.cni_bin_dir,
+        subnet_file: cli.subnet_file,
+        state_dir: cli.state_dir,
+        health_addr: cli.health_addr,
+        lease_ttl: Duration::from_secs(cli.lease_ttl.max(1)),
+        release_on_exit: cli.release_on_exit,
+        status_grace: Duration::from_secs(cli.status_grace),
+        resync_interval: Duration::from_secs(cli.resync_interval.max(1)),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rcni-node: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    match runtime.block_on(async move {
+        tokio::spawn(async move {
+            node::wait_for_signal().await;
+            let _ = stop.send(true);
+        });
+        node::run(options, shutdown).await
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rcni-node: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

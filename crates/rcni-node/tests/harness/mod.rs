@@ -1,0 +1,538 @@
+//! Simulated nodes for the rcni-node tests: an "underlay" namespace (the sandbox's host) with a
+//! bridge `ul0` (198.18.0.1/24) where a real `etcd` listens, N node namespaces each joined to
+//! `ul0` by a veth (`eth0`, 198.18.0.(10+i)/24) and running `rcni-node`, an "external"
+//! namespace on the underlay (198.18.0.200) outside the cluster network, and pods attached on a
+//! node with `rcni add` and the conflist that node's agent wrote.
+//!
+//! Every process (etcd, agents) is killed by PID when its guard drops, also on a failed
+//! assertion; the sandbox then deletes every namespace.
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cni_linux::NetNs;
+use cni_testkit::{bin_path, Netns, Sandbox};
+use serde_json::{json, Value};
+
+pub const UNDERLAY_GW: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
+pub const CLUSTER_NET: &str = "198.19.0.0/16";
+pub const PREFIX: &str = "/rcni.io/network";
+
+pub fn skip_unless_root() -> bool {
+    if !cni_testkit::is_root() {
+        eprintln!("skipping: needs root");
+        return true;
+    }
+    false
+}
+
+/// Runs a command to completion; panics with its stderr when it fails.
+pub fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("run {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `ip -n ns -j <args>` as JSON.
+pub fn ip_json(ns: &str, args: &[&str]) -> Value {
+    let mut full = vec!["ip", "-n", ns, "-j"];
+    full.extend_from_slice(args);
+    let text = sh(&full);
+    if text.trim().is_empty() {
+        return Value::Array(vec![]);
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Polls `cond` every 50 ms until it holds; returns how long it took, or `None` on timeout.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond().then(|| start.elapsed())
+}
+
+/// A child process killed (SIGKILL) and reaped on drop.
+pub struct Guard(pub Option<Child>);
+
+impl Guard {
+    pub fn pid(&self) -> Option<u32> {
+        self.0.as_ref().map(Child::id)
+    }
+
+    /// SIGTERM, then wait for the exit (SIGKILL after 10 s).
+    pub fn terminate(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGKILL now.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One simulated node.
+pub struct Node {
+    pub index: u32,
+    pub ns: Netns,
+    pub ip: Ipv4Addr,
+    pub dir: PathBuf,
+    pub agent: Guard,
+    pub extra: Vec<String>,
+}
+
+impl Node {
+    pub fn conf_dir(&self) -> PathBuf {
+        self.dir.join("net.d")
+    }
+    pub fn subnet_file(&self) -> PathBuf {
+        self.dir.join("subnet.env")
+    }
+    pub fn status_file(&self) -> PathBuf {
+        self.dir.join("state/node-status.json")
+    }
+    /// The node subnet from its subnet file.
+    pub fn subnet(&self) -> Option<String> {
+        let text = fs::read_to_string(self.subnet_file()).ok()?;
+        let first: ipnet::Ipv4Net = text
+            .lines()
+            .find_map(|l| l.strip_prefix("FLANNEL_SUBNET="))?
+            .parse()
+            .ok()?;
+        Some(first.trunc().to_string())
+    }
+    pub fn healthy(&self) -> bool {
+        fs::read(self.status_file())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|v| v["healthy"] == true)
+    }
+    /// Whether this node has a route to `subnet` made by the agent.
+    pub fn has_route(&self, subnet: &str) -> bool {
+        ip_json(&self.ns.name, &["route", "show", subnet, "proto", "124"])
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    }
+    /// GET `/metrics` or `/healthz` of the agent (from inside the node).
+    pub fn health_get(&self, path: &str) -> anyhow::Result<String> {
+        cni_testkit::http_get(&self.ns.name, &format!("http://{}:9477{path}", self.ip))
+    }
+    pub fn agent_log(&self) -> String {
+        fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+}
+
+/// A pod attached on a node.
+pub struct Pod {
+    pub ns: Netns,
+    pub ip: Ipv4Addr,
+}
+
+/// The simulated cluster.
+pub struct Cluster {
+    pub sb: Sandbox,
+    pub etcd: Guard,
+    pub nodes: Vec<Node>,
+    pub external: Netns,
+    plugins: PathBuf,
+    backend: Value,
+    pub ttl: u64,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            n.agent.kill();
+        }
+        self.etcd.kill();
+    }
+}
+
+fn attach_to_underlay(sb: &Sandbox, ns: &Netns, host_end: &str, ip: Ipv4Addr) {
+    let host = &sb.host().name;
+    sh(&[
+        "ip", "-n", host, "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns",
+        &ns.name,
+    ]);
+    sh(&[
+        "ip", "-n", host, "link", "set", host_end, "master", "ul0", "up",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &ns.name,
+        "addr",
+        "add",
+        &format!("{ip}/24"),
+        "dev",
+        "eth0",
+    ]);
+    sh(&["ip", "-n", &ns.name, "link", "set", "eth0", "up"]);
+    sh(&["ip", "-n", &ns.name, "link", "set", "lo", "up"]);
+}
+
+impl Cluster {
+    /// The underlay, etcd with the network config for `backend` (`{"Type":"vxlan"}`), the
+    /// external namespace; no nodes yet.
+    pub fn new(backend: Value) -> Cluster {
+        Cluster::with_config(json!({"Network": CLUSTER_NET, "SubnetLen": 24, "Backend": backend}))
+    }
+
+    /// Like [`Cluster::new`] with a whole network config.
+    pub fn with_config(config: Value) -> Cluster {
+        let backend = config["Backend"].clone();
+        let sb = Sandbox::new().expect("sandbox");
+        let host = sb.host().name.clone();
+        sh(&["ip", "-n", &host, "link", "add", "ul0", "type", "bridge"]);
+        sh(&["ip", "-n", &host, "link", "set", "ul0", "up"]);
+        sh(&[
+            "ip",
+            "-n",
+            &host,
+            "addr",
+            "add",
+            "198.18.0.1/24",
+            "dev",
+            "ul0",
+        ]);
+        let external = sb.add_container().unwrap();
+        attach_to_underlay(&sb, &external, "uext", EXTERNAL_IP);
+        let plugins = sb
+            .link_plugins(
+                bin_path("rcni-plugins").expect("cargo build -p cni-plugins first"),
+                &["bridge", "host-local", "portmap", "tuning"],
+            )
+            .unwrap();
+        let mut c = Cluster {
+            sb,
+            etcd: Guard(None),
+            nodes: Vec::new(),
+            external,
+            plugins,
+            backend,
+            ttl: 3600,
+        };
+        c.start_etcd();
+        c.etcdctl(&["put", &format!("{PREFIX}/config"), &config.to_string()]);
+        c
+    }
+
+    /// Starts etcd in the underlay namespace (data dir in the sandbox dir; kept across restarts).
+    pub fn start_etcd(&mut self) {
+        let dir = self.sb.dir().join("etcd");
+        let log = fs::File::create(self.sb.dir().join("etcd.log")).unwrap();
+        let url = format!("http://{UNDERLAY_GW}:2379");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.sb.host().name, "etcd", "--name", "t"])
+            .arg("--data-dir")
+            .arg(&dir)
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+                "--listen-peer-urls",
+                "http://127.0.0.1:2380",
+                "--initial-advertise-peer-urls",
+                "http://127.0.0.1:2380",
+                "--initial-cluster",
+                "t=http://127.0.0.1:2380",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd (Debian package etcd-server)");
+        self.etcd = Guard(Some(child));
+        let up = wait_for(Duration::from_secs(30), || {
+            Command::new("ip")
+                .args(["netns", "exec", &self.sb.host().name, "etcdctl"])
+                .args([
+                    "--endpoints",
+                    &url,
+                    "--command-timeout=1s",
+                    "endpoint",
+                    "health",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        assert!(up.is_some(), "etcd did not come up");
+    }
+
+    pub fn stop_etcd(&mut self) {
+        self.etcd.kill();
+    }
+
+    pub fn etcdctl(&self, args: &[&str]) -> String {
+        let url = format!("http://{UNDERLAY_GW}:2379");
+        let mut full = vec![
+            "ip",
+            "netns",
+            "exec",
+            &self.sb.host().name,
+            "etcdctl",
+            "--endpoints",
+            &url,
+        ];
+        full.extend_from_slice(args);
+        sh(&full)
+    }
+
+    /// Adds a node namespace (no agent yet).
+    pub fn add_node(&mut self) -> usize {
+        let index = self.nodes.len() as u32 + 1;
+        let ns = self.sb.add_container().unwrap();
+        let ip = Ipv4Addr::new(198, 18, 0, 10 + index as u8);
+        attach_to_underlay(&self.sb, &ns, &format!("un{index}"), ip);
+        let dir = self.sb.dir().join(format!("node{index}"));
+        fs::create_dir_all(&dir).unwrap();
+        self.nodes.push(Node {
+            index,
+            ns,
+            ip,
+            dir,
+            agent: Guard(None),
+            extra: Vec::new(),
+        });
+        self.nodes.len() - 1
+    }
+
+    /// Starts the agent of node `i` (without waiting).
+    pub fn spawn_agent(&mut self, i: usize) {
+        let ttl = self.ttl.to_string();
+        let node = &mut self.nodes[i];
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node.dir.join("agent.log"))
+            .unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &node.ns.name])
+            .arg(bin_path("rcni-node").expect("cargo build -p rcni-node first"))
+            .args(["--etcd-endpoints", &format!("http://{UNDERLAY_GW}:2379")])
+            .args(["--node-name", &format!("node{}", node.index)])
+            .args(["--public-ip", &node.ip.to_string(), "--iface", "eth0"])
+            .args(["--prefix", PREFIX])
+            .arg("--cni-conf-dir")
+            .arg(node.conf_dir())
+            .arg("--cni-bin-dir")
+            .arg(&self.plugins)
+            .arg("--subnet-file")
+            .arg(node.subnet_file())
+            .arg("--state-dir")
+            .arg(node.dir.join("state"))
+            .args([
+                "--lease-ttl",
+                &ttl,
+                "--resync-interval",
+                "1",
+                "--status-grace",
+                "2",
+            ])
+            .args(["--health-addr", &format!("{}:9477", node.ip)])
+            .args(&node.extra)
+            .env("RCNI_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start rcni-node");
+        node.agent = Guard(Some(child));
+    }
+
+    /// Starts the agent of node `i` and waits until it is healthy with its conflist written.
+    pub fn start_agent(&mut self, i: usize) {
+        self.spawn_agent(i);
+        let node = &self.nodes[i];
+        let ok = wait_for(Duration::from_secs(30), || {
+            node.healthy() && node.conf_dir().join("10-rcni.conflist").exists()
+        });
+        assert!(
+            ok.is_some(),
+            "agent of node{} not healthy:\n{}",
+            node.index,
+            node.agent_log()
+        );
+    }
+
+    /// `n` nodes with running agents, all converged.
+    pub fn with_nodes(backend: Value, n: usize) -> Cluster {
+        let mut c = Cluster::new(backend);
+        for _ in 0..n {
+            let i = c.add_node();
+            c.start_agent(i);
+        }
+        c.wait_converged(Duration::from_secs(30))
+            .expect("converged");
+        c
+    }
+
+    /// Waits until every running node has a route to every other running node's subnet.
+    pub fn wait_converged(&self, timeout: Duration) -> Option<Duration> {
+        let running: Vec<&Node> = self.nodes.iter().filter(|n| n.agent.0.is_some()).collect();
+        wait_for(timeout, || {
+            running.iter().all(|a| {
+                running
+                    .iter()
+                    .filter(|b| b.index != a.index)
+                    .all(|b| b.subnet().is_some_and(|s| a.has_route(&s)))
+            })
+        })
+    }
+
+    /// Attaches a new pod on node `i` with `rcni add` and the node's conflist.
+    pub fn add_pod(&self, i: usize) -> Pod {
+        let node = &self.nodes[i];
+        let ns = self.sb.add_container().unwrap();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &node.ns.name])
+            .arg(bin_path("rcni").expect("cargo build -p rcni first"))
+            .args(["add", "rcni"])
+            .arg(&ns.path)
+            .arg("--conf-dir")
+            .arg(node.conf_dir())
+            .arg("--bin-dir")
+            .arg(&self.plugins)
+            .arg("--cache-dir")
+            .arg(node.dir.join("cache"))
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "rcni add on node{}: {}{}",
+            node.index,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let addr: ipnet::Ipv4Net = result["ips"][0]["address"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        Pod {
+            ns,
+            ip: addr.addr(),
+        }
+    }
+
+    /// `rcni status rcni` on node `i`: the CNI error code, 0 when ready.
+    pub fn status_code(&self, i: usize) -> u64 {
+        let node = &self.nodes[i];
+        let out = Command::new("ip")
+            .args(["netns", "exec", &node.ns.name])
+            .arg(bin_path("rcni").unwrap())
+            .args(["status", "rcni", "--json"])
+            .arg("--conf-dir")
+            .arg(node.conf_dir())
+            .arg("--bin-dir")
+            .arg(&self.plugins)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return 0;
+        }
+        serde_json::from_slice::<Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["code"].as_u64())
+            .unwrap_or(999)
+    }
+}
+
+/// Opens a TCP listener inside namespace `ns` (the socket stays in that namespace).
+pub fn listen_in(ns: &Netns, ip: Ipv4Addr) -> TcpListener {
+    let handle = NetNs::open(&ns.path).unwrap();
+    handle
+        .run(move || TcpListener::bind(SocketAddr::from((ip, 0))))
+        .unwrap()
+        .unwrap()
+}
+
+/// Connects from inside `ns` to `listener` and returns the source address the listener saw.
+pub fn source_seen(from: &Netns, listener: &TcpListener, to: Ipv4Addr) -> Ipv4Addr {
+    let port = listener.local_addr().unwrap().port();
+    let handle = NetNs::open(&from.path).unwrap();
+    let _stream = handle
+        .run(move || {
+            TcpStream::connect_timeout(&SocketAddr::from((to, port)), Duration::from_secs(3))
+        })
+        .unwrap()
+        .unwrap_or_else(|e| panic!("connect to {to}:{port}: {e}"));
+    let (_conn, peer) = listener.accept().unwrap();
+    match peer.ip() {
+        std::net::IpAddr::V4(v4) => v4,
+        other => panic!("unexpected peer {other}"),
+    }
+}
+
+/// Sends one UDP datagram of `size` bytes from `from` to `to` (a socket in namespace `to_ns`)
+/// and returns how many bytes arrived in one datagram.
+pub fn udp_payload(
+    from: &Netns,
+    to_ns: &Netns,
+    to: Ipv4Addr,
+    size: usize,
+) -> std::io::Result<usize> {
+    use std::net::UdpSocket;
+    let rx = NetNs::open(&to_ns.path)
+        .unwrap()
+        .run(move || UdpSocket::bind(SocketAddr::from((to, 0))))
+        .unwrap()?;
+    rx.set_read_timeout(Some(Duration::from_secs(3)))?;
+    let dst = rx.local_addr()?;
+    let tx = NetNs::open(&from.path)
+        .unwrap()
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()?;
+    let payload = vec![0x5a; size];
+    let mut buf = vec![0u8; 65536];
+    // The first datagram may wait for neighbour resolution; try a few times.
+    for _ in 0..3 {
+        tx.send_to(&payload, dst)?;
+        if let Ok((n, _)) = rx.recv_from(&mut buf) {
+            return Ok(n);
+        }
+    }
+    Err(std::io::Error::other("no datagram arrived"))
+}
