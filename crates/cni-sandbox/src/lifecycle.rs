@@ -104,7 +104,7 @@ impl Sandboxes {
         let t = now();
         let rec = SandboxRecord {
             format: RECORD_FORMAT,
-            cni_args: cni_args(&pod, &id)?,
+            cni_args: cni_args(&pod, &id, &req.extra_args)?,
             capability_args: capability_args(req)?,
             id: id.clone(),
             pod,
@@ -250,9 +250,12 @@ impl Sandboxes {
     /// keeps the networks still attached and a retry DELs only those.
     pub fn stop(&self, id: &str) -> Result<(), SandboxError> {
         let _state = self.store.lock_state(false)?;
-        let _lock = self.lock(id)?;
+        let lock = self.lock(id)?;
         match self.store.load(id)? {
-            None => Ok(()),
+            None => {
+                lock.release_and_forget();
+                Ok(())
+            }
             Some(mut rec) => self.stop_locked(&mut rec),
         }
     }
@@ -283,6 +286,7 @@ impl Sandboxes {
         let _state = self.store.lock_state(false)?;
         let lock = self.lock(id)?;
         let Some(mut rec) = self.store.load(id)? else {
+            lock.release_and_forget();
             return Ok(());
         };
         self.remove_locked(&mut rec)?;

@@ -60,11 +60,17 @@ pub struct RunRequest {
     pub port_mappings: Vec<PortMapping>,
     /// Further capability arguments (`bandwidth`, `ips`, `mac`, `dns`, ...).
     pub capability_args: Map<String, Value>,
+    /// `CNI_ARGS` pairs appended after containerd's.
+    pub extra_args: Vec<(String, String)>,
 }
 
-/// containerd's `CNI_ARGS` for a pod. Values with `;` or `=` would be split differently by
-/// every plugin, so they are refused.
-pub fn cni_args(pod: &PodMeta, id: &str) -> Result<Vec<(String, String)>, SandboxError> {
+/// containerd's `CNI_ARGS` for a pod, then `extra`. Values with `;` or `=` would be split
+/// differently by every plugin, so they are refused.
+pub fn cni_args(
+    pod: &PodMeta,
+    id: &str,
+    extra: &[(String, String)],
+) -> Result<Vec<(String, String)>, SandboxError> {
     let pairs = [
         ("IgnoreUnknown", "1"),
         ("K8S_POD_NAMESPACE", pod.namespace.as_str()),
@@ -74,6 +80,8 @@ pub fn cni_args(pod: &PodMeta, id: &str) -> Result<Vec<(String, String)>, Sandbo
     ];
     pairs
         .iter()
+        .map(|(k, v)| (*k, *v))
+        .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map(|(k, v)| {
             if v.is_empty() || v.contains([';', '=']) || v.chars().any(char::is_control) {
                 Err(SandboxError::Invalid(format!(
@@ -136,7 +144,8 @@ mod tests {
             namespace: "default".into(),
             uid: "u-1".into(),
         };
-        let args = cni_args(&pod, "abc").unwrap();
+        let args = cni_args(&pod, "abc", &[("X".into(), "y".into())]).unwrap();
+        assert_eq!(args[5], ("X".to_string(), "y".to_string()));
         let keys: Vec<&str> = args.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
@@ -145,7 +154,8 @@ mod tests {
                 "K8S_POD_NAMESPACE",
                 "K8S_POD_NAME",
                 "K8S_POD_INFRA_CONTAINER_ID",
-                "K8S_POD_UID"
+                "K8S_POD_UID",
+                "X"
             ]
         );
         assert_eq!(args[3].1, "abc");
@@ -153,7 +163,7 @@ mod tests {
             name: "a;b".into(),
             ..pod
         };
-        assert!(cni_args(&bad, "abc").is_err());
+        assert!(cni_args(&bad, "abc", &[]).is_err());
     }
 
     #[test]
