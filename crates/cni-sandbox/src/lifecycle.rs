@@ -76,6 +76,15 @@ impl Sandboxes {
             .map_err(|e| SandboxError::Invalid(format!("sandbox id {id:?}: {}", e.msg)))?;
         let _state = self.store.lock_state(false)?;
         let lock = self.lock(&id)?;
+        let out = self.run_locked(id.clone(), req);
+        if out.is_err() && matches!(self.store.load(&id), Ok(None)) {
+            // The failed run left nothing, its lock file included.
+            lock.release_and_forget();
+        }
+        out
+    }
+
+    fn run_locked(&self, id: String, req: &RunRequest) -> Result<SandboxStatus, SandboxError> {
         if let Some(rec) = self.store.load(&id)? {
             match rec.state {
                 State::Ready => return Ok(SandboxStatus::of(&rec)),
@@ -106,7 +115,7 @@ impl Sandboxes {
             format: RECORD_FORMAT,
             cni_args: cni_args(&pod, &id, &req.extra_args)?,
             capability_args: capability_args(req)?,
-            id: id.clone(),
+            id,
             pod,
             netns,
             netns_owner,
@@ -121,12 +130,7 @@ impl Sandboxes {
         };
         // From here on the record exists, so whatever follows is attributable.
         self.save(&rec)?;
-        let out = self.set_up(rec);
-        if out.is_err() && self.store.load(&id)?.is_none() {
-            // The failed run left nothing, its lock file included.
-            lock.release_and_forget();
-        }
-        out
+        self.set_up(rec)
     }
 
     fn set_up(&self, mut rec: SandboxRecord) -> Result<SandboxStatus, SandboxError> {
@@ -312,7 +316,8 @@ impl Sandboxes {
         self.store.remove(&rec.id)
     }
 
-    /// DEL of every attached network in reverse, each marked detached when it succeeds.
+    /// DEL of every attached network in reverse (every plugin of each chain, past failures),
+    /// each marked detached when it succeeds.
     /// A namespace that is gone is passed as an empty `CNI_NETNS` (what the kubelet flow sends
     /// after a reboot): the plugins still release what lives outside it.
     fn teardown(&self, rec: &mut SandboxRecord) -> Vec<String> {
@@ -332,9 +337,9 @@ impl Sandboxes {
             };
             match n
                 .network()
-                .and_then(|net| self.runtime.del(&net, &att).map(|()| net))
+                .and_then(|net| self.runtime.del_keep_going(&net, &att))
             {
-                Ok(_) => n.detached = true,
+                Ok(()) => n.detached = true,
                 Err(e) => errors.push(format!("network {:?} on {}: {e}", n.name, n.ifname)),
             }
         }
