@@ -298,3 +298,30 @@ fn the_record_holds_each_network_with_its_interface_and_chain() {
     assert_eq!(rec.netns_owner, NetnsOwner::Sandbox);
     assert_eq!(rec.networks[0].ifname, "lo");
 }
+
+#[test]
+fn a_namespace_given_by_the_caller_is_used_and_never_removed() {
+    let w = world();
+    w.ns.existing
+        .lock()
+        .unwrap()
+        .push("/run/netns/theirs".into());
+    let mut req = request("given");
+    req.netns = Some("/run/netns/theirs".into());
+    let st = w.sb.run(&req).unwrap();
+    assert_eq!(st.netns, "/run/netns/theirs");
+    assert_eq!(calls(&w.bin).len(), 3);
+    assert!(log(&w.bin)
+        .iter()
+        .filter(|l| l.contains(" ADD "))
+        .all(|l| l.contains("netns=/run/netns/theirs")));
+    w.sb.remove("given").unwrap();
+    assert!(
+        w.ns.events.lock().unwrap().is_empty(),
+        "created or removed a namespace"
+    );
+    assert_eq!(
+        w.sb.store.load("given").unwrap().map(|r| r.netns_owner),
+        None::<NetnsOwner>
+    );
+}
