@@ -397,7 +397,13 @@ impl Sandboxes {
                 continue;
             };
             // Re-read under the lock: the owner may have finished meanwhile.
-            let Some(mut rec) = self.store.load(&seen.id)?.filter(needs_recovery) else {
+            let current = self.store.load(&seen.id)?;
+            let gone = current.is_none();
+            let Some(mut rec) = current.filter(needs_recovery) else {
+                if gone {
+                    // Its verb removed it: the lock file this pass re-created goes too.
+                    lock.release_and_forget();
+                }
                 continue;
             };
             let id = rec.id.clone();
