@@ -3,6 +3,8 @@
 //! every recorded sandbox) for every network the node knows: the conf dir's, the records'
 //! and the result cache's (a network whose file is gone still has leases to release).
 //! containerd has no GC at all (RC §2); this is how a node recovers leaked leases.
+//! Cached attachments that are not marked as this state dir's (another runtime's, sharing the
+//! cache dir) are passed as valid, so `gc` never deletes what it did not make.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +13,7 @@ use serde::Serialize;
 use cni_runtime::{discover, GcAttachment, Network};
 
 use crate::error::SandboxError;
-use crate::lifecycle::{Recovery, Sandboxes};
+use crate::lifecycle::{Recovery, Sandboxes, STATE_MARK};
 
 /// What a GC pass did.
 #[derive(Debug, Default, Serialize)]
@@ -47,7 +49,7 @@ impl Sandboxes {
                 why.join("; ")
             )));
         }
-        let valid: Vec<GcAttachment> = recs
+        let mut valid: Vec<GcAttachment> = recs
             .iter()
             .flat_map(|r| {
                 r.networks.iter().map(|n| GcAttachment {
@@ -56,6 +58,24 @@ impl Sandboxes {
                 })
             })
             .collect();
+        // Attachments another runtime (or another state dir) made in the same cache are
+        // theirs to collect: they count as valid here.
+        let mark = self.state_mark();
+        let cached = self.runtime.cached_attachments(None);
+        for entry in &cached {
+            let ours = entry
+                .capability_args
+                .get(STATE_MARK)
+                .and_then(|v| v.as_str())
+                == Some(mark.as_str());
+            let key = GcAttachment {
+                container_id: entry.container_id.clone(),
+                ifname: entry.ifname.clone(),
+            };
+            if !ours && !valid.contains(&key) {
+                valid.push(key);
+            }
+        }
         let mut networks: BTreeMap<String, Network> = BTreeMap::new();
         match discover(&self.conf_dir) {
             Ok(found) => {
@@ -75,7 +95,7 @@ impl Sandboxes {
                 }
             }
         }
-        for entry in self.runtime.cached_attachments(None) {
+        for entry in cached {
             if networks.contains_key(&entry.network_name) {
                 continue;
             }

@@ -33,7 +33,7 @@ pub mod store;
 pub use cidr::{parse_cidrs, render, update_cidr, CidrUpdate, RENDERED_NAME};
 pub use error::SandboxError;
 pub use gc::GcReport;
-pub use lifecycle::{Recovery, Sandboxes};
+pub use lifecycle::{Recovery, Sandboxes, STATE_MARK};
 pub use namespaces::{netns_name, Namespaces};
 pub use readiness::Readiness;
 pub use record::{NetnsOwner, PodMeta, SandboxRecord, State};

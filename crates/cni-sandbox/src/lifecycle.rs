@@ -24,6 +24,9 @@ use crate::request::{capability_args, cni_args, new_id, RunRequest};
 use crate::status::{pod_ips, SandboxStatus};
 use crate::store::{RecordStore, SandboxLock};
 
+/// The capability argument that marks an attachment as made by the sandboxes of one state dir.
+pub const STATE_MARK: &str = "rcni.dev/sandbox-state";
+
 /// The pod-sandbox network manager of one node.
 pub struct Sandboxes {
     pub runtime: Runtime,
@@ -110,11 +113,15 @@ impl Sandboxes {
                 NetnsOwner::Sandbox,
             ),
         };
+        let mut caps = capability_args(req)?;
+        // No plugin declares this capability, so none sees it; the result cache keeps it, which
+        // is how GC tells this state dir's attachments from other runtimes' in the same cache.
+        caps.insert(STATE_MARK.into(), self.state_mark().into());
         let t = now();
         let rec = SandboxRecord {
             format: RECORD_FORMAT,
             cni_args: cni_args(&pod, &id, &req.extra_args)?,
-            capability_args: capability_args(req)?,
+            capability_args: caps,
             id,
             pod,
             netns,
@@ -430,6 +437,14 @@ impl Sandboxes {
             }
         }
         Ok(report)
+    }
+
+    /// The value of [`STATE_MARK`] for this state dir: its absolute path.
+    pub(crate) fn state_mark(&self) -> String {
+        std::path::absolute(self.store.dir())
+            .unwrap_or_else(|_| self.store.dir().to_path_buf())
+            .display()
+            .to_string()
     }
 
     fn lock(&self, id: &str) -> Result<SandboxLock, SandboxError> {

@@ -285,6 +285,26 @@ fn gc_keeps_recorded_sandboxes_and_deletes_cached_attachments_of_gone_ones() {
         "{dels:?}"
     );
     assert_eq!(w.sb.status("keep").state, Some(State::Ready));
+    // Another runtime's attachment in the same cache is not this GC's to delete.
+    let foreign_net = cni_runtime::Network::from_list_bytes(
+        br#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"main"}]}"#,
+    )
+    .unwrap();
+    w.sb.runtime
+        .add(
+            &foreign_net,
+            &cni_runtime::Attachment::new("containerd1", "/run/netns/x", "eth0"),
+        )
+        .unwrap();
+    fs::remove_file(w.bin.join("log")).unwrap();
+    let report = w.sb.gc().unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.valid, 3);
+    assert!(
+        !calls(&w.bin).iter().any(|c| c.contains(" DEL ")),
+        "{:?}",
+        calls(&w.bin)
+    );
 }
 
 #[test]
