@@ -108,10 +108,7 @@ impl Sandboxes {
         }
         let (netns, netns_owner) = match &req.netns {
             Some(p) => (p.clone(), NetnsOwner::Caller),
-            None => (
-                format!("/run/netns/{}", netns_name(&id)),
-                NetnsOwner::Sandbox,
-            ),
+            None => (self.namespaces.path(&netns_name(&id)), NetnsOwner::Sandbox),
         };
         let mut caps = capability_args(req)?;
         // No plugin declares this capability, so none sees it; the result cache keeps it, which

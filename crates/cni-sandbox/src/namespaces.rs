@@ -4,7 +4,11 @@
 
 /// Creates and removes named network namespaces (`/run/netns/<name>`, as `ip netns` does).
 pub trait Namespaces: Send + Sync {
-    /// Creates the namespace `name` and returns its path.
+    /// The path the namespace `name` gets (recorded before it is created).
+    fn path(&self, name: &str) -> String {
+        format!("/run/netns/{name}")
+    }
+    /// Creates the namespace `name` (at [`Namespaces::path`]) and returns its path.
     fn create(&self, name: &str) -> Result<String, String>;
     /// Removes the namespace `name`; an already missing one is success.
     fn remove(&self, name: &str) -> Result<(), String>;
