@@ -124,6 +124,11 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
 }
 
 pub fn run(g: &Global, p: &PodArgs) -> Result<(), Failure> {
+    if g.ifname != "eth0" {
+        return Err(Failure::usage(
+            "rcni pod names interfaces itself (lo, eth0, net1, ...): --ifname / CNI_IFNAME does not apply",
+        ));
+    }
     let mut sb = Sandboxes::new(
         setup::runtime(g),
         &p.state_dir,
