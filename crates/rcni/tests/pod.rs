@@ -383,3 +383,53 @@ fn ready_is_false_without_the_loopback_plugin() {
         text(&out.stderr)
     );
 }
+
+/// `--network` twice: the first on eth0, the second on net1, each with its own bridge and
+/// range; status lists eth0's address first; rm releases both.
+fn two_networks(plugins: Plugins) {
+    let Some(env) = PodEnv::new(plugins) else {
+        return;
+    };
+    env.write_conf("10-pods.conflist", &env.pods_conflist(27, 24, ""));
+    env.write_conf(
+        "20-side.conflist",
+        &env.pods_conflist(28, 24, "")
+            .replace(r#""name":"pods""#, r#""name":"side""#)
+            .replace(r#""bridge":"pod0""#, r#""bridge":"side0""#),
+    );
+    let id = env.new_id("multi");
+    let st = env.run(&id, &["--network", "pods", "--network", "side"]);
+    let ips: Vec<&str> = st["ips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(ips.len(), 2, "{st}");
+    assert!(ips[0].starts_with("198.18.27."), "{st}");
+    assert!(ips[1].starts_with("198.18.28."), "{st}");
+    let ns = PodEnv::netns_name(&id);
+    assert!(link(&ns, "eth0").unwrap().is_some(), "{}", env.label());
+    assert!(link(&ns, "net1").unwrap().is_some(), "{}", env.label());
+    let names: Vec<&str> = st["networks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["ifname"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lo", "eth0", "net1"]);
+    assert_eq!(env.leases().len(), 2);
+    assert_eq!(env.cache_entries().len(), 3);
+    env.pod_ok(&["rm", &id]);
+    env.assert_only(&[], "after rm");
+}
+
+#[test]
+fn extra_networks_get_net1_with_rcni_plugins() {
+    two_networks(Plugins::Rcni);
+}
+
+#[test]
+fn extra_networks_get_net1_with_go_plugins() {
+    two_networks(Plugins::Go);
+}
