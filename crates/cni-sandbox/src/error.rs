@@ -34,6 +34,10 @@ pub enum SandboxError {
     /// A request that cannot be carried out as asked (bad id, bad port, no network).
     #[error("{0}")]
     Invalid(String),
+    /// Every plugin succeeded, but the default interface has no address: the sandbox would
+    /// be unreachable (containerd fails such a RunPodSandbox too).
+    #[error("network {network:?} gave {ifname} no IP address")]
+    NoAddress { network: String, ifname: String },
     /// `run` of an id whose sandbox was stopped: it must be removed first.
     #[error("sandbox {0} is stopped; remove it before running it again")]
     Stopped(String),
@@ -64,7 +68,7 @@ impl SandboxError {
         match self {
             SandboxError::Runtime(e) => e.code(),
             SandboxError::SetupFailed { original, .. } => original.code(),
-            SandboxError::Teardown { .. } => code::INTERNAL,
+            SandboxError::Teardown { .. } | SandboxError::NoAddress { .. } => code::INTERNAL,
             SandboxError::Io { .. } => code::IO_FAILURE,
             SandboxError::BadRecord { .. } => code::DECODING_FAILURE,
             SandboxError::Netns { .. } => code::INVALID_NETNS,

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cni_runtime::{
-    discover, Attachment, Member, Network, Runtime, SandboxNetworks, SandboxRequest, SetupMode,
+    default_ifname, discover, Attachment, Member, Network, Runtime, SandboxNetworks,
+    SandboxRequest, SetupMode,
 };
 use cni_types::validate_container_id;
 
@@ -175,6 +176,15 @@ impl Sandboxes {
             Ok(r) => r,
             Err(e) => return Err(self.fail(rec, SandboxError::Runtime(e))),
         };
+        if let Some(default) = rec.networks.iter().find(|n| n.ifname == default_ifname(0)) {
+            if result.ips_of(&default.ifname).is_empty() {
+                let e = SandboxError::NoAddress {
+                    network: default.name.clone(),
+                    ifname: default.ifname.clone(),
+                };
+                return Err(self.fail(rec, e));
+            }
+        }
         rec.ips = pod_ips(&result);
         rec.results = result
             .results

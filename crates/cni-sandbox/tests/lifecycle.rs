@@ -24,6 +24,7 @@ echo "$me $CNI_COMMAND $CNI_IFNAME netns=$CNI_NETNS args=$CNI_ARGS" >> "$dir/log
 echo "$conf" >> "$dir/log"
 if [ "$CNI_COMMAND" = ADD ]; then
   if [ -e "$dir/fail-$me" ]; then echo '{"cniVersion":"1.0.0","code":11,"msg":"refused"}'; exit 1; fi
+  if [ -e "$dir/noip-$me" ]; then echo '{"cniVersion":"1.0.0","interfaces":[{"name":"'"$CNI_IFNAME"'"}]}'; exit 0; fi
   echo '{"cniVersion":"1.0.0","interfaces":[{"name":"'"$CNI_IFNAME"'","sandbox":"'"$CNI_NETNS"'"}],"ips":[{"address":"198.18.0.7/24","interface":0}]}'
 fi
 exit 0
@@ -343,5 +344,19 @@ fn a_namespace_given_by_the_caller_is_used_and_never_removed() {
     assert_eq!(
         w.sb.store.load("given").unwrap().map(|r| r.netns_owner),
         None::<NetnsOwner>
+    );
+}
+
+#[test]
+fn a_run_whose_default_interface_gets_no_address_fails_and_is_undone() {
+    let w = world();
+    fs::write(w.bin.join("noip-tail"), "").unwrap();
+    let e = w.sb.run(&request("noip")).unwrap_err();
+    assert!(e.to_string().contains("gave eth0 no IP address"), "{e}");
+    assert!(w.sb.store.ids().unwrap().is_empty());
+    let c = calls(&w.bin);
+    assert_eq!(
+        c[c.len() - 3..],
+        ["tail DEL eth0", "main DEL eth0", "loopback DEL lo"]
     );
 }
