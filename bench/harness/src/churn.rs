@@ -25,7 +25,7 @@ pub struct ChurnOutcome {
 }
 
 /// Runs `work(i)` for i in 0..n on `workers` threads.
-fn parallel<F: Fn(usize) + Sync>(n: usize, workers: usize, work: F) {
+pub(crate) fn parallel<F: Fn(usize) + Sync>(n: usize, workers: usize, work: F) {
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..workers.max(1) {

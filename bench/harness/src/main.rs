@@ -11,6 +11,7 @@ mod exec;
 mod floor;
 mod latency;
 mod ns;
+mod pods;
 mod report;
 mod resources;
 mod startup;
@@ -142,6 +143,9 @@ fn run() -> Result<()> {
     latency::through_runtime(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
     eprintln!("rcni-bench: figure 4 (churn)");
     churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
+    eprintln!("rcni-bench: figure pods (100 sandboxes at once through rcni pod)");
+    let (pods_n, pods_c) = if o.quick { (6, 3) } else { (100, 16) };
+    pods::measure(&mut report, &rcni_cli, &rcni, &go, pods_n, pods_c, &work.0)?;
     eprintln!("rcni-bench: figure 5 (resources)");
     resources::measure(&mut report, &rcni, &go, &work.0)?;
     let leftovers = ns::links_with_prefix("veth");

@@ -339,7 +339,26 @@ impl Runtime {
         self.del(net, &self.complete_from_cache(net, att))
     }
 
+    /// [`Runtime::del`], except that every plugin of the chain gets its DEL even after one
+    /// failed, and all failures are reported: libcni's `DelNetworkList` stops at the first,
+    /// leaking what the plugins before it in the reverse order hold (RC §2, containerd
+    /// #12130). The cache entry is removed only when every DEL succeeded.
+    pub fn del_keep_going(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
+        att.validate(net.name())?;
+        let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
+        self.del_chain_cached(net, att, true)
+    }
+
     fn del_locked(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
+        self.del_chain_cached(net, att, false)
+    }
+
+    fn del_chain_cached(
+        &self,
+        net: &Network,
+        att: &Attachment,
+        keep_going: bool,
+    ) -> Result<(), RuntimeError> {
         // A name too long for a cache file never had an entry (ADD refuses it; Go libcni
         // fails to write it after its plugins ran), so DEL runs without one and can still
         // clean up such an attachment.
@@ -356,15 +375,15 @@ impl Runtime {
         } else {
             None
         };
-        if let Some(e) = self
-            .del_chain(net, att, prev.as_ref(), false)
-            .into_iter()
-            .next()
-        {
-            return Err(e);
+        let mut errors = self.del_chain(net, att, prev.as_ref(), keep_going);
+        match errors.len() {
+            0 => {
+                self.cache.remove(net.name(), att);
+                Ok(())
+            }
+            1 => Err(errors.remove(0)),
+            _ => Err(RuntimeError::Multiple(errors)),
         }
-        self.cache.remove(net.name(), att);
-        Ok(())
     }
 
     /// Runs DEL over every plugin in reverse. Stops at the first error unless `keep_going`.

@@ -116,6 +116,9 @@ pub enum Command {
     /// plugins, and leaked leases, veths, nft rules, tuning backups and cache entries).
     /// Exit status 1 if anything is found.
     Doctor(DoctorArgs),
+    /// Pod-sandbox network lifecycle, as a CRI runtime runs it for kubelet: run, status, stop,
+    /// rm, ls, ready, update-cidr, gc (records in --state-dir).
+    Pod(Box<crate::pod::PodArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
             Some(DoctorCommand::Explain { message }) => explain(g, message),
             None => doctor(g, d.fix),
         },
+        Command::Pod(p) => crate::pod::run(g, p),
     }
 }
 

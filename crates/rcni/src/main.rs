@@ -8,6 +8,7 @@ mod failure;
 mod lab;
 mod logger;
 mod netns;
+mod pod;
 mod scratch;
 mod setup;
 

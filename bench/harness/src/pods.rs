@@ -1,0 +1,196 @@
+//! Figure "pods": N pod sandboxes started at once through `rcni pod run` (C at a time), the
+//! whole RunPodSandbox network path a CRI runtime walks: record, netns creation, the built-in
+//! loopback network, then bridge + host-local + portmap, with rcni's plugins and with the Go
+//! plugins under the same `rcni pod`. p50/p99 of each run (spawn to exit) and sandboxes per
+//! second over the whole batch; then every sandbox is stopped and removed, and what is left
+//! (failures, duplicate addresses, veths, leases, namespaces, records) goes into the note.
+//! The published anchor: Cilium's setupPodNetwork at about 310 ms per pod with 100 pods
+//! started in parallel on kind (cilium #48392).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use crate::chain::Impl;
+use crate::churn::parallel;
+use crate::ns::links_with_prefix;
+use crate::report::{Report, Row, Series};
+use crate::stats::{ms, quantile};
+
+struct Outcome {
+    latencies: Vec<f64>,
+    per_sec: f64,
+    failures: usize,
+    duplicates: usize,
+    leftovers: usize,
+}
+
+fn conflist(slot: u8, data: &Path) -> Value {
+    json!({"cniVersion": "1.0.0", "name": format!("bench-pods-{slot}"), "plugins": [
+        {"type": "bridge", "bridge": format!("rcnipod{slot}"), "isGateway": true,
+         "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("198.19.{}.0/24", 100 + slot)}]],
+                  "routes": [{"dst": "0.0.0.0/0"}], "dataDir": data.display().to_string()}},
+        {"type": "portmap", "capabilities": {"portMappings": true}}]})
+}
+
+fn count_entries(dir: &Path, keep: impl Fn(&str) -> bool) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| keep(&e.file_name().to_string_lossy()))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn run_one(
+    rcni_cli: &Path,
+    imp: &Impl,
+    slot: u8,
+    n: usize,
+    workers: usize,
+    work: &Path,
+) -> Result<Outcome> {
+    let base = work.join(format!("pods-{}", imp.label));
+    let (conf, state, cache, data) = (
+        base.join("net.d"),
+        base.join("state"),
+        base.join("cache"),
+        base.join("ipam"),
+    );
+    std::fs::create_dir_all(&conf)?;
+    std::fs::write(
+        conf.join("10-pods.conflist"),
+        serde_json::to_vec(&conflist(slot, &data))?,
+    )?;
+    let prefix = format!("bp{}x{slot}x", std::process::id());
+    let pod = |args: &[&str]| {
+        Command::new(rcni_cli)
+            .arg("--conf-dir")
+            .arg(&conf)
+            .arg("--bin-dir")
+            .arg(&imp.dir)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("pod")
+            .arg("--state-dir")
+            .arg(&state)
+            .args(args)
+            .output()
+    };
+    let ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    let latencies = Mutex::new(Vec::new());
+    let ips = Mutex::new(Vec::new());
+    let failures = AtomicUsize::new(0);
+    let veths_before = links_with_prefix("veth").len();
+    let started = Instant::now();
+    parallel(n, workers, |i| {
+        let port = format!("{}:80", 20000 + i);
+        let t = Instant::now();
+        let out = pod(&["--json", "run", "bench", "--id", &ids[i], "--port", &port]);
+        let took = ms(t.elapsed());
+        match out {
+            Ok(o) if o.status.success() => {
+                if let Ok(mut l) = latencies.lock() {
+                    l.push(took);
+                }
+                let st: Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+                if let (Ok(mut all), Some(ip)) = (ips.lock(), st["ips"][0].as_str()) {
+                    all.push(ip.to_string());
+                }
+            }
+            _ => {
+                failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let per_sec = n as f64 / started.elapsed().as_secs_f64();
+    let ips = ips.into_inner().unwrap_or_default();
+    let duplicates = ips.len() - ips.iter().collect::<HashSet<_>>().len();
+    parallel(n, workers, |i| {
+        for verb in ["stop", "rm"] {
+            if !matches!(pod(&[verb, &ids[i]]), Ok(o) if o.status.success()) {
+                failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let leftovers = links_with_prefix("veth").len().saturating_sub(veths_before)
+        + count_entries(&data.join(format!("bench-pods-{slot}")), |f| {
+            f.parse::<std::net::IpAddr>().is_ok()
+        })
+        + count_entries(Path::new("/run/netns"), |f| {
+            f.starts_with(&format!("rcni-{prefix}"))
+        })
+        + count_entries(&state, |f| f.ends_with(".json"))
+        + count_entries(&cache.join("results"), |_| true);
+    Ok(Outcome {
+        latencies: latencies.into_inner().unwrap_or_default(),
+        per_sec,
+        failures: failures.load(Ordering::Relaxed),
+        duplicates,
+        leftovers,
+    })
+}
+
+pub fn measure(
+    report: &mut Report,
+    rcni_cli: &Path,
+    rcni: &Impl,
+    go: &Impl,
+    n: usize,
+    workers: usize,
+    work: &Path,
+) -> Result<()> {
+    let a = run_one(rcni_cli, rcni, 0, n, workers, work);
+    let b = run_one(rcni_cli, go, 1, n, workers, work);
+    let detail = |label: &str, r: &Result<Outcome>| match r {
+        Ok(o) => format!(
+            "{label}: {} failed, {} dup, {} left",
+            o.failures, o.duplicates, o.leftovers
+        ),
+        Err(e) => format!("{label}: {e}"),
+    };
+    let note = format!(
+        "{}; {}; Cilium publishes ≈310 ms per pod (setupPodNetwork) at 100 in parallel",
+        detail("rcni", &a),
+        detail("Go", &b)
+    );
+    let item = format!("{n} sandboxes via rcni pod run, concurrency {workers}");
+    let q = |r: &Result<Outcome>, p: f64| r.as_ref().ok().and_then(|o| quantile(&o.latencies, p));
+    for (what, p) in [("p50", 0.5), ("p99", 0.99)] {
+        report.add_row(Row {
+            figure: "pods",
+            item: format!("{item}: {what} setup latency"),
+            unit: "ms",
+            rcni: q(&a, p),
+            go: q(&b, p),
+            note: note.clone(),
+        });
+    }
+    report.add_row(Row {
+        figure: "pods",
+        item: format!("{item}: throughput"),
+        unit: "pods/s",
+        rcni: a.as_ref().ok().map(|o| o.per_sec),
+        go: b.as_ref().ok().map(|o| o.per_sec),
+        note,
+    });
+    for (implementation, r) in [("rcni", a), ("go", b)] {
+        if let Ok(o) = r {
+            report.series.push(Series {
+                figure: "pods",
+                item: item.clone(),
+                implementation,
+                unit: "ms",
+                samples: o.latencies,
+            });
+        }
+    }
+    Ok(())
+}

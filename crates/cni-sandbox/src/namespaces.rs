@@ -1,0 +1,33 @@
+//! Network namespaces the sandbox creates for itself. This crate stays above the kernel
+//! (it depends on the runtime only), so the caller hands in the code that creates and
+//! removes named namespaces (rcni passes cni-linux's); tests can hand in a fake.
+
+/// Creates and removes named network namespaces (`/run/netns/<name>`, as `ip netns` does).
+pub trait Namespaces: Send + Sync {
+    /// The path the namespace `name` gets (recorded before it is created).
+    fn path(&self, name: &str) -> String {
+        format!("/run/netns/{name}")
+    }
+    /// Creates the namespace `name` (at [`Namespaces::path`]) and returns its path.
+    fn create(&self, name: &str) -> Result<String, String>;
+    /// Removes the namespace `name`; an already missing one is success.
+    fn remove(&self, name: &str) -> Result<(), String>;
+    /// True when `path` exists (a DEL for a vanished namespace gets an empty `CNI_NETNS`).
+    fn exists(&self, path: &str) -> bool {
+        std::path::Path::new(path).exists()
+    }
+}
+
+/// The namespace name of sandbox `id`: `rcni-<id>`, so a namespace on the node names the
+/// sandbox it belongs to.
+pub fn netns_name(id: &str) -> String {
+    format!("rcni-{id}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_carry_the_sandbox_id() {
+        assert_eq!(super::netns_name("abc"), "rcni-abc");
+    }
+}

@@ -1,0 +1,328 @@
+//! The state directory: one record per sandbox (`<dir>/<id>.json`), written atomically
+//! (temp file, fsync, rename, fsync of the directory), and the locks that keep verbs apart.
+//!
+//! Locks (`flock`, released by the kernel when a process dies, which is what recovery relies
+//! on):
+//! - `<dir>/.lock`: every verb holds it shared; `gc` holds it exclusively, so the set of
+//!   records it takes as valid cannot grow under it.
+//! - `<dir>/locks/<id>`: held exclusively by the verb working on that sandbox. A record in a
+//!   transient state whose lock can be taken has no live owner: it was left by a crash.
+//!
+//! Temp files are `.<id>.json.tmp-<pid>`: a writer killed before its rename leaves one that
+//! the next `gc` (which excludes every writer) removes.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::SandboxError;
+use crate::record::SandboxRecord;
+
+/// The default state directory.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/rcni/sandboxes";
+
+const RECORD_EXT: &str = "json";
+const TEMP_MARK: &str = ".tmp-";
+
+/// The records under one state directory.
+#[derive(Debug, Clone)]
+pub struct RecordStore {
+    dir: PathBuf,
+}
+
+/// A held lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+/// The exclusive lock of one sandbox. `release_and_forget` removes the lock file too (after
+/// the record is gone), without letting a waiter lock a file nobody else can see.
+#[derive(Debug)]
+pub struct SandboxLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl SandboxLock {
+    /// Removes the lock file while still holding the lock: a process that opened the old file
+    /// and waits on it finds, once it gets the lock, that the path names another file (or
+    /// none) and starts over (see [`RecordStore::lock_sandbox`]).
+    pub fn release_and_forget(self) {
+        let _ = fs::remove_file(&self.path);
+        drop(self.file);
+    }
+}
+
+impl RecordStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        RecordStore { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn ensure_dirs(&self) -> Result<(), SandboxError> {
+        let locks = self.dir.join("locks");
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true);
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&locks)
+            .map_err(|e| SandboxError::io("cannot create state directory", &locks, e))
+    }
+
+    /// The record file of `id`.
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{RECORD_EXT}"))
+    }
+
+    /// Takes the state directory lock: shared for a verb, exclusive for GC.
+    pub fn lock_state(&self, exclusive: bool) -> Result<Lock, SandboxError> {
+        self.ensure_dirs()?;
+        let path = self.dir.join(".lock");
+        let file = open_lock_file(&path)?;
+        let locked = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        locked.map_err(|e| SandboxError::io("cannot lock", &path, e))?;
+        Ok(Lock { _file: file })
+    }
+
+    /// Takes the exclusive lock of sandbox `id`, waiting for a live holder; `None` with
+    /// `wait == false` when another process holds it.
+    pub fn lock_sandbox(&self, id: &str, wait: bool) -> Result<Option<SandboxLock>, SandboxError> {
+        self.ensure_dirs()?;
+        let path = self.dir.join("locks").join(id);
+        loop {
+            let file = open_lock_file(&path)?;
+            if wait {
+                file.lock()
+                    .map_err(|e| SandboxError::io("cannot lock", &path, e))?;
+            } else {
+                match file.try_lock() {
+                    Ok(()) => {}
+                    Err(fs::TryLockError::WouldBlock) => return Ok(None),
+                    Err(fs::TryLockError::Error(e)) => {
+                        return Err(SandboxError::io("cannot lock", &path, e))
+                    }
+                }
+            }
+            // The holder we waited for may have removed the file: then this lock guards
+            // nothing and the current file (if any) must be locked instead.
+            let held = file
+                .metadata()
+                .map_err(|e| SandboxError::io("cannot stat", &path, e))?;
+            match fs::metadata(&path) {
+                Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
+                    return Ok(Some(SandboxLock { file, path }))
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// The record of `id`, if there is one.
+    pub fn load(&self, id: &str) -> Result<Option<SandboxRecord>, SandboxError> {
+        let path = self.path(id);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(SandboxError::io("cannot read record", &path, e)),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| SandboxError::BadRecord {
+                path,
+                message: e.to_string(),
+            })
+    }
+
+    /// Writes the record atomically.
+    pub fn save(&self, rec: &SandboxRecord) -> Result<(), SandboxError> {
+        self.ensure_dirs()?;
+        let target = self.path(&rec.id);
+        let tmp = self.dir.join(format!(
+            ".{}.{RECORD_EXT}{TEMP_MARK}{}",
+            rec.id,
+            std::process::id()
+        ));
+        let bytes = serde_json::to_vec_pretty(rec).map_err(|e| SandboxError::BadRecord {
+            path: target.clone(),
+            message: e.to_string(),
+        })?;
+        let written = write_synced(&tmp, &bytes).and_then(|()| fs::rename(&tmp, &target));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(SandboxError::io("cannot write record", &target, e));
+        }
+        sync_dir(&self.dir);
+        Ok(())
+    }
+
+    /// Removes the record of `id` (a missing one is fine).
+    pub fn remove(&self, id: &str) -> Result<(), SandboxError> {
+        let path = self.path(id);
+        match fs::remove_file(&path) {
+            Ok(()) => {
+                sync_dir(&self.dir);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(SandboxError::io("cannot remove record", &path, e)),
+        }
+    }
+
+    /// The ids of every record, sorted.
+    pub fn ids(&self) -> Result<Vec<String>, SandboxError> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(SandboxError::io(
+                    "cannot read state directory",
+                    &self.dir,
+                    e,
+                ))
+            }
+        };
+        let mut ids: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .filter_map(|n| n.strip_suffix(&format!(".{RECORD_EXT}")).map(String::from))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Every readable record; unreadable ones are reported, not fatal.
+    pub fn records(&self) -> Result<(Vec<SandboxRecord>, Vec<SandboxError>), SandboxError> {
+        let mut recs = Vec::new();
+        let mut bad = Vec::new();
+        for id in self.ids()? {
+            match self.load(&id) {
+                Ok(Some(r)) => recs.push(r),
+                Ok(None) => {}
+                Err(e) => bad.push(e),
+            }
+        }
+        Ok((recs, bad))
+    }
+
+    /// Removes temp files of killed writers and lock files of sandboxes without a record.
+    /// Only safe with the state lock held exclusively (no verb is running).
+    pub fn sweep(&self) -> usize {
+        let mut removed = 0;
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
+                if name.starts_with('.') && name.contains(TEMP_MARK) {
+                    removed += usize::from(fs::remove_file(self.dir.join(&name)).is_ok());
+                }
+            }
+        }
+        if let Ok(entries) = fs::read_dir(self.dir.join("locks")) {
+            for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
+                if !self.path(&name).exists() {
+                    removed +=
+                        usize::from(fs::remove_file(self.dir.join("locks").join(&name)).is_ok());
+                }
+            }
+        }
+        removed
+    }
+}
+
+fn open_lock_file(path: &Path) -> Result<File, SandboxError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| SandboxError::io("cannot open lock", path, e))
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{NetnsOwner, PodMeta, State, RECORD_FORMAT};
+
+    fn record(id: &str) -> SandboxRecord {
+        SandboxRecord {
+            format: RECORD_FORMAT,
+            id: id.into(),
+            pod: PodMeta::default(),
+            netns: "/run/netns/x".into(),
+            netns_owner: NetnsOwner::Caller,
+            state: State::SettingUp,
+            removing: false,
+            networks: vec![],
+            cni_args: vec![],
+            capability_args: Default::default(),
+            ips: vec![],
+            results: vec![],
+            errors: vec![],
+            created: 1,
+            updated: 1,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_temp_files_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(d.path().join("s"));
+        assert!(store.ids().unwrap().is_empty());
+        store.save(&record("b")).unwrap();
+        let mut a = record("a");
+        a.state = State::Ready;
+        store.save(&a).unwrap();
+        assert_eq!(store.ids().unwrap(), ["a", "b"]);
+        assert_eq!(store.load("a").unwrap().unwrap().state, State::Ready);
+        // A killed writer's temp file and a stale lock file.
+        fs::write(store.dir().join(".c.json.tmp-1"), b"{").unwrap();
+        fs::write(store.dir().join("locks/c"), b"").unwrap();
+        assert_eq!(store.ids().unwrap(), ["a", "b"]);
+        assert_eq!(store.sweep(), 2);
+        store.remove("a").unwrap();
+        store.remove("a").unwrap();
+        assert_eq!(store.ids().unwrap(), ["b"]);
+        fs::write(store.path("bad"), b"not json").unwrap();
+        let (recs, bad) = store.records().unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(bad.len(), 1);
+    }
+
+    #[test]
+    fn a_held_sandbox_lock_is_seen_and_a_forgotten_one_is_not_reused() {
+        let d = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(d.path());
+        let held = store.lock_sandbox("x", true).unwrap().unwrap();
+        assert!(store.lock_sandbox("x", false).unwrap().is_none());
+        held.release_and_forget();
+        assert!(!d.path().join("locks/x").exists());
+        let again = store.lock_sandbox("x", false).unwrap().unwrap();
+        assert!(d.path().join("locks/x").exists());
+        drop(again);
+        let _state = store.lock_state(false).unwrap();
+        let _other = store.lock_state(false).unwrap();
+    }
+}

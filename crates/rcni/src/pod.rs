@@ -1,0 +1,338 @@
+//! `rcni pod`: the pod-sandbox verbs of a CRI runtime (cni-sandbox) on the command line.
+//! Each invocation first finishes or undoes what killed invocations left (recovery), then
+//! runs its verb; namespaces are created and removed through cni-linux.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use cni_linux::NetNs;
+use cni_sandbox::{
+    parse_cidrs, update_cidr, CidrUpdate, Namespaces, PodMeta, PortMapping, RunRequest,
+    SandboxError, SandboxStatus, Sandboxes, SetupMode, DEFAULT_STATE_DIR,
+};
+use cni_types::code;
+
+use crate::cli::Global;
+use crate::failure::Failure;
+use crate::setup;
+
+#[derive(Debug, Args)]
+pub struct PodArgs {
+    /// Directory of the sandbox records.
+    #[arg(long, default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// conflist template for update-cidr (containerd's conf_template: {{.PodCIDR}},
+    /// {{.PodCIDRRanges}}, {{.Routes}}).
+    #[arg(long, value_name = "FILE")]
+    pub conf_template: Option<PathBuf>,
+    /// Attach a sandbox's networks one after the other (default: in parallel, as containerd).
+    #[arg(long)]
+    pub serial: bool,
+    #[command(subcommand)]
+    pub verb: PodVerb,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PodVerb {
+    /// RunPodSandbox: create the sandbox's netns (unless --netns) and attach loopback, the
+    /// default network (or each --network) on eth0, net1, ...; prints the sandbox id.
+    Run(RunArgs),
+    /// PodSandboxStatus: state and addresses (never fails; unknown ids are empty).
+    Status { id: String },
+    /// StopPodSandbox: DEL every network in reverse, continuing past failures (idempotent).
+    Stop { id: String },
+    /// RemovePodSandbox: finish the teardown, remove the netns it created and the record.
+    Rm { id: String },
+    /// List the sandboxes with a record.
+    Ls,
+    /// NetworkReady: exit 0 when ready, 1 with the reason otherwise.
+    Ready,
+    /// UpdateRuntimeConfig: render --conf-template with the pod CIDR(s) (comma-separated)
+    /// into the conf dir, unless a network config exists already.
+    UpdateCidr { cidr: String },
+    /// Undo or finish what killed runs left, then GC every network with the recorded
+    /// sandboxes as the valid attachments.
+    Gc,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Pod name (K8S_POD_NAME).
+    pub name: String,
+    /// Pod namespace (K8S_POD_NAMESPACE).
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Pod UID (K8S_POD_UID; default: the sandbox id).
+    #[arg(long)]
+    pub uid: Option<String>,
+    /// Sandbox id (default: --container-id, else random). Running a ready id again prints
+    /// its status without a new ADD.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Use this network namespace instead of creating /run/netns/rcni-<id>.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Port mapping HOST:CONTAINER[/PROTO] (portMappings capability; repeatable).
+    #[arg(long = "port", value_name = "HOST:CONTAINER[/PROTO]")]
+    pub ports: Vec<String>,
+    /// Network by name (repeatable): the first on eth0, then net1, ...; default: the first
+    /// config file of the conf dir.
+    #[arg(long = "network", value_name = "NET")]
+    pub networks: Vec<String>,
+    /// Static IP for the pod (ips capability; repeatable).
+    #[arg(long = "ip", value_name = "IP")]
+    pub ips: Vec<String>,
+    /// MAC address for the pod (mac capability).
+    #[arg(long)]
+    pub mac: Option<String>,
+}
+
+/// cni-linux's named namespaces under /run/netns.
+struct LinuxNamespaces;
+
+impl Namespaces for LinuxNamespaces {
+    fn create(&self, name: &str) -> Result<String, String> {
+        NetNs::create_named(name)
+            .map(|ns| ns.path().display().to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    fn remove(&self, name: &str) -> Result<(), String> {
+        match NetNs::delete_named(name) {
+            Err(e) if !e.is_not_found() => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn failed(verb: &str, e: &SandboxError) -> Failure {
+    Failure::Failed {
+        verb: format!("pod {verb}"),
+        error: e.to_cni_error(),
+    }
+}
+
+fn print_json(v: &Value) {
+    println!("{}", cni_types::pretty_json(v));
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+pub fn run(g: &Global, p: &PodArgs) -> Result<(), Failure> {
+    if g.ifname != "eth0" {
+        return Err(Failure::usage(
+            "rcni pod names interfaces itself (lo, eth0, net1, ...): --ifname / CNI_IFNAME does not apply",
+        ));
+    }
+    let mut sb = Sandboxes::new(
+        setup::runtime(g),
+        &p.state_dir,
+        &g.conf_dir,
+        Arc::new(LinuxNamespaces),
+    );
+    if p.serial {
+        sb.mode = SetupMode::Serial;
+    }
+    if matches!(
+        p.verb,
+        PodVerb::Run(_) | PodVerb::Stop { .. } | PodVerb::Rm { .. } | PodVerb::Ls
+    ) {
+        recover(&sb);
+    }
+    match &p.verb {
+        PodVerb::Run(r) => run_pod(g, &sb, r),
+        PodVerb::Status { id } => {
+            show(g, &sb.status(id));
+            Ok(())
+        }
+        PodVerb::Stop { id } => sb.stop(id).map_err(|e| failed("stop", &e)),
+        PodVerb::Rm { id } => sb.remove(id).map_err(|e| failed("rm", &e)),
+        PodVerb::Ls => list(g, &sb),
+        PodVerb::Ready => ready(g, &sb),
+        PodVerb::UpdateCidr { cidr } => cidr_update(g, p, cidr),
+        PodVerb::Gc => gc(g, &sb),
+    }
+}
+
+/// The start-of-process recovery: its problems are reported, the verb still runs.
+fn recover(sb: &Sandboxes) {
+    match sb.recover() {
+        Ok(r) => {
+            for id in &r.undone {
+                log::info!("undid the interrupted run of sandbox {id}");
+            }
+            for id in &r.finished {
+                log::info!("finished the interrupted stop of sandbox {id}");
+            }
+            for e in &r.errors {
+                log::warn!("recovery: {e}");
+            }
+        }
+        Err(e) => log::warn!("recovery: {e}"),
+    }
+}
+
+fn run_pod(g: &Global, sb: &Sandboxes, r: &RunArgs) -> Result<(), Failure> {
+    let mut capability_args = setup::parse_capability_args(g.capability_args.as_deref())?;
+    if !r.ips.is_empty() {
+        capability_args.insert("ips".into(), json!(r.ips));
+    }
+    if let Some(mac) = &r.mac {
+        capability_args.insert("mac".into(), json!(mac));
+    }
+    let port_mappings = r
+        .ports
+        .iter()
+        .map(|s| PortMapping::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let netns = r
+        .netns
+        .as_deref()
+        .map(setup::netns_path)
+        .transpose()?
+        .map(|p| p.display().to_string());
+    let req = RunRequest {
+        id: r.id.clone().or_else(|| g.container_id.clone()),
+        pod: PodMeta {
+            name: r.name.clone(),
+            namespace: r.namespace.clone(),
+            uid: r.uid.clone().unwrap_or_default(),
+        },
+        netns,
+        networks: r.networks.clone(),
+        port_mappings,
+        capability_args,
+        extra_args: setup::parse_args(g.args.as_deref())?,
+    };
+    let status = sb.run(&req).map_err(|e| failed("run", &e))?;
+    if g.json {
+        print_json(&to_json(&status));
+    } else {
+        println!("{}", status.id);
+    }
+    Ok(())
+}
+
+fn show(g: &Global, s: &SandboxStatus) {
+    if g.json {
+        print_json(&to_json(s));
+        return;
+    }
+    println!("id:      {}", s.id);
+    println!("state:   {}", s.state_name());
+    if s.state.is_some() {
+        println!(
+            "pod:     {}/{} (uid {})",
+            s.pod.namespace, s.pod.name, s.pod.uid
+        );
+        println!("netns:   {}", s.netns);
+        println!("ips:     {}", s.ips.join(" "));
+        for n in &s.networks {
+            let how = if n.attached { "attached" } else { "detached" };
+            println!("network: {} on {} ({how})", n.name, n.ifname);
+        }
+        for e in &s.errors {
+            println!("error:   {e}");
+        }
+    }
+}
+
+fn list(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
+    let all = sb.list().map_err(|e| failed("ls", &e))?;
+    if g.json {
+        print_json(&to_json(&all));
+        return Ok(());
+    }
+    for s in all {
+        println!(
+            "{}\t{}\t{}/{}\t{}",
+            s.id,
+            s.state_name(),
+            s.pod.namespace,
+            s.pod.name,
+            s.ips.join(",")
+        );
+    }
+    Ok(())
+}
+
+fn ready(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
+    let r = sb.ready();
+    if g.json {
+        print_json(&to_json(&r));
+    } else if r.ready {
+        println!("ready");
+    } else {
+        eprintln!("not ready: {}", r.reason);
+    }
+    if r.ready {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
+    }
+}
+
+fn cidr_update(g: &Global, p: &PodArgs, cidr: &str) -> Result<(), Failure> {
+    let template = p
+        .conf_template
+        .as_ref()
+        .ok_or_else(|| Failure::usage("update-cidr needs --conf-template FILE"))?;
+    let cidrs = parse_cidrs(cidr).map_err(|e| Failure::usage(e.to_string()))?;
+    let outcome =
+        update_cidr(&g.conf_dir, template, &cidrs).map_err(|e| failed("update-cidr", &e))?;
+    let (written, file) = match &outcome {
+        CidrUpdate::Written(f) => (true, f),
+        CidrUpdate::Unchanged(f) => (false, f),
+    };
+    if g.json {
+        print_json(&json!({"written": written, "file": file}));
+    } else if written {
+        println!("wrote {}", file.display());
+    } else {
+        println!(
+            "unchanged: {} already configures the network",
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+fn gc(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
+    let report = sb.gc().map_err(|e| failed("gc", &e))?;
+    if g.json {
+        print_json(&to_json(&report));
+    } else {
+        println!(
+            "gc: {} network(s), {} valid attachment(s), {} interrupted run(s) undone, {} stop(s) finished, {} stale file(s) swept",
+            report.networks.len(),
+            report.valid,
+            report.undone.len(),
+            report.finished.len(),
+            report.swept
+        );
+        for e in &report.errors {
+            eprintln!("gc: {e}");
+        }
+    }
+    if report.errors.is_empty() {
+        Ok(())
+    } else if g.json {
+        Err(Failure::Reported)
+    } else {
+        Err(Failure::other(
+            "pod gc",
+            code::INTERNAL,
+            format!(
+                "{} error(s): {}",
+                report.errors.len(),
+                report.errors.join("; ")
+            ),
+        ))
+    }
+}
