@@ -159,11 +159,14 @@ impl Lab {
             "loopback" => json!({}),
             "bridge" => json!({"bridge": "hbr0", "ipam": self.host_local("198.18.21.0/24")}),
             "ptp" => json!({"ipam": self.host_local("198.18.22.0/24")}),
-            "macvlan" => json!({"master": MASTER, "ipam": self.host_local("198.18.23.0/24")}),
-            "ipvlan" => json!({"master": MASTER, "ipam": self.host_local("198.18.24.0/24")}),
-            "vlan" => json!({"master": MASTER, "vlanId": 42,
+            // The sub-link plugins keep their attachment records in the data dir too.
+            "macvlan" => json!({"master": MASTER, "ipam": self.host_local("198.18.23.0/24"),
+                                "dataDir": self.data_dir}),
+            "ipvlan" => json!({"master": MASTER, "ipam": self.host_local("198.18.24.0/24"),
+                               "dataDir": self.data_dir}),
+            "vlan" => json!({"master": MASTER, "vlanId": 42, "dataDir": self.data_dir,
                              "ipam": self.host_local("198.18.25.0/24")}),
-            "dummy" => json!({"ipam": self.host_local("198.18.26.0/24")}),
+            "dummy" => json!({"ipam": self.host_local("198.18.26.0/24"), "dataDir": self.data_dir}),
             "portmap" => json!({
                 "capabilities": {"portMappings": true},
                 "runtimeConfig": {"portMappings": [

@@ -14,6 +14,8 @@
 //! - [`sublink`]: master look-up, temporary-name creation and DEL/CHECK steps shared by
 //!   macvlan, ipvlan, vlan and dummy.
 //! - [`random`]: random bytes for interface names and MACs.
+//! - [`state_file`]: per-attachment state files in checked directories, written atomically.
+//! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 
 pub mod conf;
 pub mod errors;
@@ -25,7 +27,9 @@ pub mod nft_skeleton;
 pub mod nft_tag;
 pub mod random;
 pub mod spoofcheck;
+pub mod state_file;
 pub mod sublink;
+pub mod sublink_record;
 pub mod undo;
 pub mod validate;
 pub mod veth;

@@ -14,6 +14,6 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     conf.require_ipam()?;
     let mut errors = vec![];
     errors.extend(ipam::ipam_del(args).err());
-    errors.extend(sublink::delete_container_link(args).err());
+    errors.extend(sublink::delete_link_and_record(args).err());
     combine(errors)
 }
