@@ -235,7 +235,9 @@ mod tests {
         remove(&file).unwrap();
         assert!(matches!(read(&file), Saved::None));
         // Only the backup is left: the temp file was renamed.
-        assert!(state_file::entries(file.parent().unwrap()).unwrap().is_empty());
+        assert!(state_file::entries(file.parent().unwrap())
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
