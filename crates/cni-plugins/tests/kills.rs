@@ -823,8 +823,13 @@ fn gc_after_a_killed_rcni_add_runs_del_in_the_containers_netns() {
             .keys()
             .copied()
             .collect::<Vec<_>>(),
-        ["cache entries", "container links", "host-local files"],
-        "the killed ADD left its interface, lease and claim"
+        [
+            "cache entries",
+            "container links",
+            "host-local files",
+            "sub-link records"
+        ],
+        "the killed ADD left its interface, lease, claim and record"
     );
     let (ok, out) = s.rcni_run("c1", &["gc", &s.net]);
     assert!(ok, "{out}");
