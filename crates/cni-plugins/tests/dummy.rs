@@ -14,7 +14,7 @@ const SUBNET: &str = "10.69.0.0/24";
 fn conf(env: &Env, extra: Value) -> Value {
     let mut c = json!({
         "cniVersion": "1.0.0", "name": NET, "type": "dummy",
-        "ipam": env.host_local(SUBNET),
+        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
     });
     for (k, v) in extra.as_object().unwrap() {
         if v.is_null() {

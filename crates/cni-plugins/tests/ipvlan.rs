@@ -15,7 +15,7 @@ const MASTER: &str = "master0";
 fn conf(env: &Env, extra: Value) -> Value {
     let mut c = json!({
         "cniVersion": "1.0.0", "name": NET, "type": "ipvlan", "master": MASTER,
-        "ipam": env.host_local(SUBNET),
+        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
     });
     for (k, v) in extra.as_object().unwrap() {
         if v.is_null() {

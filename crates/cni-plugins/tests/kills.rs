@@ -49,13 +49,15 @@ const TAG_VAR: &str = "RCNI_KILLS_TAG";
 /// Leaks this harness found whose fixes belong to the plugins' own attribution work (issue
 /// 10); the plugin leaks are after direct plugin runs, which leave no runtime cache entry, so
 /// GC has only the valid list. Remove an entry when its fix lands.
-/// - macvlan, bandwidth: a link a killed ADD left inside the container's namespace (the
-///   macvlan, an IFB before its move to the host) is out of GC's reach, since GC gets no
-///   netns; DEL of the attachment removes it, and it goes with the namespace.
+/// - bandwidth: an IFB a killed ADD left inside the container's namespace before its move to
+///   the host is out of GC's reach, since GC gets no netns; DEL of the attachment removes it,
+///   and it goes with the namespace.
 ///
 /// (host-local's empty lease files and hint temp files are gone since its store writes
-/// through random temp files that are linked into place and swept under the lock.)
-const KNOWN_LEAKS: &[&str] = &["macvlan:container links", "bandwidth:container links"];
+/// through random temp files that are linked into place and swept under the lock; macvlan's
+/// container links since each attachment's record gives GC its namespace and the link carries
+/// its attachment's tag: `gc_removes_a_killed_macvlan_add`.)
+const KNOWN_LEAKS: &[&str] = &["bandwidth:container links"];
 
 /// splitmix64: small, seeded, reproducible.
 struct Rng(u64);
@@ -134,7 +136,8 @@ impl Scenario {
                 ] {
                     sb.exec_host(argv).unwrap().assert_success();
                 }
-                vec![json!({"type": "macvlan", "master": MASTER, "ipam": ipam})]
+                vec![json!({"type": "macvlan", "master": MASTER, "ipam": ipam,
+                            "dataDir": dir.join("sublink")})]
             }
             "portmap" => vec![
                 bridge,
@@ -378,6 +381,8 @@ impl Scenario {
         // Killed between creating a lease file and writing its owner into it.
         s.add("empty lease files", empty);
         s.add("tuning backups", files(&self.dir.join("tuning")));
+        // The attachment records of the sub-link plugins (temp files included).
+        s.add("sub-link records", files(&self.dir.join("sublink")));
         let results = files(&self.dir.join("cache").join("results"));
         let (temps, entries): (Vec<String>, Vec<String>) = results
             .into_iter()
@@ -818,11 +823,88 @@ fn gc_after_a_killed_rcni_add_runs_del_in_the_containers_netns() {
             .keys()
             .copied()
             .collect::<Vec<_>>(),
-        ["cache entries", "container links", "host-local files"],
-        "the killed ADD left its interface, lease and claim"
+        [
+            "cache entries",
+            "container links",
+            "host-local files",
+            "sub-link records"
+        ],
+        "the killed ADD left its interface, lease, claim and record"
     );
     let (ok, out) = s.rcni_run("c1", &["gc", &s.net]);
     assert!(ok, "{out}");
     let left = s.state(Some(&pod)).beyond(&base);
     assert!(left.is_empty(), "left after GC: {left:?}");
+}
+
+/// A direct macvlan ADD killed at each of its steps (an abort at a known instant runs no undo,
+/// like SIGKILL): no runtime cache entry exists, so GC (whose valid list holds only a live
+/// attachment) has only the killed attachment's record to go by. It enters the recorded namespace, deletes the link carrying
+/// the attachment's tag (and nothing else there), releases the lease and drops the record.
+/// Before: the macvlan stayed in the container's namespace (GC gets no netns).
+#[test]
+fn gc_removes_a_killed_macvlan_add() {
+    if bin_path("rcni").is_err() {
+        panic!("the rcni binary is needed: cargo build -p rcni");
+    }
+    let s = Scenario::new(8, "macvlan");
+    let list = json!({"cniVersion": "1.1.0", "name": s.net, "plugins": s.plugins});
+    fs::write(
+        s.dir.join("net.d").join(format!("{}.conflist", s.net)),
+        list.to_string(),
+    )
+    .unwrap();
+    // A live attachment made through the runtime: GC must keep it.
+    let live = s.sb.add_container().unwrap();
+    s.full_add(Via::Runtime, &live, "live");
+    let live_state = s.state(Some(&live));
+    for (i, step) in ["record", "link", "ipam", "done"].into_iter().enumerate() {
+        let pod = s.sb.add_container().unwrap();
+        // A link of someone else in the same namespace: GC must leave it.
+        s.sb.exec_in(
+            &pod.name,
+            [
+                "ip", "link", "add", "other0", "type", "veth", "peer", "other1",
+            ],
+        )
+        .unwrap()
+        .assert_success();
+        let base = s.state(Some(&pod));
+        let cid = format!("killed{i}");
+        let conf = s.plugin_conf(0, None);
+        let call = s
+            .plugin_call("ADD", &pod, &cid, &conf)
+            .env("RCNI_TEST_ABORT_AT", format!("macvlan:{step}"));
+        let out = s.sb.run_plugin(s.bin.join("macvlan"), &call).unwrap();
+        assert!(!out.success(), "{step}: the ADD was aborted: {out}");
+        let left = s.state(Some(&pod)).beyond(&base);
+        assert!(
+            left.contains_key("sub-link records"),
+            "{step}: the record is written first: {left:?}"
+        );
+        if step != "record" {
+            assert!(
+                left.contains_key("container links"),
+                "{step}: the aborted ADD left its link: {left:?}"
+            );
+        }
+        let (ok, out) = s.rcni_run(&cid, &["gc", &s.net, "--valid", "live:eth0"]);
+        assert!(ok, "{step}: GC: {out}");
+        let left = s.state(Some(&pod)).beyond(&base);
+        assert!(left.is_empty(), "{step}: left after GC: {left:?}");
+        assert!(
+            s.state(Some(&pod)).0["container links"]
+                .iter()
+                .any(|l| l.starts_with("other0:")),
+            "{step}: GC deleted a link that was not the attachment's"
+        );
+        s.sb.remove_container(&pod).unwrap();
+    }
+    let (now, then) = (s.state(Some(&live)), &live_state);
+    assert!(
+        now.beyond(then).is_empty() && then.beyond(&now).is_empty(),
+        "GC changed the live attachment: {:?} / {:?}",
+        now.0,
+        then.0
+    );
 }

@@ -16,7 +16,7 @@ const MASTER: &str = "master0";
 fn conf(env: &Env, extra: Value) -> Value {
     let mut c = json!({
         "cniVersion": "1.0.0", "name": NET, "type": "macvlan", "master": MASTER,
-        "ipam": env.host_local(SUBNET),
+        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
     });
     for (k, v) in extra.as_object().unwrap() {
         if v.is_null() {
@@ -75,6 +75,24 @@ fn add_check_del() {
     assert_eq!(link_names(env.host()), ["master0", "master0p"]);
     assert_eq!(link_names(&pod.name), ["eth0"]);
     assert_eq!(env.leases(NET), ["10.66.0.2"]);
+    // Attribution: the link carries its attachment's tag as alias, and one record (0600)
+    // names the attachment's netns for GC.
+    let tag = temp_tag("c1");
+    assert!(
+        l["ifalias"].as_str().is_some_and(|a| a.starts_with(&tag)),
+        "alias {} is not the attachment's tag {tag}",
+        l["ifalias"]
+    );
+    let record_file = env.records_dir().join(format!("{tag}.json"));
+    let record: Value = serde_json::from_slice(&std::fs::read(&record_file).unwrap()).unwrap();
+    assert_eq!(record["netns"], pod.path.to_str().unwrap());
+    assert_eq!(record["containerID"], "c1");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&record_file)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 
     assert_silent_success(&env.cmd("CHECK", &pod, "c1", &with_prev(&c, &r)));
 
@@ -88,24 +106,35 @@ fn add_check_del() {
     assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
     assert!(link(&pod.name, "eth0").is_none());
     assert!(env.leases(NET).is_empty());
+    assert!(!record_file.exists(), "DEL removes the record");
     // Idempotent: again, and with the namespace gone.
     assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
     env.sb.remove_container(&pod).unwrap();
     assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
 }
 
-/// The temporary name of attachment (`cid`, eth0) of [`NET`], computed independently: `rcni`
-/// and 11 hex digits of SHA-512 of its tag `<hash16(net)>-<hash16(ifname:cid)>`.
-fn temp_name(cid: &str) -> String {
+fn sha512_hex(s: &str) -> String {
     use sha2::{Digest, Sha512};
-    let hex = |s: &str| -> String {
-        Sha512::digest(s.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
-    let tag = format!("{}-{}", &hex(NET)[..16], &hex(&format!("eth0:{cid}"))[..16]);
-    format!("rcni{}", &hex(&tag)[..11])
+    Sha512::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The tag of attachment (`cid`, eth0) of [`NET`], computed independently:
+/// `<hash16(net)>-<hash16(ifname:cid)>` with SHA-512.
+fn temp_tag(cid: &str) -> String {
+    format!(
+        "{}-{}",
+        &sha512_hex(NET)[..16],
+        &sha512_hex(&format!("eth0:{cid}"))[..16]
+    )
+}
+
+/// The temporary name of attachment (`cid`, eth0) of [`NET`]: `rcni` and 11 hex digits of
+/// SHA-512 of its tag.
+fn temp_name(cid: &str) -> String {
+    format!("rcni{}", &sha512_hex(&temp_tag(cid))[..11])
 }
 
 /// What a kill between creating the macvlan and renaming it leaves: the link under the

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::error::CniError;
@@ -100,8 +102,6 @@ pub struct NetConf {
     /// `ipam.type`, empty when there is no IPAM section.
     pub ipam_type: String,
     pub dns: Dns,
-    pub runtime_config: Option<Value>,
-    pub args: Option<Value>,
     pub prev_result: Option<Value>,
     /// GC only: `cni.dev/valid-attachments` (or the legacy key).
     pub valid_attachments: Option<Vec<GcAttachment>>,
@@ -130,10 +130,8 @@ impl NetConf {
             .decode::<Dns>("dns")
             .map_err(|e| bad("dns", e))?
             .unwrap_or_default();
-        let runtime_config = raw
-            .decode::<Value>("runtimeConfig")
-            .map_err(|e| bad("runtimeConfig", e))?;
-        let args = raw.decode::<Value>("args").map_err(|e| bad("args", e))?;
+        // `runtimeConfig` and `args` stay raw: each plugin decodes only the keys it knows,
+        // typed (`runtime_key`, `RawObject::decode_path`), as Go's structs do.
         let prev_result = raw
             .decode::<Value>("prevResult")
             .map_err(|e| bad("prevResult", e))?;
@@ -146,8 +144,6 @@ impl NetConf {
             capabilities,
             ipam_type,
             dns,
-            runtime_config,
-            args,
             prev_result,
             valid_attachments,
             raw,
@@ -159,20 +155,37 @@ impl NetConf {
         SpecVersion::parse(&self.cni_version)
     }
 
-    /// `runtimeConfig.<key>`, if present.
-    pub fn runtime_value(&self, key: &str) -> Option<&Value> {
-        self.runtime_config
-            .as_ref()
-            .and_then(|rc| rc.as_object())
-            .and_then(|o| o.get(key))
+    /// `runtimeConfig.<key>` (keys matched as Go matches struct fields), decoded as `T`;
+    /// absent, `null`, or a `runtimeConfig` that is not an object is `None`. Nothing else of
+    /// `runtimeConfig` is decoded, so an unknown key there is never held as a value tree.
+    pub fn runtime_key<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ConfigError> {
+        self.raw
+            .decode_path(&["runtimeConfig", key])
+            .map_err(|e| ConfigError::BadField {
+                key: "runtimeConfig",
+                reason: format!("{key}: {e}"),
+            })
     }
 
-    /// `args.cni.<key>`, if present (C-3).
-    pub fn cni_arg(&self, key: &str) -> Option<&Value> {
-        self.args
-            .as_ref()
-            .and_then(|a| a.get("cni"))
-            .and_then(|c| c.get(key))
+    /// `runtimeConfig.<key>` as a JSON value, if present. Only that key is decoded; a value
+    /// serde_json cannot hold (a number beyond f64) comes back as its raw text in a string, so
+    /// a plugin that wants another type refuses it. Prefer [`NetConf::runtime_key`].
+    pub fn runtime_value(&self, key: &str) -> Option<Value> {
+        let raw = self
+            .raw
+            .decode_path::<Box<RawValue>>(&["runtimeConfig", key])
+            .ok()??;
+        Some(serde_json::from_str(raw.get()).unwrap_or_else(|_| Value::String(raw.get().into())))
+    }
+
+    /// `args.cni.<key>`, decoded as `T` (C-3); as [`NetConf::runtime_key`].
+    pub fn cni_arg<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ConfigError> {
+        self.raw
+            .decode_path(&["args", "cni", key])
+            .map_err(|e| ConfigError::BadField {
+                key: "args",
+                reason: format!("cni.{key}: {e}"),
+            })
     }
 }
 
@@ -302,10 +315,45 @@ mod tests {
         assert_eq!(c.ipam_type, "host-local");
         assert_eq!(c.dns.nameservers, ["10.1.0.1"]);
         assert_eq!(c.runtime_value("mac").unwrap(), "00:11:22:33:44:55");
-        assert_eq!(c.cni_arg("ips").unwrap()[0], "10.1.0.9");
+        assert_eq!(
+            c.runtime_key::<String>("MAC").unwrap().unwrap(),
+            "00:11:22:33:44:55"
+        );
+        assert_eq!(
+            c.cni_arg::<Vec<String>>("ips").unwrap().unwrap(),
+            ["10.1.0.9"]
+        );
         assert_eq!(c.capabilities.get("mac"), Some(&true));
         assert_eq!(c.valid_attachments.as_ref().unwrap().len(), 1);
         assert_eq!(c.raw.get("mtu").unwrap().get(), "123456789012345678901");
+    }
+
+    // runtimeConfig and args follow the one decoding rule: only known keys are decoded, typed;
+    // an unknown key beside them (1e400, deep nesting) is never decoded. Before: both were
+    // decoded as value trees when the config was read, so 1e400 there was code 7 everywhere.
+    #[test]
+    fn runtime_config_and_args_decode_only_known_keys() {
+        let deep = format!("{}{}", "[".repeat(9_000), "]".repeat(9_000));
+        let src = format!(
+            r#"{{"name":"n","runtimeConfig":{{"x":1e400,"d":{deep},"mac":"02:00:00:00:00:01"}},
+                "args":{{"cni":{{"y":-1e999,"ips":["10.1.0.9"]}},"z":1e400}}}}"#
+        );
+        let c = NetConf::parse(src.as_bytes()).unwrap();
+        assert_eq!(
+            c.runtime_key::<String>("mac").unwrap().as_deref(),
+            Some("02:00:00:00:00:01")
+        );
+        assert_eq!(c.runtime_key::<String>("absent").unwrap(), None);
+        assert_eq!(
+            c.cni_arg::<Vec<String>>("ips").unwrap().unwrap(),
+            ["10.1.0.9"]
+        );
+        // A known key of the wrong type is refused; an unreadable unknown one only if read.
+        assert!(c.runtime_key::<u32>("mac").is_err());
+        assert_eq!(c.runtime_value("x").unwrap(), "1e400");
+        let not_object = NetConf::parse(br#"{"name":"n","runtimeConfig":"x","args":5}"#).unwrap();
+        assert_eq!(not_object.runtime_key::<String>("mac").unwrap(), None);
+        assert_eq!(not_object.cni_arg::<String>("mac").unwrap(), None);
     }
 
     // T6 / T7: bad JSON is 6, a missing or bad name is 7.

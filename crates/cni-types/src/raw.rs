@@ -9,10 +9,12 @@
 //! as Go's struct decoding skips it), and a document nested deeper than
 //! [`MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner refuses it.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher, RandomState};
 
-use serde::de::{DeserializeOwned, MapAccess, Visitor};
+use hashbrown::HashTable;
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
@@ -53,17 +55,83 @@ pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
     Ok(())
 }
 
+/// The raw JSON text of one value of a [`RawObject`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawText<'a>(&'a str);
+
+impl<'a> RawText<'a> {
+    /// The value's JSON text, byte for byte as it was read or set.
+    pub fn get(&self) -> &'a str {
+        self.0
+    }
+}
+
+impl fmt::Display for RawText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Where a key or a value sits in [`RawObject::text`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// One member; a removed member keeps its place with `value.start == REMOVED`.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    key: Span,
+    value: Span,
+}
+
+const REMOVED: u32 = u32::MAX;
+
 /// An ordered JSON object of raw values. Later duplicates of a key replace earlier ones (Go).
-#[derive(Debug, Clone, Default)]
+///
+/// Memory is one text buffer plus 16 bytes and an index slot per distinct key, never a value
+/// tree or an allocation per key: a config of a million distinct unknown keys costs about
+/// twice its size. The buffer holds each key (unescaped) and value (raw JSON) as read, back to
+/// back; a replaced or removed value's bytes stay until the object is dropped, so it never
+/// holds more than its input plus what was set later.
+#[derive(Clone, Default)]
 pub struct RawObject {
-    entries: Vec<(String, Box<RawValue>)>,
-    /// Position in `entries` of each key, so duplicates and lookups cost O(1), not O(n).
-    index: HashMap<String, usize>,
-    /// For each ASCII-lowercased key that has a spelling other than all-lowercase, the position
-    /// of the entry among its spellings that was assigned last: what Go's decoder leaves in the
-    /// field. All-lowercase keys without variants need no entry (the exact index answers), so
-    /// objects of many plain keys cost nothing extra.
-    folded: HashMap<String, usize>,
+    text: String,
+    members: Vec<Member>,
+    /// Position in `members` of each key, so duplicates and lookups cost O(1), not O(n).
+    index: HashTable<u32>,
+    /// For each ASCII-case-folded key that has a spelling other than all-lowercase, the
+    /// position of the member among its spellings that was assigned last: what Go's decoder
+    /// leaves in the field. All-lowercase keys without variants need no slot (the exact index
+    /// answers), so objects of many plain keys cost nothing extra.
+    folded: HashTable<u32>,
+    /// Keyed SipHash: hostile configs cannot pick colliding keys.
+    hasher: RandomState,
+    live: usize,
+}
+
+/// The text of `span`.
+fn slice(text: &str, span: Span) -> &str {
+    &text[span.start as usize..(span.start + span.len) as usize]
+}
+
+fn hash_exact(hasher: &RandomState, key: &str) -> u64 {
+    hasher.hash_one(key)
+}
+
+/// The hash of `key` with ASCII letters lowercased, without allocating.
+fn hash_folded(hasher: &RandomState, key: &str) -> u64 {
+    let mut h = hasher.build_hasher();
+    for b in key.bytes() {
+        h.write_u8(b.to_ascii_lowercase());
+    }
+    h.write_u8(0xff);
+    h.finish()
+}
+
+fn too_large<E: serde::de::Error>() -> E {
+    E::custom("JSON object larger than 4 GiB")
 }
 
 impl RawObject {
@@ -74,23 +142,46 @@ impl RawObject {
     /// Parses bytes that must hold one JSON object, under the nesting limit.
     pub fn parse(bytes: &[u8]) -> Result<RawObject, serde_json::Error> {
         check_nesting(bytes)?;
-        serde_json::from_slice(bytes)
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        // Keys and values together are never longer than the document.
+        let obj = ObjectSeed {
+            capacity: bytes.len(),
+        }
+        .deserialize(&mut de)?;
+        de.end()?;
+        Ok(obj)
+    }
+
+    fn key_of(&self, i: u32) -> &str {
+        slice(&self.text, self.members[i as usize].key)
+    }
+
+    fn find(&self, key: &str) -> Option<u32> {
+        let hash = hash_exact(&self.hasher, key);
+        self.index.find(hash, |&i| self.key_of(i) == key).copied()
+    }
+
+    fn value_of(&self, i: u32) -> RawText<'_> {
+        RawText(slice(&self.text, self.members[i as usize].value))
     }
 
     /// The raw value of `key`, matched exactly.
-    pub fn get(&self, key: &str) -> Option<&RawValue> {
-        self.index.get(key).map(|&i| self.entries[i].1.as_ref())
+    pub fn get(&self, key: &str) -> Option<RawText<'_>> {
+        self.find(key).map(|i| self.value_of(i))
     }
 
     /// The raw value of `key` matched ASCII case-insensitively, as Go's decoder fills a struct
     /// field (configs in the wild send `RuntimeConfig`, `bandWidth`, ...): Go assigns every
     /// matching key in turn, so the spelling that came last wins, exact or not.
-    pub fn get_ci(&self, key: &str) -> Option<&RawValue> {
-        let lower = key.to_ascii_lowercase();
-        self.folded
-            .get(&lower)
-            .or_else(|| self.index.get(&lower))
-            .map(|&i| self.entries[i].1.as_ref())
+    pub fn get_ci(&self, key: &str) -> Option<RawText<'_>> {
+        let hash = hash_folded(&self.hasher, key);
+        let folded = self
+            .folded
+            .find(hash, |&i| self.key_of(i).eq_ignore_ascii_case(key))
+            .copied();
+        folded
+            .or_else(|| self.find(&key.to_ascii_lowercase()))
+            .map(|i| self.value_of(i))
     }
 
     /// Decodes `key` (case-insensitive, see [`RawObject::get_ci`]); JSON `null` reads as absent.
@@ -102,28 +193,80 @@ impl RawObject {
         }
     }
 
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
+    /// Decodes the value at `path`, each step an object key matched as [`RawObject::get_ci`]
+    /// does; only the last value is decoded as `T`, so nothing beside the path is ever held as
+    /// a value tree (an unknown `1e400` next to it passes). A missing step, `null`, or a step
+    /// that is not an object is `None`, as the plugins read optional sections.
+    pub fn decode_path<T: DeserializeOwned>(
+        &self,
+        path: &[&str],
+    ) -> Result<Option<T>, serde_json::Error> {
+        let Some((last, steps)) = path.split_last() else {
+            return Ok(None);
+        };
+        let mut inner: Option<RawObject> = None;
+        for step in steps {
+            let current = inner.as_ref().unwrap_or(self);
+            match current.get_ci(step) {
+                Some(raw) if raw.get().starts_with('{') => {
+                    inner = Some(RawObject::parse(raw.get().as_bytes())?);
+                }
+                _ => return Ok(None),
+            }
+        }
+        inner.as_ref().unwrap_or(self).decode(last)
     }
 
-    /// Sets `key` to raw JSON text, replacing an existing entry in place or appending.
-    pub fn set_raw(&mut self, key: &str, value: Box<RawValue>) {
-        let i = match self.index.get(key) {
-            Some(&i) => {
-                self.entries[i].1 = value;
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_some()
+    }
+
+    fn push_text(&mut self, s: &str) -> Option<Span> {
+        let start = u32::try_from(self.text.len()).ok()?;
+        let len = u32::try_from(s.len()).ok()?;
+        start.checked_add(len)?;
+        self.text.push_str(s);
+        Some(Span { start, len })
+    }
+
+    /// Sets `key` to raw JSON text (already checked), replacing an existing member in place or
+    /// appending; `None` when the object would pass 4 GiB.
+    fn set_text(&mut self, key: &str, value: &str) -> Option<()> {
+        let hash = hash_exact(&self.hasher, key);
+        let i = match self.find(key) {
+            Some(i) => {
+                self.members[i as usize].value = self.push_text(value)?;
                 i
             }
             None => {
-                let i = self.entries.len();
-                self.index.insert(key.to_string(), i);
-                self.entries.push((key.to_string(), value));
+                let key_span = self.push_text(key)?;
+                let value = self.push_text(value)?;
+                let i = u32::try_from(self.members.len()).ok()?;
+                self.members.push(Member {
+                    key: key_span,
+                    value,
+                });
+                self.live += 1;
+                let (text, members, hasher) = (&self.text, &self.members, &self.hasher);
+                self.index.insert_unique(hash, i, |&j| {
+                    hash_exact(hasher, slice(text, members[j as usize].key))
+                });
                 i
             }
         };
-        let lower = key.to_ascii_lowercase();
-        if lower != key || self.folded.contains_key(&lower) {
-            self.folded.insert(lower, i);
+        let (text, members, hasher) = (&self.text, &self.members, &self.hasher);
+        let folded_hash = hash_folded(hasher, key);
+        let same = |&j: &u32| slice(text, members[j as usize].key).eq_ignore_ascii_case(key);
+        match self.folded.find_mut(folded_hash, same) {
+            Some(slot) => *slot = i,
+            None if key.bytes().any(|b| b.is_ascii_uppercase()) => {
+                self.folded.insert_unique(folded_hash, i, |&j| {
+                    hash_folded(hasher, slice(text, members[j as usize].key))
+                });
+            }
+            None => {}
         }
+        Some(())
     }
 
     /// Sets `key` to the JSON encoding of `value`.
@@ -132,62 +275,75 @@ impl RawObject {
         key: &str,
         value: &T,
     ) -> Result<(), serde_json::Error> {
-        let raw = serde_json::value::to_raw_value(value)?;
-        self.set_raw(key, raw);
-        Ok(())
+        let text = serde_json::to_string(value)?;
+        self.set_text(key, &text).ok_or_else(too_large)
     }
 
     /// Removes `key` (exact match); returns whether it was there.
     pub fn remove(&mut self, key: &str) -> bool {
-        let Some(i) = self.index.remove(key) else {
+        let hash = hash_exact(&self.hasher, key);
+        let (text, members) = (&self.text, &self.members);
+        let Ok(found) = self
+            .index
+            .find_entry(hash, |&j| slice(text, members[j as usize].key) == key)
+        else {
             return false;
         };
-        self.entries.remove(i);
-        for pos in self.index.values_mut().chain(self.folded.values_mut()) {
-            if *pos > i {
-                *pos -= 1;
-            }
-        }
+        let (i, _) = found.remove();
+        self.members[i as usize].value.start = REMOVED;
+        self.live -= 1;
         // Another spelling, if any, is what a case-insensitive lookup finds now (the one
         // assigned last is no longer known: take the last in order).
-        let lower = key.to_ascii_lowercase();
-        if self.folded.get(&lower) == Some(&i) {
-            match self
-                .entries
+        let (text, members, hasher) = (&self.text, &self.members, &self.hasher);
+        let folded_hash = hash_folded(hasher, key);
+        if let Ok(slot) = self.folded.find_entry(folded_hash, |&j| j == i) {
+            let other = members
                 .iter()
-                .rposition(|(k, _)| k.eq_ignore_ascii_case(key))
-            {
-                Some(other) => self.folded.insert(lower, other),
-                None => self.folded.remove(&lower),
-            };
+                .rposition(|m| {
+                    m.value.start != REMOVED && slice(text, m.key).eq_ignore_ascii_case(key)
+                })
+                .and_then(|o| u32::try_from(o).ok());
+            match other {
+                Some(o) => *slot.into_mut() = o,
+                None => {
+                    slot.remove();
+                }
+            }
         }
         true
     }
 
+    fn live_members(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.members
+            .iter()
+            .filter(|m| m.value.start != REMOVED)
+            .map(|m| (slice(&self.text, m.key), slice(&self.text, m.value)))
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(k, _)| k.as_str())
+        self.live_members().map(|(k, _)| k)
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.live == 0
     }
 
     /// Compact JSON with every value exactly as it was read.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
+        let mut out = Vec::with_capacity(self.text.len() + 4 * self.live + 2);
         out.push(b'{');
-        for (i, (k, v)) in self.entries.iter().enumerate() {
+        for (i, (k, v)) in self.live_members().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            // A String always serializes.
-            out.extend_from_slice(serde_json::to_string(k).unwrap_or_default().as_bytes());
+            // A str always serializes.
+            let _ = serde_json::to_writer(&mut out, k);
             out.push(b':');
-            out.extend_from_slice(v.get().as_bytes());
+            out.extend_from_slice(v.as_bytes());
         }
         out.push(b'}');
         out
@@ -199,33 +355,81 @@ impl RawObject {
     }
 }
 
-impl<'de> Deserialize<'de> for RawObject {
+impl fmt::Debug for RawObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.live_members()).finish()
+    }
+}
+
+/// Reads one object into a [`RawObject`] whose buffer is sized up front.
+struct ObjectSeed {
+    capacity: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed {
+    type Value = RawObject;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<RawObject, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed {
+    type Value = RawObject;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
+        let mut obj = RawObject::new();
+        obj.text.reserve(self.capacity);
+        while let Some(KeyText(key)) = map.next_key::<KeyText<'de>>()? {
+            // A temporary copy of one value, freed at once: nothing is kept per key but the
+            // bytes in the buffer.
+            let value: Box<RawValue> = map.next_value()?;
+            obj.set_text(&key, value.get()).ok_or_else(too_large)?;
+        }
+        Ok(obj)
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+struct KeyText<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for KeyText<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ObjVisitor;
-        impl<'de> Visitor<'de> for ObjVisitor {
-            type Value = RawObject;
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = KeyText<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
+                f.write_str("a string key")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
-                let mut obj = RawObject::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    let value: Box<RawValue> = map.next_value()?;
-                    obj.set_raw(&key, value);
-                }
-                Ok(obj)
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<KeyText<'de>, E> {
+                Ok(KeyText(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<KeyText<'de>, E> {
+                Ok(KeyText(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<KeyText<'de>, E> {
+                Ok(KeyText(Cow::Owned(v)))
             }
         }
-        d.deserialize_map(ObjVisitor)
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ObjectSeed { capacity: 0 }.deserialize(d)
     }
 }
 
 impl Serialize for RawObject {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.entries.len()))?;
-        for (k, v) in &self.entries {
-            m.serialize_entry(k, v)?;
+        use serde::ser::{Error, SerializeMap};
+        let mut m = s.serialize_map(Some(self.live))?;
+        for (k, v) in self.live_members() {
+            // Borrowed, so nothing is copied; the text was checked when it was stored.
+            let raw: &RawValue = serde_json::from_str(v).map_err(S::Error::custom)?;
+            m.serialize_entry(k, raw)?;
         }
         m.end()
     }
@@ -330,6 +534,51 @@ mod tests {
         );
         let obj = RawObject::parse(src.as_bytes()).unwrap();
         assert_eq!(obj.to_bytes(), src.as_bytes());
+    }
+
+    // Only the last step is decoded: what lies beside the path is never read.
+    #[test]
+    fn decode_path_reads_one_typed_value() {
+        let obj = RawObject::parse(
+            br#"{"RuntimeConfig":{"big":1e400,"Bandwidth":{"rate":5,"x":[1e400]}},"s":"x"}"#,
+        )
+        .unwrap();
+        let rate: Option<u64> = obj
+            .decode_path(&["runtimeConfig", "bandwidth", "rate"])
+            .unwrap();
+        assert_eq!(rate, Some(5));
+        assert!(obj.decode_path::<u64>(&["runtimeConfig", "big"]).is_err());
+        let missing: Option<u64> = obj.decode_path(&["runtimeConfig", "nope", "rate"]).unwrap();
+        assert_eq!(missing, None);
+        let through_string: Option<u64> = obj.decode_path(&["s", "rate"]).unwrap();
+        assert_eq!(through_string, None);
+        let inner: RawObject = obj
+            .decode_path(&["runtimeConfig", "bandwidth"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(inner.to_bytes(), br#"{"rate":5,"x":[1e400]}"#.to_vec());
+    }
+
+    // Keys are unescaped once; a removed key's later spelling is what get_ci finds; the
+    // serialized form is the same bytes.
+    #[test]
+    fn escaped_keys_removal_and_serialization() {
+        let mut obj = RawObject::parse(br#"{"ab":1,"Ab":2,"c":{"d":1e400}}"#).unwrap();
+        assert_eq!(obj.get("ab").unwrap().get(), "1");
+        assert_eq!(obj.get_ci("AB").unwrap().get(), "2");
+        assert!(obj.remove("Ab"));
+        assert_eq!(obj.get_ci("AB").unwrap().get(), "1");
+        assert_eq!(obj.len(), 2);
+        assert_eq!(
+            serde_json::to_string(&obj).unwrap(),
+            r#"{"ab":1,"c":{"d":1e400}}"#
+        );
+        let back: RawObject = serde_json::from_str(r#"{"ab":1,"c":{"d":1e400}}"#).unwrap();
+        assert_eq!(back.to_bytes(), obj.to_bytes());
+        assert!(!obj.remove("Ab"));
+        obj.set("Ab", &3).unwrap();
+        assert_eq!(obj.get_ci("ab").unwrap().get(), "3");
+        assert_eq!(obj.keys().collect::<Vec<_>>(), ["ab", "c", "Ab"]);
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! `runtimeConfig.bandwidth`, validated as the Go plugin does, the `shapedSubnets` /
 //! `unshapedSubnets` lists of the Go v1.5.x plugin, and the IFB device name.
 
-use cni_types::{CniError, NetConf};
+use cni_types::{CniError, NetConf, RawObject};
 use ipnet::IpNet;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha512};
 
-use crate::common::conf::{field, get_ci};
+use crate::common::conf::field;
 
 const KEYS: [&str; 4] = ["ingressRate", "ingressBurst", "egressRate", "egressBurst"];
 
@@ -65,7 +65,7 @@ impl Bandwidth {
                     top_lists.map(Option::unwrap_or_default),
                 )
             } else {
-                runtime_values(conf.runtime_config.as_ref())?
+                runtime_values(&conf.raw)?
             };
         Ok(Bandwidth {
             ingress: limit(values[0], values[1])?,
@@ -111,36 +111,36 @@ fn subnets([unshaped, shaped]: [Vec<String>; 2]) -> Result<Option<Subnets>, CniE
     })
 }
 
-fn runtime_values(runtime: Option<&Value>) -> Result<Values, CniError> {
+/// `runtimeConfig.bandwidth`, decoding only the keys bandwidth knows (anything else in it,
+/// `1e400` included, is never decoded).
+fn runtime_values(raw: &RawObject) -> Result<Values, CniError> {
     let mut out = [0; 4];
     let mut lists: [Vec<String>; 2] = Default::default();
-    let Some(bw) = runtime.and_then(|rc| get_ci(rc, "bandwidth")) else {
+    let bad = |key: &str, e: serde_json::Error| {
+        CniError::invalid_config(format!(
+            "failed to load netconf: runtimeConfig.bandwidth.{key}: {e}"
+        ))
+    };
+    let section = raw
+        .decode_path::<Box<RawValue>>(&["runtimeConfig", "bandwidth"])
+        .map_err(|e| bad("", e))?;
+    let Some(section) = section else {
         return Ok((out, lists));
     };
-    if bw.is_null() {
-        return Ok((out, lists));
-    }
-    if !bw.is_object() {
+    if !section.get().starts_with('{') {
         return Err(CniError::invalid_config(
             "failed to load netconf: runtimeConfig.bandwidth must be an object",
         ));
     }
+    let bw = RawObject::parse(section.get().as_bytes()).map_err(|e| bad("", e))?;
     for (slot, key) in out.iter_mut().zip(KEYS) {
-        if let Some(v) = get_ci(bw, key).filter(|v| !v.is_null()) {
-            *slot = serde_json::from_value(v.clone()).map_err(|e| {
-                CniError::invalid_config(format!(
-                    "failed to load netconf: runtimeConfig.bandwidth.{key}: {e}"
-                ))
-            })?;
+        if let Some(v) = bw.decode::<u64>(key).map_err(|e| bad(key, e))? {
+            *slot = v;
         }
     }
     for (slot, key) in lists.iter_mut().zip(SUBNET_KEYS) {
-        if let Some(v) = get_ci(bw, key).filter(|v| !v.is_null()) {
-            *slot = serde_json::from_value(v.clone()).map_err(|e| {
-                CniError::invalid_config(format!(
-                    "failed to load netconf: runtimeConfig.bandwidth.{key}: {e}"
-                ))
-            })?;
+        if let Some(v) = bw.decode::<Vec<String>>(key).map_err(|e| bad(key, e))? {
+            *slot = v;
         }
     }
     Ok((out, lists))
@@ -152,7 +152,7 @@ pub fn check_types(conf: &NetConf) -> Result<(), CniError> {
     for key in KEYS {
         field::<u64>(&conf.raw, key)?;
     }
-    runtime_values(conf.runtime_config.as_ref()).map(drop)
+    runtime_values(&conf.raw).map(drop)
 }
 
 /// Go's `validateRateAndBurst`, plus the floor below which the byte values TBF needs are 0.

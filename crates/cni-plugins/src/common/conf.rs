@@ -28,30 +28,23 @@ pub fn get_ci<'v>(obj: &'v Value, key: &str) -> Option<&'v Value> {
     })
 }
 
-/// A string at `path` below a top-level key (e.g. `args` → `cni` → `mac`); `null` or a
-/// missing step is `None`, a non-string value is code 7.
+/// A string at `path` below a top-level key (e.g. `args` → `cni` → `mac`), each step matched
+/// as Go matches struct fields; `null`, a missing step or a step that is not an object is
+/// `None`, a non-string value is code 7. Nothing beside the path is decoded.
 pub fn nested_string(
     raw: &RawObject,
     top: &str,
     path: &[&str],
 ) -> Result<Option<String>, CniError> {
-    let Some(mut v) = field::<Value>(raw, top)? else {
-        return Ok(None);
-    };
-    for step in path {
-        match get_ci(&v, step) {
-            Some(next) => v = next.clone(),
-            None => return Ok(None),
-        }
-    }
-    match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        other => Err(CniError::invalid_config(format!(
-            "failed to load netconf: {top}.{}: expected a string, got {other}",
+    let mut full = Vec::with_capacity(path.len() + 1);
+    full.push(top);
+    full.extend_from_slice(path);
+    raw.decode_path::<String>(&full).map_err(|e| {
+        CniError::invalid_config(format!(
+            "failed to load netconf: {top}.{}: expected a string: {e}",
             path.join(".")
-        ))),
-    }
+        ))
+    })
 }
 
 /// The container MAC of the `mac` capability (PL §1.1): CNI_ARGS `MAC`, then `args.cni.mac`,

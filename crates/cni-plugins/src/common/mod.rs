@@ -15,6 +15,8 @@
 //!   macvlan, ipvlan, vlan and dummy.
 //! - [`random`]: random bytes for interface names and MACs.
 //! - [`node_status`]: daemon-backed STATUS from a node agent's status file (`rcniNodeStatus`).
+//! - [`state_file`]: per-attachment state files in checked directories, written atomically.
+//! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 
 pub mod conf;
 pub mod errors;
@@ -27,7 +29,9 @@ pub mod nft_tag;
 pub mod node_status;
 pub mod random;
 pub mod spoofcheck;
+pub mod state_file;
 pub mod sublink;
+pub mod sublink_record;
 pub mod undo;
 pub mod validate;
 pub mod veth;

@@ -3,11 +3,15 @@
 //! namespace and renaming it there, configuring it from an IPAM result, and the DEL and CHECK
 //! steps that only differ by link kind.
 //!
-//! The temporary name is derived from the attachment ([`AttachmentTag::sublink_temp_name`],
-//! `rcni` + 11 hex digits; Go uses a random `vethXXXXXXXX`), so a link a killed ADD left under
-//! it is attributable: DEL of the same attachment deletes it. The link is created in the
-//! container's namespace in one request (never in the host's), so nothing of it is left on
-//! the host side and GC has no link to find; a lease goes through IPAM GC.
+//! Attribution (issue 10, kill at any point): the temporary name is derived from the
+//! attachment ([`AttachmentTag::sublink_temp_name`], `rcni` + 11 hex digits; Go uses a random
+//! `vethXXXXXXXX`), and the rename to the final name sets the attachment's tag as the link's
+//! alias in the same request, so a link is its attachment's at every instant. The link is
+//! created in the container's namespace in one request (never in the host's), so nothing of
+//! it is on the host side; before it is created, ADD writes the attachment's
+//! [`sublink_record`] (its netns path), so GC, which gets no netns, can enter the namespace
+//! of an attachment that is not in its valid list and delete the links carrying its tag. DEL
+//! removes the record after the link; a lease goes through IPAM GC.
 
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
@@ -17,10 +21,12 @@ use cni_plugin::ipam::IpamGuard;
 use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult, Dns, Interface};
 
+use super::errors::combine;
 use super::fault;
 use super::iface_config::{configure_iface, ConfigureOptions};
 use super::link_info::interface_of;
 use super::nft_tag::AttachmentTag;
+use super::sublink_record::{self, Record};
 use super::undo::Undo;
 use super::validate;
 use crate::netns::{self, Opened};
@@ -87,14 +93,17 @@ pub struct Placement<'a> {
 }
 
 /// Creates a link of `kind` in the container namespace under the temporary name `temp` and
-/// renames it to `ifname` there, so the final name never meets a host interface. On success
-/// the link exists in the container, down, and its deletion is registered in `undo`. A link
-/// already called `temp` (a killed ADD's leftover: the name is the attachment's) is an
-/// error; DEL removes it.
+/// renames it to `ifname` there, setting `alias` in the same request, so the final name never
+/// meets a host interface and the link carries its owner from the first instant it has its
+/// final name. On success the link exists in the container, down, and its deletion is
+/// registered in `undo`. A link already called `temp` (a killed ADD's leftover: the name is
+/// the attachment's) is an error; DEL removes it.
+#[allow(clippy::too_many_arguments)]
 pub fn create_in_container<'a>(
     place: &Placement<'a>,
     temp: &str,
     ifname: &str,
+    alias: &str,
     kind: VirtKind,
     mtu: Option<u32>,
     mac: Option<MacAddr>,
@@ -149,7 +158,7 @@ pub fn create_in_container<'a>(
         }
     });
     container
-        .rename_link(index, ifname)
+        .rename_link_with_alias(index, ifname, alias)
         .map_err(|e| CniError::internal(format!("failed to rename {what} to {ifname:?}: {e}")))?;
     container
         .link_by_index(index)
@@ -227,10 +236,21 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
         link_in_container: plan.link_in_container,
     };
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    // The record first: from the link's first instant, GC can find its namespace. A record
+    // already there is a live attachment's (a repeated ADD): it is not this call's to undo.
+    let dir = sublink_record::state_dir(&args.conf.raw)?;
+    if sublink_record::write(&dir, &Record::of(args))? {
+        let (dir, tag) = (dir.clone(), owner.clone());
+        undo.push("sub-link record", move || {
+            sublink_record::remove(&dir, &tag).map_err(|e| e.msg)
+        });
+    }
+    fault::inject(plan.plugin, "record")?;
     let link = create_in_container(
         &place,
         &owner.sublink_temp_name(),
         &args.ifname,
+        &owner.comment(),
         plan.kind,
         plan.mtu,
         plan.mac,
@@ -333,6 +353,74 @@ pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
             Ok(())
         }
     }
+}
+
+/// DEL of a sub-link attachment: its link (see [`delete_container_link`]), then its record,
+/// which stays when the link could not be deleted, so GC can try again.
+pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
+    delete_container_link(args)?;
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    sublink_record::remove(&sublink_record::state_dir(&args.conf.raw)?, &owner)
+}
+
+/// GC of the sub-links of this network whose attachment is not in the valid list: for each
+/// such record, enters its namespace (when it is still there) and deletes the links carrying
+/// that attachment's tag (as alias, or under its temporary name), nothing else; then drops
+/// the record. Keeps going after a failure and reports every failure at the end.
+pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
+    let dir = sublink_record::state_dir(&args.conf.raw)?;
+    let mut errors = Vec::new();
+    for record in sublink_record::stale(&dir, &args.conf.name, args.valid_attachments())? {
+        let tag = record.tag();
+        let deleted = match netns::open(&record.netns) {
+            Ok(Opened::Ns(ns)) => delete_tagged_links(&ns, &tag),
+            Ok(Opened::Gone(e)) => {
+                log::info!("GC: {}: {e}; its links went with it", record.netns);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        match deleted {
+            Ok(()) => errors.extend(sublink_record::remove(&dir, &tag).err()),
+            Err(e) => errors.push(e),
+        }
+    }
+    combine(errors)
+}
+
+/// GC of macvlan, ipvlan, vlan and dummy: the stale attachments' links and records, then
+/// IPAM GC when `ipam.type` is set (both run; every failure is reported).
+pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
+    let links = gc_container_links(args);
+    let leases = cni_plugin::ipam::ipam_gc_if_configured(args);
+    combine(links.err().into_iter().chain(leases.err()).collect())
+}
+
+/// Deletes the links in `netns` that are `owner`'s: tagged with its alias or still under its
+/// temporary name.
+fn delete_tagged_links(netns: &NetNs, owner: &AttachmentTag) -> Result<(), CniError> {
+    let prefix = owner.prefix();
+    let temp = owner.sublink_temp_name();
+    let mut h =
+        Handle::in_netns(netns).or_internal("cannot open netlink in the container namespace")?;
+    let links = h
+        .links()
+        .or_internal("failed to list the container's links")?;
+    for link in links
+        .iter()
+        .filter(|l| l.name == temp || l.alias.as_deref().is_some_and(|a| a.starts_with(&prefix)))
+    {
+        match h.delete_link(link.index) {
+            Err(e) if !e.is_not_found() => {
+                return Err(CniError::internal(format!(
+                    "GC: failed to delete {:?}: {e}",
+                    link.name
+                )))
+            }
+            _ => log::info!("GC: deleted {:?} of a stale attachment", link.name),
+        }
+    }
+    Ok(())
 }
 
 /// CHECK, first half: `prevResult` must name `ifname` in this sandbox; returns that entry.

@@ -5,7 +5,9 @@
 //!
 //! Commands: ADD (transactional: a failure deletes the link and releases the lease), DEL
 //! (IPAM DEL, then the link; a missing link or netns is fine), CHECK (kind dummy, up, MAC,
-//! addresses and routes), STATUS (always the IPAM plugin's), GC to the IPAM plugin (Go: no-op).
+//! addresses and routes), STATUS (always the IPAM plugin's), GC of stale
+//! attachments' links through their records (`dataDir`, as macvlan), then to the IPAM plugin
+//! (Go: no-op).
 //!
 //! Needs `CONFIG_DUMMY`; a kernel without it answers EOPNOTSUPP, reported as "failed to
 //! create dummy: ... (the kernel lacks dummy support)".
@@ -54,7 +56,7 @@ impl Plugin for Dummy {
         if !args.conf.ipam_type.is_empty() {
             errors.extend(ipam::ipam_del(args).err());
         }
-        errors.extend(sublink::delete_container_link(args).err());
+        errors.extend(sublink::delete_link_and_record(args).err());
         combine(errors)
     }
 
@@ -80,7 +82,7 @@ impl Plugin for Dummy {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_gc_if_configured(args)
+        crate::common::sublink::gc(args)
     }
 
     fn about(&self) -> String {

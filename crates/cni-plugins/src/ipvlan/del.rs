@@ -15,6 +15,6 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     if conf.has_ipam {
         errors.extend(ipam::ipam_del(args).err());
     }
-    errors.extend(sublink::delete_container_link(args).err());
+    errors.extend(sublink::delete_link_and_record(args).err());
     combine(errors)
 }

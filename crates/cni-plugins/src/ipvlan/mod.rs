@@ -3,7 +3,8 @@
 //! plugin is chained after one whose `prevResult` already holds the IPs.
 //!
 //! - [`conf`]: the config keys, the chained master and address rules; [`add`], [`del`],
-//!   [`check`]: the commands. STATUS and GC go to the IPAM plugin when set (Go: GC is a no-op).
+//!   [`check`]: the commands. STATUS goes to the IPAM plugin when set; GC deletes stale attachments' links
+//!   through their records (`dataDir`, as macvlan), then goes to IPAM (Go: GC is a no-op).
 //!
 //! Needs `CONFIG_IPVLAN` (`IPVLAN_L3S` for l3s); a kernel without it answers EOPNOTSUPP,
 //! reported as "failed to create ipvlan: ... (the kernel lacks ipvlan support)".
@@ -42,7 +43,7 @@ impl Plugin for Ipvlan {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_gc_if_configured(args)
+        crate::common::sublink::gc(args)
     }
 
     fn about(&self) -> String {

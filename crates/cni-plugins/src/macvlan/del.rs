@@ -16,6 +16,6 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     if conf.layer3 {
         errors.extend(ipam::ipam_del(args).err());
     }
-    errors.extend(sublink::delete_container_link(args).err());
+    errors.extend(sublink::delete_link_and_record(args).err());
     combine(errors)
 }

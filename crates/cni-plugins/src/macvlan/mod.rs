@@ -2,8 +2,9 @@
 //! straight into the container namespace and renamed there, with or without IPAM.
 //!
 //! - [`conf`]: the config keys and the MAC sources; [`add`], [`del`], [`check`]: the commands.
-//!   STATUS and GC go to the IPAM plugin when `ipam.type` is set (GC releases the leases of
-//!   attachments not in the valid list, a killed ADD's included).
+//!   STATUS goes to the IPAM plugin when `ipam.type` is set; GC deletes the links of
+//!   attachments not in the valid list through their records (a killed direct ADD's
+//!   included, see [`crate::common::sublink_record`]), then goes to the IPAM plugin.
 //!
 //! Deliberate differences from the Go plugin (nothing a runtime depends on changes):
 //! - a failed ADD deletes the link and releases the IPAM lease (Go keeps the link on IPAM
@@ -11,7 +12,9 @@
 //! - DEL does not resolve the master, keeps going after a failed IPAM DEL and reports all
 //!   errors together;
 //! - the temporary name is derived from the attachment (Go: random), so DEL removes a link a
-//!   killed ADD left under it (see [`crate::common::sublink`]);
+//!   killed ADD left under it, and the link carries its attachment's tag as its alias (see
+//!   [`crate::common::sublink`]); an rcni-only `dataDir` key (default
+//!   `/run/rcni/sublink`) holds one record per attachment for GC (Go's GC is a no-op);
 //! - config values of the wrong type, an unknown mode and an MTU above the master's are
 //!   code 7 (Go: 999).
 
@@ -45,7 +48,7 @@ impl Plugin for Macvlan {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_gc_if_configured(args)
+        crate::common::sublink::gc(args)
     }
 
     fn about(&self) -> String {

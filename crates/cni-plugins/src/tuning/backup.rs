@@ -5,16 +5,12 @@
 //! (`<hash16(net)>-<hash16(ifname:cid)>`, as in rule comments and veth aliases), so GC can
 //! tell which network a backup belongs to.
 //!
-//! Files (issue 10, item 7): the directory is made 0700 and used only when it is a real
-//! directory owned by this user and not writable by group or others. A backup is written to
-//! `.<tag>.<random>.tmp` (created `O_CREAT|O_EXCL|O_NOFOLLOW`, 0600), synced and renamed into
-//! place, so a reader sees the old file or the new one; a kill before the rename leaves a temp
-//! file whose name says whose it is, which DEL of that attachment and GC of its network
-//! remove.
+//! Files (issue 10, item 7) follow [`state_file`]: a checked 0700 directory, writes through
+//! `.<tag>.<random>.tmp` (exclusive, no symlink followed, 0600) renamed into place; a kill
+//! before the rename leaves a temp file whose name says whose it is, which DEL of that
+//! attachment and GC of its network remove.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -25,7 +21,7 @@ use cni_types::GcAttachment;
 
 use super::conf::TuningConf;
 use crate::common::nft_tag::AttachmentTag;
-use crate::common::random;
+use crate::common::state_file::{self, Contents, Existing};
 
 /// A backup is a few hundred bytes; anything past this is not one.
 const MAX_BACKUP_LEN: u64 = 64 * 1024;
@@ -109,83 +105,28 @@ pub fn path(data_dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
     data_dir.join(format!("{container_id}_{ifname}.json"))
 }
 
-/// Creates `dir` (0700) when missing, then checks it as [`check_dir`] does.
+/// What the directory's checks call its files.
+const WHAT: &str = "backup";
+
+/// Creates `dir` (0700) when missing, then checks it (see [`state_file::check_dir`]).
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    check_dir(dir)
+    state_file::ensure_dir(dir, WHAT)
 }
 
-/// `dir` must be a directory (not a symlink to one), owned by this process's user and not
-/// writable by group or others: otherwise someone else could plant or swap backups.
+/// `dir` must be a real directory of this user that group and others cannot write.
 pub fn check_dir(dir: &Path) -> std::io::Result<()> {
-    let meta = fs::symlink_metadata(dir)?;
-    let refuse = |why: String| {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!("unsafe backup directory {}: {why}", dir.display()),
-        ))
-    };
-    if !meta.file_type().is_dir() {
-        return refuse("not a directory".into());
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
-        return refuse(format!("owned by uid {}, not {me}", meta.uid()));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return refuse(format!(
-            "mode {:04o} lets group or others write",
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
+    state_file::check_dir(dir, WHAT)
 }
 
-/// The temp file prefix of `owner`'s backups: `.<tag>.`.
-fn temp_prefix(owner: &str) -> String {
-    format!(".{owner}.")
-}
-
-/// The owner tag in a temp file name `.<tag>.<random>.tmp`, if it is one.
-fn temp_owner(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
-    let (owner, random) = rest.rsplit_once('.')?;
-    (!owner.is_empty() && !random.is_empty()).then_some(owner)
-}
-
-/// Writes the backup atomically: a new temp file with a random name (exclusive, no symlink
-/// followed, 0600), fsync, rename; creates and checks the directory first.
+/// Writes the backup atomically through a random temp file of its owner (see
+/// [`state_file::write`]).
 pub fn write(file: &Path, backup: &Backup) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    ensure_dir(dir)?;
     // Go's layout: one-space indentation.
     let mut text = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
     let mut ser = serde_json::Serializer::with_formatter(&mut text, fmt);
     backup.serialize(&mut ser).map_err(std::io::Error::other)?;
-    let noise: String = random::bytes::<8>()?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let tmp = dir.join(format!("{}{noise}.tmp", temp_prefix(&backup.owner)));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(&tmp)?;
-    let result = (|| {
-        f.write_all(&text)?;
-        f.sync_all()?;
-        fs::rename(&tmp, file)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    state_file::write(file, &backup.owner, &text, Existing::Replace, WHAT).map(drop)
 }
 
 /// What reading a backup file found.
@@ -200,65 +141,24 @@ pub enum Saved {
 /// Reads the backup `file` (not following a symlink, at most [`MAX_BACKUP_LEN`] bytes).
 /// The caller has checked the directory.
 pub fn read(file: &Path) -> Saved {
-    let opened = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(file);
-    let mut f = match opened {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Saved::None,
-        Err(e) => return Saved::Unreadable(e.to_string()),
-        Ok(f) => f,
-    };
-    match f.metadata() {
-        Ok(m) if m.file_type().is_file() => {}
-        Ok(_) => return Saved::Unreadable("not a regular file".into()),
-        Err(e) => return Saved::Unreadable(e.to_string()),
-    }
-    let mut bytes = Vec::new();
-    if let Err(e) = (&mut f).take(MAX_BACKUP_LEN + 1).read_to_end(&mut bytes) {
-        return Saved::Unreadable(e.to_string());
-    }
-    if bytes.len() as u64 > MAX_BACKUP_LEN {
-        return Saved::Unreadable(format!("longer than {MAX_BACKUP_LEN} bytes"));
-    }
-    match serde_json::from_slice(&bytes) {
-        Ok(b) => Saved::Backup(b),
-        Err(e) => Saved::Unreadable(e.to_string()),
+    match state_file::read(file, MAX_BACKUP_LEN) {
+        Contents::Missing => Saved::None,
+        Contents::Unreadable(e) => Saved::Unreadable(e),
+        Contents::Bytes(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(b) => Saved::Backup(b),
+            Err(e) => Saved::Unreadable(e.to_string()),
+        },
     }
 }
 
 /// Removes the file; a missing one is fine.
 pub fn remove(file: &Path) -> std::io::Result<()> {
-    match fs::remove_file(file) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
-}
-
-/// Names in `dir`; a missing directory has none.
-fn entries(dir: &Path) -> std::io::Result<Vec<String>> {
-    let list = match fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        other => other?,
-    };
-    let mut names = Vec::new();
-    for entry in list {
-        if let Ok(name) = entry?.file_name().into_string() {
-            names.push(name);
-        }
-    }
-    Ok(names)
+    state_file::remove(file)
 }
 
 /// Removes the temp files a killed ADD of `owner` left in `dir`.
 pub fn remove_temps(dir: &Path, owner: &AttachmentTag) -> std::io::Result<()> {
-    let owner = owner.prefix();
-    for name in entries(dir)? {
-        if temp_owner(&name) == Some(owner.as_str()) {
-            remove(&dir.join(name))?;
-        }
-    }
-    Ok(())
+    state_file::remove_temps(dir, &owner.prefix())
 }
 
 /// GC: removes the backups and temp files in `dir` that belong to `network` (by their
@@ -276,9 +176,9 @@ pub fn gc(dir: &Path, network: &str, valid: &[GcAttachment]) -> std::io::Result<
         .collect();
     let stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
     let mut removed = Vec::new();
-    for name in entries(dir)? {
+    for name in state_file::entries(dir)? {
         let path = dir.join(&name);
-        let owner = match temp_owner(&name) {
+        let owner = match state_file::temp_owner(&name) {
             Some(owner) => owner.to_string(),
             None if name.ends_with(".json") => match read(&path) {
                 Saved::Backup(b) => b.owner,
@@ -335,7 +235,9 @@ mod tests {
         remove(&file).unwrap();
         assert!(matches!(read(&file), Saved::None));
         // Only the backup is left: the temp file was renamed.
-        assert!(entries(file.parent().unwrap()).unwrap().is_empty());
+        assert!(state_file::entries(file.parent().unwrap())
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -358,16 +260,6 @@ mod tests {
             )
         );
         assert!(matches!(read(&file), Saved::Backup(r) if r == b));
-    }
-
-    #[test]
-    fn temp_names_carry_their_owner() {
-        let tag = AttachmentTag::new("net", "cid", "eth0").prefix();
-        let name = format!("{}0123456789abcdef.tmp", temp_prefix(&tag));
-        assert_eq!(temp_owner(&name), Some(tag.as_str()));
-        for other in ["cid_eth0.json", ".x.tmp", "..tmp", "a.b.tmp", ".a..tmp"] {
-            assert_eq!(temp_owner(other), None, "{other}");
-        }
     }
 
     #[test]

@@ -9,9 +9,9 @@ use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use cni_linux::MacAddr;
-use cni_types::{CniArgs, CniError, NetConf};
+use cni_types::{CniArgs, CniError, NetConf, RawObject};
 
-use crate::common::conf::{field, get_ci};
+use crate::common::conf::{field, nested_string};
 
 /// Go's default backup directory.
 pub const DEFAULT_DATA_DIR: &str = "/run/cni/tuning";
@@ -36,22 +36,21 @@ fn invalid(msg: impl fmt::Display) -> CniError {
     CniError::invalid_config(format!("tuning: {msg}"))
 }
 
-/// The `args.cni` object, matched case-insensitively at each level; absent when any step is.
-fn args_cni(conf: &NetConf) -> Result<Option<Value>, CniError> {
-    let Some(args) = field::<Value>(&conf.raw, "args")? else {
-        return Ok(None);
-    };
-    Ok(get_ci(&args, "cni").filter(|v| !v.is_null()).cloned())
+/// The `args.cni` object, matched case-insensitively at each level; absent when any step is
+/// (or is not an object). It stays raw: only the keys tuning reads are decoded.
+fn args_cni(conf: &NetConf) -> Result<Option<RawObject>, CniError> {
+    conf.raw
+        .decode_path::<RawObject>(&["args", "cni"])
+        .or_else(|_| Ok(None))
 }
 
 /// `args.cni.<key>`, decoded; `null` is absent, a value of the wrong type is code 7.
-fn arg<T: DeserializeOwned>(cni: Option<&Value>, key: &str) -> Result<Option<T>, CniError> {
-    match cni.and_then(|c| get_ci(c, key)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| invalid(format!("failed to load netconf: args.cni.{key}: {e}"))),
-    }
+fn arg<T: DeserializeOwned>(cni: Option<&RawObject>, key: &str) -> Result<Option<T>, CniError> {
+    let Some(cni) = cni else {
+        return Ok(None);
+    };
+    cni.decode(key)
+        .map_err(|e| invalid(format!("failed to load netconf: args.cni.{key}: {e}")))
 }
 
 /// A sysctl object as ordered (key, value) pairs; values must be strings.
@@ -149,7 +148,7 @@ pub fn data_dir(conf: &NetConf) -> PathBuf {
 /// `runtimeConfig.mac`, then `args.cni.mac` (which wins even when empty, meaning "no change").
 fn mac(
     conf: &NetConf,
-    cni: Option<&Value>,
+    cni: Option<&RawObject>,
     cni_args: &CniArgs,
 ) -> Result<Option<MacAddr>, CniError> {
     cni_args
@@ -159,16 +158,10 @@ fn mac(
     if let Some(m) = cni_args.get("MAC").filter(|m| !m.is_empty()) {
         mac = m.to_string();
     }
-    let runtime = field::<Value>(&conf.raw, "runtimeConfig")?;
-    match runtime.as_ref().and_then(|rc| get_ci(rc, "mac")) {
-        None | Some(Value::Null) => {}
-        Some(Value::String(m)) if m.is_empty() => {}
-        Some(Value::String(m)) => mac = m.clone(),
-        Some(other) => {
-            return Err(invalid(format!(
-                "failed to load netconf: runtimeConfig.mac: expected a string, got {other}"
-            )))
-        }
+    match nested_string(&conf.raw, "runtimeConfig", &["mac"]) {
+        Ok(Some(m)) if !m.is_empty() => mac = m,
+        Ok(_) => {}
+        Err(e) => return Err(invalid(e.msg)),
     }
     if let Some(m) = arg::<String>(cni, "mac")? {
         mac = m;

@@ -48,7 +48,7 @@ impl VlanConf {
         })
     }
 
-    /// ADD needs an IPAM plugin (PL §1.9).
+    /// Every command needs an IPAM plugin (PL §1.9).
     pub fn require_ipam(&self) -> Result<(), CniError> {
         if self.has_ipam {
             Ok(())

@@ -2,7 +2,8 @@
 //! straight into the container namespace and renamed there, then configured from IPAM.
 //!
 //! - [`conf`]: the config keys; [`add`], [`del`], [`check`]: the commands. STATUS always runs
-//!   the IPAM plugin's STATUS, as in Go; GC goes to the IPAM plugin (Go: no-op).
+//!   the IPAM plugin's STATUS, as in Go; GC deletes stale attachments' links through their
+//!   records (`dataDir`, as macvlan), then goes to the IPAM plugin (Go: no-op).
 //!
 //! Needs `CONFIG_VLAN_8021Q`; a kernel without it answers EOPNOTSUPP, reported as "failed
 //! to create vlan: ... (the kernel lacks vlan support)".
@@ -41,7 +42,7 @@ impl Plugin for Vlan {
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_gc_if_configured(args)
+        crate::common::sublink::gc(args)
     }
 
     fn about(&self) -> String {

@@ -112,6 +112,11 @@ impl Env {
         self.run(plugin, &self.call(command, pod, cid, conf))
     }
 
+    /// The sub-link plugins' `dataDir` (attachment records), inside the sandbox.
+    pub fn records_dir(&self) -> std::path::PathBuf {
+        self.data_dir.join("sublink-records")
+    }
+
     pub fn host_local(&self, subnet: &str) -> Value {
         json!({"type": "host-local", "dataDir": self.data_dir, "ranges": [[{"subnet": subnet}]]})
     }

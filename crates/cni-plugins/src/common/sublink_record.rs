@@ -1,0 +1,195 @@
+//! The record of a sub-link attachment (macvlan, ipvlan, vlan, dummy): which network,
+//! container, interface and namespace it is, one small file per attachment in the plugin's
+//! state directory (`dataDir`, default [`DEFAULT_DIR`]).
+//!
+//! A sub-link lives only inside the container's namespace, and GC gets no namespace: without
+//! the record, a link a killed direct ADD left (no runtime cache entry, so no DEL) would be
+//! out of every cleanup's reach but the namespace's end. ADD writes the record before it
+//! creates the link (and removes it when it undoes), DEL removes it after the link, and GC
+//! enters the recorded namespace of every attachment not in the valid list to delete the
+//! links carrying that attachment's tag, then drops the record. The file name is the
+//! attachment's tag (`<hash16(net)>-<hash16(ifname:cid)>.json`), so no value from the request
+//! ever becomes a path; the files follow [`state_file`]'s rules.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use cni_plugin::CmdArgs;
+use cni_types::{CniError, GcAttachment, RawObject};
+
+use super::conf::field;
+use super::nft_tag::AttachmentTag;
+use super::state_file::{self, Contents, Existing};
+
+/// Where the records go when the config names no `dataDir`.
+pub const DEFAULT_DIR: &str = "/run/rcni/sublink";
+
+/// What the directory's checks call its files.
+const WHAT: &str = "sub-link record";
+
+/// A record is a few hundred bytes; anything past this is not one.
+const MAX_RECORD_LEN: u64 = 16 * 1024;
+
+/// One attachment of a sub-link plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub network: String,
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    pub ifname: String,
+    /// The container's namespace path as ADD got it.
+    pub netns: String,
+}
+
+impl Record {
+    pub fn of(args: &CmdArgs) -> Record {
+        Record {
+            network: args.conf.name.clone(),
+            container_id: args.container_id.clone(),
+            ifname: args.ifname.clone(),
+            netns: args.netns.clone(),
+        }
+    }
+
+    pub fn tag(&self) -> AttachmentTag {
+        AttachmentTag::new(&self.network, &self.container_id, &self.ifname)
+    }
+}
+
+/// The state directory: the config's `dataDir` (an rcni key; Go keeps no such state), else
+/// [`DEFAULT_DIR`].
+pub fn state_dir(raw: &RawObject) -> Result<PathBuf, CniError> {
+    Ok(PathBuf::from(
+        field::<String>(raw, "dataDir")?
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| DEFAULT_DIR.to_string()),
+    ))
+}
+
+fn path(dir: &Path, owner: &AttachmentTag) -> PathBuf {
+    dir.join(format!("{}.json", owner.prefix()))
+}
+
+fn io_error(dir: &Path, what: &str, e: std::io::Error) -> CniError {
+    CniError::io(format!("{what} in {}: {e}", dir.display()))
+}
+
+/// Writes `record` unless its attachment has one already (a live attachment's, which this
+/// call must not take over); returns whether this call wrote it.
+pub fn write(dir: &Path, record: &Record) -> Result<bool, CniError> {
+    let tag = record.tag();
+    let text = serde_json::to_vec(record).map_err(|e| CniError::internal(e.to_string()))?;
+    state_file::write(&path(dir, &tag), &tag.prefix(), &text, Existing::Keep, WHAT)
+        .map_err(|e| io_error(dir, "failed to write the sub-link record", e))
+}
+
+/// Removes the record of `owner` and any temp file a killed write of it left. A directory
+/// that is not there has nothing to remove.
+pub fn remove(dir: &Path, owner: &AttachmentTag) -> Result<(), CniError> {
+    let fail = |e| io_error(dir, "failed to remove the sub-link record", e);
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        _ => state_file::check_dir(dir, WHAT).map_err(fail)?,
+    }
+    state_file::remove_temps(dir, &owner.prefix()).map_err(fail)?;
+    state_file::remove(&path(dir, owner)).map_err(fail)
+}
+
+/// GC, first half: the records of `network` whose attachment is not in `valid`. Temp files of
+/// such attachments are removed at once; a record that cannot be read is left (and logged).
+pub fn stale(dir: &Path, network: &str, valid: &[GcAttachment]) -> Result<Vec<Record>, CniError> {
+    let fail = |e| io_error(dir, "GC of sub-link records", e);
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        _ => state_file::check_dir(dir, WHAT).map_err(fail)?,
+    }
+    let net_prefix = AttachmentTag::network_prefix(network);
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
+        .collect();
+    let is_stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
+    let mut out = Vec::new();
+    for name in state_file::entries(dir).map_err(fail)? {
+        if let Some(owner) = state_file::temp_owner(&name) {
+            if is_stale(owner) {
+                state_file::remove(&dir.join(&name)).map_err(fail)?;
+            }
+            continue;
+        }
+        let Some(owner) = name.strip_suffix(".json") else {
+            continue;
+        };
+        if !is_stale(owner) {
+            continue;
+        }
+        let record = match state_file::read(&dir.join(&name), MAX_RECORD_LEN) {
+            Contents::Bytes(bytes) => serde_json::from_slice::<Record>(&bytes),
+            Contents::Missing => continue,
+            Contents::Unreadable(e) => {
+                log::warn!("GC: sub-link record {name} left: {e}");
+                continue;
+            }
+        };
+        match record {
+            // Only a record whose content is the attachment its name says is trusted.
+            Ok(r) if r.tag().prefix() == owner => out.push(r),
+            Ok(_) => log::warn!("GC: sub-link record {name} left: its content is another's"),
+            Err(e) => log::warn!("GC: sub-link record {name} left: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(cid: &str) -> Record {
+        Record {
+            network: "net".into(),
+            container_id: cid.into(),
+            ifname: "eth0".into(),
+            netns: format!("/var/run/netns/{cid}"),
+        }
+    }
+
+    #[test]
+    fn write_keeps_a_live_record_and_gc_selects_only_stale_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join("records");
+        assert!(write(&dir, &record("a")).unwrap());
+        let mut other = record("a");
+        other.netns = "/elsewhere".into();
+        assert!(
+            !write(&dir, &other).unwrap(),
+            "a live record is not replaced"
+        );
+        assert!(write(&dir, &record("b")).unwrap());
+        let foreign = Record {
+            network: "other".into(),
+            ..record("c")
+        };
+        assert!(write(&dir, &foreign).unwrap());
+        let valid = [GcAttachment {
+            container_id: "b".into(),
+            ifname: "eth0".into(),
+        }];
+        assert_eq!(stale(&dir, "net", &valid).unwrap(), [record("a")]);
+        remove(&dir, &record("a").tag()).unwrap();
+        assert!(stale(&dir, "net", &valid).unwrap().is_empty());
+        remove(&dir, &record("a").tag()).unwrap();
+        assert!(stale(&dir.join("none"), "net", &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_record_under_another_attachments_name_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write(dir.path(), &record("a")).unwrap());
+        let a = path(dir.path(), &record("a").tag());
+        let b = path(dir.path(), &record("b").tag());
+        std::fs::rename(&a, &b).unwrap();
+        assert!(stale(dir.path(), "net", &[]).unwrap().is_empty());
+    }
+}
