@@ -478,18 +478,17 @@ mod tests {
         assert_eq!(only_upper.decode::<u32>("n").unwrap(), None);
     }
 
-    // Many duplicates of one key: linear, and the last one wins (Go).
+    // Many duplicates of one key, and many distinct keys: the last duplicate wins (Go). The
+    // index keeps this linear; no wall-clock bound is asserted (tests never time the machine).
     #[test]
-    fn many_duplicates_are_linear_and_last_wins() {
+    fn many_duplicates_and_many_distinct_keys_parse_and_last_wins() {
         let n = 200_000;
         let mut src = String::from("{");
         for i in 0..n {
             src.push_str(&format!("\"k{}\":{i},", i % 2));
         }
         src.push_str("\"end\":0}");
-        let started = std::time::Instant::now();
         let obj = RawObject::parse(src.as_bytes()).unwrap();
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert_eq!(obj.len(), 3);
         assert_eq!(obj.get("k1").unwrap().get(), (n - 1).to_string());
         let mut distinct = String::from("{");
@@ -497,9 +496,7 @@ mod tests {
             distinct.push_str(&format!("\"k{i}\":{i},"));
         }
         distinct.push_str("\"end\":0}");
-        let started = std::time::Instant::now();
         let obj = RawObject::parse(distinct.as_bytes()).unwrap();
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert_eq!(obj.len(), n + 1);
     }
 
