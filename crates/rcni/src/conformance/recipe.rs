@@ -219,7 +219,12 @@ impl Recipe {
                 json!({"master": MASTER, "vlanId": VLAN_ID, "ipam": self.host_local(scratch, plugin)})
             }
             "dummy" => json!({"ipam": self.host_local(scratch, plugin)}),
-            "host-device" => self.attachment_keys(plugin, 0),
+            "host-device" => {
+                // rcni keeps what DEL restores in a state dir: the scratch one, never the host's.
+                let mut keys = self.attachment_keys(plugin, 0);
+                keys["dataDir"] = json!(scratch.join("host-device").display().to_string());
+                keys
+            }
             "tap" | "sbr" => json!({}),
             "vrf" => json!({"vrfname": "rconfvrf", "table": VRF_TABLE}),
             "host-local" => {
