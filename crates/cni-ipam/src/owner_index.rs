@@ -166,7 +166,7 @@ impl Journal {
 
     /// True when the journal has grown well past its live records and should be rewritten.
     fn wants_compaction(&self, pending: usize) -> bool {
-        self.records + pending as u64 > 2 * self.live + SLACK
+        self.records + pending as u64 + 1 > 2 * self.live + SLACK
     }
 }
 
@@ -201,7 +201,7 @@ impl IndexFile {
     /// The journal when the index exists, is well formed and its stamp is `current`; `None`
     /// (stale, missing or damaged) otherwise.
     pub fn load(&self, current: &Stamp) -> Option<Journal> {
-        let mut bytes = fs::read(&self.path).ok()?;
+        let mut bytes = crate::store::read_regular(&self.path)?;
         let body_start = HEADER.len();
         if !bytes.starts_with(HEADER.as_bytes()) || bytes.last() != Some(&b'\n') {
             return None;
@@ -233,7 +233,8 @@ impl IndexFile {
             Change::Added(..) => live + 1,
             Change::Removed(..) => live.saturating_sub(1),
         });
-        let records = journal.records + changes.len() as u64;
+        // The stamp line counts too: it is what makes an index of few leases grow.
+        let records = journal.records + changes.len() as u64 + 1;
         let stamp = stamp_directory(dir)?;
         let mut text: String = changes.iter().map(Change::line).collect();
         text.push_str(&stamp.line(records, live));

@@ -373,6 +373,23 @@ fn lock_with_timeout(file: &File, path: &Path, timeout: Duration) -> Result<(), 
     }
 }
 
+/// The content of a regular file; `None` for anything else (never follows a link, never
+/// blocks on a FIFO) or when it cannot be read.
+pub(crate) fn read_regular(path: &Path) -> Option<Vec<u8>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// Replaces `path` (in `dir`) with `content` atomically: temp file, then rename.
 pub(crate) fn replace_file(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
     let temp = write_temp(dir, content)?;
@@ -547,16 +564,7 @@ impl LockedStore<'_> {
     /// The lease recorded for `addr`, when a regular file holds it (symlinks are not followed).
     fn read_lease(&self, addr: IpAddr) -> Option<Lease> {
         let path = self.lease_path(addr);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(&path)
-            .ok()?;
-        if !file.metadata().ok()?.is_file() {
-            return None;
-        }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).ok()?;
+        let bytes = read_regular(&path)?;
         Some(Lease {
             ip: addr,
             owner: Lease::parse_owner(&String::from_utf8_lossy(&bytes)),

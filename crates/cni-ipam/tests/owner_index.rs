@@ -181,6 +181,25 @@ fn read_only_data_dir_without_index_still_works() {
 }
 
 #[test]
+fn an_index_that_is_a_fifo_or_a_symlink_is_never_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let ipam = store(dir.path());
+    let a = one(&ipam, "a");
+    let path = index_path(dir.path());
+    std::fs::remove_file(&path).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    assert_eq!(one(&ipam, "a"), a, "a FIFO would block a reader");
+    std::fs::remove_file(&path).unwrap();
+    let target = dir.path().join("elsewhere");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    assert_eq!(ipam.release("a", "eth0").unwrap(), [a]);
+    assert!(
+        !target.exists(),
+        "the index is never written through a link"
+    );
+}
+
+#[test]
 fn gc_and_status_keep_the_index_right() {
     let dir = tempfile::tempdir().unwrap();
     let ipam = store(dir.path());
