@@ -11,13 +11,15 @@
 //!   only `<containerID>`);
 //! * `last_reserved_ip.<rangeID>` holds the last address reserved in a range set, as plain text.
 //!
-//! Every file is written whole before it appears under its name, so a reader that takes no lock
-//! (the Go plugin's readers, tools) never sees a partial file: the content goes to a temp file
-//! with a random name (`.rcni-tmp-*`, opened `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), which is
-//! then hard-linked to the lease's name (failing if the address is taken, so the reservation
-//! stays exclusive) or renamed over the hint. A temp file only exists under the lock; one left
-//! by a killed writer is removed by the next full read of the directory (the killed writer
-//! changed the directory, so the owner index no longer matches and forces one).
+//! A lease is written whole before it appears under its name, so a reader that takes no lock
+//! (tools) never sees a partial one: the content goes to an unnamed file (`O_TMPFILE`, mode 0600)
+//! that is then linked to the lease's name, failing if the address is taken, so the reservation
+//! stays exclusive. That is one change to the directory, which matters in an ext4 directory of
+//! thousands of entries. Where `O_TMPFILE` or `/proc` is missing, a temp file with a random name
+//! (`.rcni-tmp-*`, `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) is linked and removed instead. The
+//! hint goes to such a temp file that is renamed over it. A temp file only exists under the
+//! lock; one left by a killed writer is removed by the next full read of the directory (the
+//! killed writer changed the directory, so the owner index no longer matches and forces one).
 //!
 //! Finding an attachment's leases goes through the owner index ([`crate::owner_index`]), a
 //! verified hint kept outside the network directory; without a usable one, every lease file is
@@ -373,6 +375,33 @@ fn lock_with_timeout(file: &File, path: &Path, timeout: Duration) -> Result<(), 
     }
 }
 
+/// Creates `path` (in `dir`) holding `content`, or fails with `AlreadyExists` when the name is
+/// taken; the file never appears partially written. See the module comment.
+fn create_whole(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let unnamed = OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir);
+    if let Ok(mut file) = unnamed {
+        file.write_all(content)?;
+        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        let flags = nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW;
+        let at = nix::fcntl::AT_FDCWD;
+        match nix::unistd::linkat(at, proc_path.as_str(), at, path, flags) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EEXIST) => return Err(io::ErrorKind::AlreadyExists.into()),
+            // No /proc, or a filesystem that refuses: the named temp file below.
+            Err(e) => log::debug!("linking an O_TMPFILE lease failed ({e}), using a temp file"),
+        }
+    }
+    let temp = write_temp(dir, content)?;
+    let linked = fs::hard_link(&temp, path);
+    discard_temp(&temp);
+    linked
+}
+
 /// The content of a regular file; `None` for anything else (never follows a link, never
 /// blocks on a FIFO) or when it cannot be read.
 pub(crate) fn read_regular(path: &Path) -> Option<Vec<u8>> {
@@ -435,11 +464,7 @@ impl LockedStore<'_> {
         }
         let content = lease_content(container_id, ifname);
         self.touch();
-        let temp = write_temp(self.dir, content.as_bytes())
-            .map_err(|e| IpamError::io("write", &path, e))?;
-        let linked = fs::hard_link(&temp, &path);
-        discard_temp(&temp);
-        match linked {
+        match create_whole(self.dir, &path, content.as_bytes()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(IpamError::io("create", &path, e)),
@@ -500,9 +525,9 @@ impl LockedStore<'_> {
         self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_id}"))
     }
 
-    /// Replaces the hint atomically (temp file, rename), so a reader never sees half a hint. Go
-    /// readers never see the temp file because they only look while holding the lock we hold.
-    /// Not fsynced: the hint only steers round-robin, and after a crash any value is fine.
+    /// Replaces the hint atomically (temp file, rename), so a reader that takes no lock never
+    /// sees half a hint. Not fsynced: the hint only steers round-robin, and after a crash any
+    /// value is fine.
     fn write_last_reserved(&self, range_id: usize, addr: IpAddr) -> Result<(), IpamError> {
         let path = self.last_reserved_path(range_id);
         self.touch();
@@ -677,5 +702,24 @@ fn remove_if_present(path: &Path) -> Result<(), IpamError> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(IpamError::io("remove", path, e)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn create_whole_is_exclusive_and_leaves_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("10.0.0.2");
+        create_whole(dir.path(), &path, b"a\r\neth0").unwrap();
+        let err = create_whole(dir.path(), &path, b"b\r\neth0").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&path).unwrap(), b"a\r\neth0");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o077, 0);
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temp file left");
     }
 }
