@@ -124,8 +124,10 @@ pub fn measure(
 ) -> Result<()> {
     let (counts, rounds) = plan(quick);
     let mut samples: Samples = vec![vec![[Vec::new(), Vec::new()]; counts.len()]; OPS.len()];
-    for (c, &count) in counts.iter().enumerate() {
-        let stores = [rcni, go]
+    // stores[count index][0 = rcni, 1 = Go]
+    let mut stores = Vec::new();
+    for &count in &counts {
+        let pair = [rcni, go]
             .into_iter()
             .map(|imp| -> Result<Store> {
                 let data_dir = work.join(format!("hlscale-{}-{count}", imp.label));
@@ -138,23 +140,28 @@ pub fn measure(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        // Untimed warm-up: page cache, and rcni's owner index built from the Go-written files.
-        for store in &stores {
-            store.round("warmup")?;
-        }
-        for r in 0..rounds {
-            stop::check()?;
-            let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+        stores.push(pair);
+    }
+    // Untimed warm-up: page cache, and rcni's owner index built from the Go-written files.
+    for store in stores.iter().flatten() {
+        store.round("warmup")?;
+    }
+    // Every round visits every count, so a change in machine load hits all of them alike.
+    for r in 0..rounds {
+        stop::check()?;
+        for k in 0..counts.len() {
+            let c = (k + r) % counts.len();
+            let order = if (r + k) % 2 == 0 { [0, 1] } else { [1, 0] };
             for which in order {
-                let times = stores[which].round(&format!("s{count}-{r}"))?;
+                let times = stores[c][which].round(&format!("s{r}"))?;
                 for (op, t) in times.into_iter().enumerate() {
                     samples[op][c][which].push(t);
                 }
             }
         }
-        for store in &stores {
-            let _ = std::fs::remove_dir_all(&store.data_dir);
-        }
+    }
+    for store in stores.iter().flatten() {
+        let _ = std::fs::remove_dir_all(&store.data_dir);
     }
     for (op, name) in OPS.iter().enumerate() {
         let base = [0, 1].map(|i| median(&samples[op][0][i]));
@@ -180,9 +187,9 @@ pub fn measure(
         }
     }
     report.notes.push(format!(
-        "host-local scale: the IPAM plugin alone, {rounds} rounds of ADD+CHECK+DEL per lease \
-         count ({counts:?}), alternating rcni and Go, each on its own store of Go-format leases \
-         in one /16 range."
+        "host-local scale: the IPAM plugin alone, {rounds} rounds, each running ADD+CHECK+DEL at \
+         every lease count ({counts:?}) for rcni and Go in alternating order, each on its own \
+         store of Go-format leases in one /16 range."
     ));
     Ok(())
 }
