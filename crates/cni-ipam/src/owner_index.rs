@@ -303,14 +303,29 @@ impl IndexFile {
         self.write_stamp(net_dir)
     }
 
-    /// Stamps the network directory and records the stamp, last.
+    /// Stamps the network directory and records the stamp, last. The record is rewritten in
+    /// place: only lock holders read it, and a torn one cannot equal the new stamp, so it reads
+    /// as stale. (A rename over it would cost ext4 a data flush, about 0.35 ms, on every call.)
     fn write_stamp(&self, net_dir: &Path) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
         let stamp = stamp_directory(net_dir)?;
-        replace_file(
-            &self.dir,
-            &self.dir.join(STAMP_FILE),
-            stamp.text().as_bytes(),
-        )
+        let path = self.dir.join(STAMP_FILE);
+        let text = stamp.text();
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path);
+        match file {
+            Ok(file) if file.metadata()?.is_file() => {
+                file.write_all_at(text.as_bytes(), 0)?;
+                file.set_len(text.len() as u64)
+            }
+            // Something else under its name (a link, a FIFO): replaced.
+            _ => replace_file(&self.dir, &path, text.as_bytes()),
+        }
     }
 
     /// Makes the index stale (after a change that could not be recorded).
