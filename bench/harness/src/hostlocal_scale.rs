@@ -28,7 +28,7 @@ pub fn plan(quick: bool) -> (Vec<usize>, usize) {
     if quick {
         (vec![0, 100, 1_000], 5)
     } else {
-        (vec![0, 1_000, 10_000], 25)
+        (vec![0, 1_000, 10_000], 40)
     }
 }
 
