@@ -9,6 +9,7 @@ mod churn;
 mod configs;
 mod exec;
 mod floor;
+mod hostlocal_scale;
 mod latency;
 mod ns;
 mod pods;
@@ -148,6 +149,13 @@ fn run() -> Result<()> {
     pods::measure(&mut report, &rcni_cli, &rcni, &go, pods_n, pods_c, &work.0)?;
     eprintln!("rcni-bench: figure 5 (resources)");
     resources::measure(&mut report, &rcni, &go, &work.0)?;
+    eprintln!(
+        "rcni-bench: figure {} (host-local at 0..10k leases)",
+        hostlocal_scale::FIGURE
+    );
+    if let Err(e) = hostlocal_scale::measure(&mut report, &rcni, &go, o.quick, &work.0) {
+        report.add_row(hostlocal_scale::failed_row(&e));
+    }
     let leftovers = ns::links_with_prefix("veth");
     report.notes.push(format!(
         "Machine load (1/5/15 min) at start: {load_start}; at end: {}. Runs: {runs_version} VERSION, \

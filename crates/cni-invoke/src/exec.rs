@@ -261,6 +261,24 @@ pub fn exec_raw(
     opts: &ExecOptions,
 ) -> Result<Vec<u8>, InvokeError> {
     let f = run(plugin, inv, stdin, opts)?;
+    judge_output(plugin, f.status, f.stdout, f.stderr, opts)
+}
+
+/// Judges what a finished plugin left, exactly as [`exec_raw`] does: its stdout on success
+/// (stderr forwarded when asked), its error otherwise. Also used for a plugin that was run
+/// in-process instead of executed, so both answer the same.
+pub fn judge_output(
+    plugin: &Path,
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    opts: &ExecOptions,
+) -> Result<Vec<u8>, InvokeError> {
+    let f = Finished {
+        status,
+        stdout,
+        stderr,
+    };
     if !f.status.success() {
         return Err(failure(plugin, &f));
     }
@@ -268,6 +286,19 @@ pub fn exec_raw(
         let _ = std::io::stderr().write_all(&f.stderr);
     }
     Ok(f.stdout)
+}
+
+/// Parses a plugin's successful ADD output (L-18): a result without `cniVersion` is read as
+/// `config_version`.
+pub fn decode_result(
+    plugin: &Path,
+    out: &[u8],
+    config_version: SpecVersion,
+) -> Result<CniResult, InvokeError> {
+    CniResult::from_slice(out, config_version).map_err(|source| InvokeError::BadResult {
+        plugin: plugin_name(plugin),
+        source,
+    })
 }
 
 /// Runs ADD (or any command that answers with a result) and parses the result (L-18): a result
@@ -280,10 +311,7 @@ pub fn exec_with_result(
     opts: &ExecOptions,
 ) -> Result<CniResult, InvokeError> {
     let out = exec_raw(plugin, inv, stdin, opts)?;
-    CniResult::from_slice(&out, config_version).map_err(|source| InvokeError::BadResult {
-        plugin: plugin_name(plugin),
-        source,
-    })
+    decode_result(plugin, &out, config_version)
 }
 
 /// Runs DEL, CHECK, STATUS or GC: success output is ignored (L-19).

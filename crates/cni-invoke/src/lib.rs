@@ -8,6 +8,9 @@ mod find;
 mod invocation;
 
 pub use error::InvokeError;
-pub use exec::{exec_raw, exec_with_result, exec_without_result, get_version_info, ExecOptions};
+pub use exec::{
+    decode_result, exec_raw, exec_with_result, exec_without_result, get_version_info, judge_output,
+    ExecOptions,
+};
 pub use find::find_in_path;
 pub use invocation::Invocation;

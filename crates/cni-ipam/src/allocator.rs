@@ -2,7 +2,6 @@
 //! [`DiskStore`]. The store's lock is held for the whole of each operation, so an ADD is atomic
 //! across range sets (Go locks once per set, which is compatible: it only excludes more).
 
-use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -14,7 +13,7 @@ use crate::error::{ConfigError, IpamError};
 use crate::ident::check_attachment;
 use crate::ip::{canonical, with_prefix};
 use crate::range::{Range, RangeSet};
-use crate::store::{DiskStore, Lease, LockedStore};
+use crate::store::{DiskStore, Held, Lease, LockedStore};
 
 /// One address handed out for one range set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,23 +83,21 @@ impl HostLocal {
         check_attachment(container_id, ifname)?;
         let wanted = assign_requested(&self.range_sets, requested)?;
         let store = self.store.lock()?;
-        let leases = store.leases()?;
-        let mut taken: HashSet<IpAddr> = leases.iter().map(|lease| lease.ip).collect();
+        let held = store.held_by(container_id, ifname)?;
         let attachment = Attachment {
             container_id,
             ifname,
-            leases: &leases,
+            held: &held,
         };
 
         let mut created: Vec<IpAddr> = Vec::new();
         let mut allocations = Vec::with_capacity(self.range_sets.len());
         for (index, set) in self.range_sets.iter().enumerate() {
-            let step = allocate_in_set(&store, &attachment, index, set, wanted[index], &taken);
+            let step = allocate_in_set(&store, &attachment, index, set, wanted[index]);
             match step {
                 Ok((allocation, is_new)) => {
                     if is_new {
                         created.push(allocation.address.addr());
-                        taken.insert(allocation.address.addr());
                     }
                     allocations.push(allocation);
                 }
@@ -127,13 +124,12 @@ impl HostLocal {
     /// least one address. Returns those leases.
     pub fn check(&self, container_id: &str, ifname: &str) -> Result<Vec<Lease>, IpamError> {
         check_attachment(container_id, ifname)?;
-        let held: Vec<Lease> = self
-            .store
-            .lock()?
-            .leases()?
-            .into_iter()
-            .filter(|l| l.is_for(container_id, ifname) || l.is_legacy_for(container_id))
-            .collect();
+        let Held {
+            mut current,
+            legacy,
+        } = self.store.lock()?.held_by(container_id, ifname)?;
+        current.extend(legacy);
+        let held = current;
         if held.is_empty() {
             return Err(IpamError::NotFound {
                 id: container_id.to_string(),
@@ -240,11 +236,11 @@ pub fn assign_requested(
     Ok(by_set)
 }
 
-/// The attachment being served, with the leases present when the lock was taken.
+/// The attachment being served, with the leases it held when the lock was taken.
 struct Attachment<'a> {
     container_id: &'a str,
     ifname: &'a str,
-    leases: &'a [Lease],
+    held: &'a Held,
 }
 
 /// Allocates in one set; the flag says whether a new lease file was created.
@@ -254,16 +250,15 @@ fn allocate_in_set(
     index: usize,
     set: &RangeSet,
     requested: Option<IpAddr>,
-    taken: &HashSet<IpAddr>,
 ) -> Result<(Allocation, bool), IpamError> {
     let Attachment {
         container_id,
         ifname,
-        leases,
+        held,
     } = *attachment;
-    let mut mine = leases
+    let mut mine = held
+        .current
         .iter()
-        .filter(|l| l.is_for(container_id, ifname))
         .filter_map(|l| set.range_for(l.ip).map(|range| (l.ip, range)));
 
     if let Some(addr) = requested {
@@ -284,17 +279,15 @@ fn allocate_in_set(
     if let Some((addr, range)) = mine.next() {
         return Ok((allocation(range, addr, index), false));
     }
-    if let Some(legacy) = leases
-        .iter()
-        .find(|l| l.is_legacy_for(container_id) && set.contains(l.ip))
-    {
+    if let Some(legacy) = held.legacy.iter().find(|l| set.contains(l.ip)) {
         return Err(IpamError::DuplicateAllocation {
             ip: legacy.ip,
             id: container_id.to_string(),
         });
     }
+    // A taken address costs one stat: round-robin usually finds the first candidate free.
     for (addr, range) in set.candidates(store.last_reserved_ip(index)) {
-        if !taken.contains(&addr) && store.reserve(container_id, ifname, addr, index)? {
+        if store.reserve(container_id, ifname, addr, index)? {
             return Ok((allocation(range, addr, index), true));
         }
     }

@@ -20,6 +20,7 @@ mod error;
 mod gojson;
 mod ident;
 mod ip;
+mod owner_index;
 mod range;
 mod resolv;
 mod static_config;
@@ -31,10 +32,11 @@ pub use error::{code, ConfigError, IpamError};
 pub use ident::{is_valid_ifname, is_valid_name};
 pub use ip::go_string as go_ip_string;
 pub use ip::parse_ip_with_optional_prefix as parse_requested_ip;
+pub use owner_index::INDEX_PREFIX;
 pub use range::{Candidates, Range, RangeSet, RangeSpec};
 pub use resolv::{parse_resolv_conf, parse_resolv_conf_text, Dns};
 pub use static_config::{StaticAddress, StaticConfig};
 pub use store::{
-    lease_content, DiskStore, Lease, LeaseOwner, LockedStore, LAST_RESERVED_PREFIX, LINE_BREAK,
-    LOCK_FILE, TEMP_PREFIX,
+    lease_content, DiskStore, Held, Lease, LeaseOwner, LockedStore, LAST_RESERVED_PREFIX,
+    LINE_BREAK, LOCK_FILE, TEMP_PREFIX,
 };

@@ -11,13 +11,22 @@
 //!   only `<containerID>`);
 //! * `last_reserved_ip.<rangeID>` holds the last address reserved in a range set, as plain text.
 //!
-//! Every file is written whole before it appears under its name, so a reader that takes no lock
-//! (the Go plugin's readers, tools) never sees a partial file: the content goes to a temp file
-//! with a random name (`.rcni-tmp-*`, opened `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), which is
-//! then hard-linked to the lease's name (failing if the address is taken, so the reservation
-//! stays exclusive) or renamed over the hint. A temp file only exists under the lock; one left
-//! by a killed writer is removed the next time the lock is taken.
+//! A lease is written whole before it appears under its name, so a reader that takes no lock
+//! (tools) never sees a partial one: the content goes to an unnamed file (`O_TMPFILE`, mode 0600)
+//! that is then linked to the lease's name, failing if the address is taken, so the reservation
+//! stays exclusive. That is one change to the directory, which matters in an ext4 directory of
+//! thousands of entries. Where `O_TMPFILE` or `/proc` is missing, a temp file with a random name
+//! (`.rcni-tmp-*`, `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) is linked and removed instead. The
+//! hint goes to such a temp file that is renamed over it. A temp file only exists under the
+//! lock; one left by a killed writer is removed by the next full read of the directory (the
+//! killed writer changed the directory, so the owner index no longer matches and forces one).
+//!
+//! Finding an attachment's leases goes through the owner index ([`crate::owner_index`]), a
+//! verified hint kept outside the network directory; without a usable one, every lease file is
+//! read as Go does.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Read;
 use std::io::{self, Write};
@@ -29,6 +38,7 @@ use std::time::{Duration, Instant};
 use crate::error::{ConfigError, IpamError};
 use crate::ident;
 use crate::ip;
+use crate::owner_index::{self, Change, IndexFile, Journal, Stamp};
 
 /// Name of the lock file inside a network directory.
 pub const LOCK_FILE: &str = "lock";
@@ -91,6 +101,44 @@ impl Lease {
     }
 }
 
+impl LeaseOwner {
+    /// The owner a lookup for (container ID, ifname) matches: the ID trimmed, as Go writes it.
+    fn attachment(container_id: &str, ifname: &str) -> Self {
+        LeaseOwner::Attachment {
+            container_id: container_id.trim().to_string(),
+            ifname: ifname.to_string(),
+        }
+    }
+
+    /// The legacy owner a lookup for a container ID matches.
+    fn legacy(container_id: &str) -> Self {
+        LeaseOwner::Legacy {
+            container_id: container_id.trim().to_string(),
+        }
+    }
+
+    /// The owner index's key: exactly one owner value per key, so a lookup and a lease that
+    /// match each other always share it.
+    fn index_key(&self) -> u64 {
+        match self {
+            LeaseOwner::Attachment {
+                container_id,
+                ifname,
+            } => owner_index::owner_key(&format!("{container_id}{LINE_BREAK}{ifname}")),
+            LeaseOwner::Legacy { container_id } => owner_index::owner_key(container_id),
+        }
+    }
+}
+
+/// The leases of one attachment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Written for exactly (container ID, ifname), in address order.
+    pub current: Vec<Lease>,
+    /// Legacy leases of the container ID, in address order.
+    pub legacy: Vec<Lease>,
+}
+
 /// The file content recording a lease for an attachment.
 pub fn lease_content(container_id: &str, ifname: &str) -> String {
     format!("{}{LINE_BREAK}{ifname}", container_id.trim())
@@ -150,12 +198,69 @@ impl DiskStore {
             None => file.lock().map_err(|e| IpamError::io("lock", &path, e))?,
             Some(timeout) => lock_with_timeout(&file, &path, timeout)?,
         }
-        let locked = LockedStore {
+        let index = IndexSession::open(&self.dir);
+        Ok(LockedStore {
             dir: &self.dir,
+            index: RefCell::new(index),
             _lock: file,
+        })
+    }
+}
+
+/// The owner index as seen by one lock holder, and what it changed.
+#[derive(Debug, Default)]
+struct IndexSession {
+    /// Where the index lives; `None` when the directory has no parent to keep it in.
+    file: Option<IndexFile>,
+    /// The index when it matched the directory at lock time.
+    journal: Option<Journal>,
+    /// Every lease (address → owner key), after a full read of the directory.
+    full: Option<BTreeMap<IpAddr, u64>>,
+    /// Leases this holder created or removed since.
+    changes: Vec<Change>,
+    /// Whether this holder changed the directory's entries at all (temp files too).
+    touched: bool,
+}
+
+impl IndexSession {
+    /// Reads the index; it is used only if its stamp is the directory's current one.
+    fn open(dir: &Path) -> IndexSession {
+        let file = IndexFile::for_network_dir(dir);
+        let journal = match (&file, fs::metadata(dir)) {
+            (Some(file), Ok(meta)) => file.load(&Stamp::of(&meta)),
+            _ => None,
         };
-        locked.remove_stale_temp_files();
-        Ok(locked)
+        if journal.is_none() {
+            log::debug!("owner index of {} missing or stale", dir.display());
+        }
+        IndexSession {
+            file,
+            journal,
+            ..IndexSession::default()
+        }
+    }
+
+    /// Brings the index up to date before the lock is released: rewritten whole after a full
+    /// read, appended to when it was fresh, left stale otherwise. Failing only costs the next
+    /// holder a full read.
+    fn flush(&mut self, dir: &Path) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let written = match (&mut self.full, &self.journal) {
+            (Some(full), journal) if self.touched || journal.is_none() => {
+                owner_index::apply(full, &self.changes);
+                file.rewrite(dir, full)
+            }
+            (_, Some(journal)) if self.touched => file.append(dir, journal, &self.changes),
+            _ => return,
+        };
+        if let Err(e) = written {
+            log::debug!("owner index of {} not updated: {e}", dir.display());
+            if self.journal.is_some() {
+                file.discard();
+            }
+        }
     }
 }
 
@@ -270,11 +375,70 @@ fn lock_with_timeout(file: &File, path: &Path, timeout: Duration) -> Result<(), 
     }
 }
 
-/// The store while its lock is held; dropping it closes the lock file, which releases the lock.
+/// Creates `path` (in `dir`) holding `content`, or fails with `AlreadyExists` when the name is
+/// taken; the file never appears partially written. See the module comment.
+fn create_whole(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let unnamed = OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir);
+    if let Ok(mut file) = unnamed {
+        file.write_all(content)?;
+        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        let flags = nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW;
+        let at = nix::fcntl::AT_FDCWD;
+        match nix::unistd::linkat(at, proc_path.as_str(), at, path, flags) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EEXIST) => return Err(io::ErrorKind::AlreadyExists.into()),
+            // No /proc, or a filesystem that refuses: the named temp file below.
+            Err(e) => log::debug!("linking an O_TMPFILE lease failed ({e}), using a temp file"),
+        }
+    }
+    let temp = write_temp(dir, content)?;
+    let linked = fs::hard_link(&temp, path);
+    discard_temp(&temp);
+    linked
+}
+
+/// The content of a regular file; `None` for anything else (never follows a link, never
+/// blocks on a FIFO) or when it cannot be read.
+pub(crate) fn read_regular(path: &Path) -> Option<Vec<u8>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Replaces `path` (in `dir`) with `content` atomically: temp file, then rename.
+pub(crate) fn replace_file(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
+    let temp = write_temp(dir, content)?;
+    fs::rename(&temp, path).inspect_err(|_| discard_temp(&temp))
+}
+
+/// The store while its lock is held; dropping it brings the owner index up to date, then closes
+/// the lock file, which releases the lock.
 #[derive(Debug)]
 pub struct LockedStore<'a> {
     dir: &'a Path,
+    index: RefCell<IndexSession>,
+    // Declared last: fields drop in order, and the lock must outlive the index update.
     _lock: File,
+}
+
+impl Drop for LockedStore<'_> {
+    fn drop(&mut self) {
+        self.index.get_mut().flush(self.dir);
+    }
 }
 
 impl LockedStore<'_> {
@@ -299,15 +463,14 @@ impl LockedStore<'_> {
             return Ok(false);
         }
         let content = lease_content(container_id, ifname);
-        let temp = write_temp(self.dir, content.as_bytes())
-            .map_err(|e| IpamError::io("write", &path, e))?;
-        let linked = fs::hard_link(&temp, &path);
-        discard_temp(&temp);
-        match linked {
+        self.touch();
+        match create_whole(self.dir, &path, content.as_bytes()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(IpamError::io("create", &path, e)),
         }
+        let key = LeaseOwner::attachment(container_id, ifname).index_key();
+        self.record(Change::Added(addr, key));
         // The hint only steers round-robin; losing it must not fail a reservation that is made.
         if let Err(e) = self.write_last_reserved(range_id, addr) {
             log::warn!("{e}");
@@ -315,9 +478,41 @@ impl LockedStore<'_> {
         Ok(true)
     }
 
-    /// Removes a lease file this process created (rollback of a failed ADD). Missing is fine.
+    /// Removes a lease file this holder created (rollback of a failed ADD). Missing is fine.
     pub fn unreserve(&self, addr: IpAddr) -> Result<(), IpamError> {
-        remove_if_present(&self.lease_path(addr))
+        self.touch();
+        remove_if_present(&self.lease_path(addr))?;
+        let key = self
+            .index
+            .borrow()
+            .changes
+            .iter()
+            .rev()
+            .find_map(|c| match c {
+                Change::Added(a, key) if *a == addr => Some(*key),
+                _ => None,
+            });
+        match key {
+            Some(key) => self.record(Change::Removed(addr, key)),
+            // Not created under this lock: the index cannot say whose it was, so drop it.
+            None => self.forget_index(),
+        }
+        Ok(())
+    }
+
+    /// Notes that this holder changes the directory's entries.
+    fn touch(&self) {
+        self.index.borrow_mut().touched = true;
+    }
+
+    fn record(&self, change: Change) {
+        self.index.borrow_mut().changes.push(change);
+    }
+
+    /// Makes the index unusable for this holder: it will be left stale unless a full read
+    /// rebuilds it.
+    fn forget_index(&self) {
+        self.index.borrow_mut().journal = None;
     }
 
     /// The round-robin hint of a range set; missing or unparsable means none.
@@ -330,42 +525,92 @@ impl LockedStore<'_> {
         self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_id}"))
     }
 
-    /// Replaces the hint atomically (temp file, rename), so a reader never sees half a hint. Go
-    /// readers never see the temp file because they only look while holding the lock we hold.
-    /// Not fsynced: the hint only steers round-robin, and after a crash any value is fine.
+    /// Replaces the hint atomically (temp file, rename), so a reader that takes no lock never
+    /// sees half a hint. Not fsynced: the hint only steers round-robin, and after a crash any
+    /// value is fine.
     fn write_last_reserved(&self, range_id: usize, addr: IpAddr) -> Result<(), IpamError> {
         let path = self.last_reserved_path(range_id);
-        let temp = write_temp(self.dir, ip::go_string(addr).as_bytes())
-            .map_err(|e| IpamError::io("write", &path, e))?;
-        fs::rename(&temp, &path).map_err(|e| {
-            discard_temp(&temp);
-            IpamError::io("write", &path, e)
-        })
+        self.touch();
+        replace_file(self.dir, &path, ip::go_string(addr).as_bytes())
+            .map_err(|e| IpamError::io("write", &path, e))
     }
 
-    /// Removes temp files: under the lock, any that exist were left by a killed writer. A
-    /// store that cannot be changed (read-only) keeps them, which harms no reader.
-    fn remove_stale_temp_files(&self) {
-        let Ok(entries) = fs::read_dir(self.dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-                if let Err(e) = fs::remove_file(entry.path()) {
-                    log::debug!("cannot remove stale {}: {e}", entry.path().display());
-                }
-            }
+    /// Removes a temp file met while reading the directory: under the lock, any that exists
+    /// was left by a killed writer. A store that cannot be changed (read-only) keeps it, which
+    /// harms no reader.
+    fn remove_stale_temp_file(&self, path: &Path) {
+        self.touch();
+        if let Err(e) = fs::remove_file(path) {
+            log::debug!("cannot remove stale {}: {e}", path.display());
         }
     }
 
+    /// The leases of one attachment. The owner index names them, and each is verified by
+    /// reading its file; without a fresh index, or when a named file is missing or holds
+    /// another owner, every lease file is read instead (and the index rebuilt from that).
+    pub fn held_by(&self, container_id: &str, ifname: &str) -> Result<Held, IpamError> {
+        let current = LeaseOwner::attachment(container_id, ifname);
+        let legacy = LeaseOwner::legacy(container_id);
+        if let Some(held) = self.held_from_index(&current, &legacy) {
+            return Ok(held);
+        }
+        let (current, legacy): (Vec<Lease>, Vec<Lease>) = self
+            .leases()?
+            .into_iter()
+            .filter(|l| l.owner == current || l.owner == legacy)
+            .partition(|l| l.owner == current);
+        Ok(Held { current, legacy })
+    }
+
+    /// [`Self::held_by`] from the index alone; `None` when it cannot be trusted.
+    fn held_from_index(&self, current: &LeaseOwner, legacy: &LeaseOwner) -> Option<Held> {
+        let session = self.index.borrow();
+        let journal = session.journal.as_ref()?;
+        let read = |owner: &LeaseOwner| -> Option<Vec<Lease>> {
+            let mut addrs = journal.addresses_of(owner.index_key());
+            addrs.sort_by_key(|addr| (addr.is_ipv6(), ip::to_u128(*addr)));
+            addrs
+                .into_iter()
+                .map(|addr| {
+                    let lease = self.read_lease(addr).filter(|l| l.owner == *owner);
+                    if lease.is_none() {
+                        log::debug!("owner index names {addr} wrongly: reading every lease");
+                    }
+                    lease
+                })
+                .collect()
+        };
+        Some(Held {
+            current: read(current)?,
+            legacy: read(legacy)?,
+        })
+    }
+
+    /// The lease recorded for `addr`, when a regular file holds it (symlinks are not followed).
+    fn read_lease(&self, addr: IpAddr) -> Option<Lease> {
+        let path = self.lease_path(addr);
+        let bytes = read_regular(&path)?;
+        Some(Lease {
+            ip: addr,
+            owner: Lease::parse_owner(&String::from_utf8_lossy(&bytes)),
+            path,
+        })
+    }
+
     /// Every lease in the directory: regular files whose names are IP addresses. Files that cannot
-    /// be read are skipped, as Go skips them.
+    /// be read are skipped, as Go skips them. Reads every file; the owner index is rebuilt from
+    /// the result when the lock is released.
     pub fn leases(&self) -> Result<Vec<Lease>, IpamError> {
         let entries = fs::read_dir(self.dir).map_err(|e| IpamError::io("read", self.dir, e))?;
         let mut leases = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| IpamError::io("read", self.dir, e))?;
-            let Some(addr) = entry.file_name().to_str().and_then(ip::parse_ip) else {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with(TEMP_PREFIX) {
+                self.remove_stale_temp_file(&entry.path());
+                continue;
+            }
+            let Some(addr) = name.to_str().and_then(ip::parse_ip) else {
                 continue;
             };
             if !entry.file_type().is_ok_and(|t| t.is_file()) {
@@ -382,6 +627,10 @@ impl LockedStore<'_> {
             });
         }
         leases.sort_by_key(|lease| (lease.ip.is_ipv6(), ip::to_u128(lease.ip)));
+        let mut session = self.index.borrow_mut();
+        session.full = Some(leases.iter().map(|l| (l.ip, l.owner.index_key())).collect());
+        // Changes recorded before this read are already in it.
+        session.changes.clear();
         Ok(leases)
     }
 
@@ -389,18 +638,14 @@ impl LockedStore<'_> {
     /// there is none, every legacy lease of the container ID (Go's fallback). Returns the
     /// released addresses.
     pub fn release(&self, container_id: &str, ifname: &str) -> Result<Vec<IpAddr>, IpamError> {
-        let leases = self.leases()?;
-        let mut doomed: Vec<&Lease> = leases
-            .iter()
-            .filter(|l| l.is_for(container_id, ifname))
-            .collect();
-        if doomed.is_empty() {
-            doomed = leases
-                .iter()
-                .filter(|l| l.is_legacy_for(container_id))
-                .collect();
-        }
-        remove_leases(doomed.into_iter()).map(|removed| removed.into_iter().map(|l| l.ip).collect())
+        let held = self.held_by(container_id, ifname)?;
+        let doomed = if held.current.is_empty() {
+            held.legacy
+        } else {
+            held.current
+        };
+        self.remove_leases(doomed.iter())
+            .map(|removed| removed.into_iter().map(|l| l.ip).collect())
     }
 
     /// Releases every lease whose owner is not in `valid` (container ID, ifname); a legacy lease
@@ -413,31 +658,43 @@ impl LockedStore<'_> {
                 .iter()
                 .any(|(id, ifname)| lease.is_for(id, ifname) || lease.is_legacy_for(id))
         });
-        remove_leases(stale)
+        self.remove_leases(stale)
     }
 
     /// Checks that the directory accepts new files, with a probe that only lives under the lock.
     pub fn probe_writable(&self) -> io::Result<()> {
+        self.touch();
         let probe = write_temp(self.dir, b"")?;
         fs::remove_file(&probe)
     }
-}
 
-/// Removes the files of `leases`, carrying on after errors; returns what was removed, or all
-/// errors joined.
-fn remove_leases<'l>(leases: impl Iterator<Item = &'l Lease>) -> Result<Vec<Lease>, IpamError> {
-    let mut removed = Vec::new();
-    let mut errors = Vec::new();
-    for lease in leases {
-        match remove_if_present(&lease.path) {
-            Ok(()) => removed.push(lease.clone()),
-            Err(e) => errors.push(e),
+    /// Removes the files of `leases`, carrying on after errors; returns what was removed, or
+    /// all errors joined.
+    fn remove_leases<'l>(
+        &self,
+        leases: impl Iterator<Item = &'l Lease>,
+    ) -> Result<Vec<Lease>, IpamError> {
+        let mut removed = Vec::new();
+        let mut errors = Vec::new();
+        for lease in leases {
+            self.touch();
+            match remove_if_present(&lease.path) {
+                Ok(()) => {
+                    self.record(Change::Removed(lease.ip, lease.owner.index_key()));
+                    removed.push(lease.clone());
+                }
+                Err(e) => {
+                    // Whether it is gone is unknown now.
+                    self.forget_index();
+                    errors.push(e);
+                }
+            }
         }
-    }
-    match errors.len() {
-        0 => Ok(removed),
-        1 => Err(errors.remove(0)),
-        _ => Err(IpamError::Multiple(errors)),
+        match errors.len() {
+            0 => Ok(removed),
+            1 => Err(errors.remove(0)),
+            _ => Err(IpamError::Multiple(errors)),
+        }
     }
 }
 
@@ -445,5 +702,24 @@ fn remove_if_present(path: &Path) -> Result<(), IpamError> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(IpamError::io("remove", path, e)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn create_whole_is_exclusive_and_leaves_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("10.0.0.2");
+        create_whole(dir.path(), &path, b"a\r\neth0").unwrap();
+        let err = create_whole(dir.path(), &path, b"b\r\neth0").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&path).unwrap(), b"a\r\neth0");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o077, 0);
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temp file left");
     }
 }

@@ -38,12 +38,24 @@ fn net_config(data_dir: &Path) -> Value {
 
 /// Runs the Go plugin; returns its stdout on success, panics with its output otherwise.
 fn go(binary: &Path, command: &str, id: &str, config: &Value) -> Value {
+    go_with_args(binary, command, id, config, "")
+}
+
+/// Starts the Go plugin with `CNI_ARGS`; its stdin is written and closed.
+fn spawn_go(
+    binary: &Path,
+    command: &str,
+    id: &str,
+    config: &Value,
+    cni_args: &str,
+) -> std::process::Child {
     let mut child = Command::new(binary)
         .env_clear()
         .env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", id)
         .env("CNI_NETNS", "/var/run/netns/rcni-ipam-interop-unused")
         .env("CNI_IFNAME", "eth0")
+        .env("CNI_ARGS", cni_args)
         .env("CNI_PATH", binary.parent().unwrap())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -57,6 +69,14 @@ fn go(binary: &Path, command: &str, id: &str, config: &Value) -> Value {
         .unwrap()
         .write_all(config.to_string().as_bytes())
         .unwrap();
+    child
+}
+
+fn go_with_args(binary: &Path, command: &str, id: &str, config: &Value, cni_args: &str) -> Value {
+    go_output(spawn_go(binary, command, id, config, cni_args), command, id)
+}
+
+fn go_output(child: std::process::Child, command: &str, id: &str) -> Value {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -149,4 +169,108 @@ fn concurrent_with_go_never_share_an_address() {
     let unique: BTreeSet<IpAddr> = all.iter().copied().collect();
     assert_eq!(all.len(), 60);
     assert_eq!(unique.len(), 60, "an address was handed out twice");
+}
+
+fn rcni(config: &Value) -> HostLocal {
+    HostLocal::new(&cni_ipam::HostLocalConfig::parse(config.to_string().as_bytes(), None).unwrap())
+        .unwrap()
+}
+
+// rcni's owner index is a hint: whatever Go does between two rcni calls is seen.
+#[test]
+fn go_changes_between_rcni_calls_are_seen() {
+    let Some(binary) = go_host_local() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = net_config(dir.path());
+    let ipam = rcni(&config);
+    let r1 = ipam.allocate("r1", "eth0", &[]).unwrap()[0].address.addr();
+    let g1 = go_ip(&go(&binary, "ADD", "g1", &config));
+    // The same attachment added by rcni gets Go's address back, not a second one.
+    ipam.check("g1", "eth0").unwrap();
+    assert_eq!(
+        ipam.allocate("g1", "eth0", &[]).unwrap()[0].address.addr(),
+        g1
+    );
+    assert_eq!(ipam.release("g1", "eth0").unwrap(), [g1]);
+    // Go releases rcni's lease: rcni no longer finds it and allocates anew.
+    go(&binary, "DEL", "r1", &config);
+    assert!(ipam.check("r1", "eth0").is_err());
+    let again = ipam.allocate("r1", "eth0", &[]).unwrap()[0].address.addr();
+    assert_ne!(again, r1);
+    let names: Vec<String> = files(dir.path()).into_keys().collect();
+    assert_eq!(
+        names,
+        [
+            again.to_string(),
+            "last_reserved_ip.0".into(),
+            "lock".into()
+        ]
+    );
+}
+
+// Go deletes a lease and re-creates the same file name for another container (the inode number
+// is likely reused): neither owner is confused.
+#[test]
+fn go_reusing_an_address_for_another_container() {
+    let Some(binary) = go_host_local() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = net_config(dir.path());
+    let ipam = rcni(&config);
+    let a = ipam.allocate("a", "eth0", &[]).unwrap()[0].address.addr();
+    go(&binary, "DEL", "a", &config);
+    let b = go_ip(&go_with_args(
+        &binary,
+        "ADD",
+        "b",
+        &config,
+        &format!("IP={a}"),
+    ));
+    assert_eq!(a, b);
+    assert!(ipam.check("a", "eth0").is_err());
+    assert!(ipam.release("a", "eth0").unwrap().is_empty());
+    ipam.check("b", "eth0").unwrap();
+    assert_eq!(
+        ipam.allocate("b", "eth0", &[]).unwrap()[0].address.addr(),
+        a
+    );
+    assert_eq!(ipam.release("b", "eth0").unwrap(), [a]);
+}
+
+// A Go ADD waiting on the lock runs the moment rcni releases it, within the same clock tick as
+// rcni's last change: the index must still not be taken as complete.
+#[test]
+fn go_waiting_on_the_lock_is_seen() {
+    let Some(binary) = go_host_local() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = net_config(dir.path());
+    let ipam = rcni(&config);
+    ipam.allocate("r0", "eth0", &[]).unwrap();
+    for n in 0..5 {
+        let id = format!("g{n}");
+        let locked = ipam.store().lock().unwrap();
+        let child = spawn_go(&binary, "ADD", &id, &config, "");
+        // Give Go time to block on the lock (if it is late, the case is merely easier).
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert!(locked
+            .reserve(
+                &format!("r{}", n + 1),
+                "eth0",
+                ip(&format!("10.9.0.{}", 100 + n)),
+                0
+            )
+            .unwrap());
+        drop(locked);
+        let g = go_ip(&go_output(child, "ADD", &id));
+        assert_eq!(
+            ipam.allocate(&id, "eth0", &[]).unwrap()[0].address.addr(),
+            g
+        );
+        assert_eq!(ipam.release(&id, "eth0").unwrap(), [g]);
+    }
 }

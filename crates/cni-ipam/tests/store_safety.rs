@@ -122,14 +122,15 @@ fn chmod(path: &std::path::Path, mode: u32) {
 
 fn refused(data_dir: &std::path::Path) -> String {
     let store = DiskStore::new(data_dir, NETWORK).unwrap();
-    match store.lock() {
+    let message = match store.lock() {
         Err(e @ IpamError::UnsafeDirectory { .. }) => {
             assert_eq!(e.cni_code(), 5);
             e.to_string()
         }
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("a directory others can write to was used"),
-    }
+    };
+    message
 }
 
 // The data directory and the network directory are checked before anything is opened in

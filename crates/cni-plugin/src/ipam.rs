@@ -4,37 +4,50 @@
 //! request config the calling plugin received; only `CNI_COMMAND` may differ.
 //! [`IpamGuard`] gives ADD its undo: if the caller's ADD fails after the IPAM ADD succeeded,
 //! dropping the guard runs the IPAM DEL so the lease is released.
+//!
+//! A delegate that is this very executable runs in-process ([`in_process`]), with the same
+//! answer, files and error codes as when it is executed.
 
-use cni_invoke::{exec_with_result, exec_without_result, find_in_path, ExecOptions};
+mod in_process;
+
+use std::path::PathBuf;
+
+use cni_invoke::{decode_result, exec_raw, find_in_path, ExecOptions, InvokeError};
 use cni_types::{CniError, CniResult};
 
 use crate::cmd_args::CmdArgs;
 use crate::command::Command;
 
+pub use in_process::{register as register_in_process, Resolver};
+
+/// Runs `command` of the plugin `plugin_type` (in-process when it is this executable) and
+/// returns where it was found and its stdout.
+fn run_delegate(
+    plugin_type: &str,
+    command: Command,
+    args: &CmdArgs,
+) -> Result<(PathBuf, Vec<u8>), InvokeError> {
+    let plugin = find_in_path(plugin_type, &args.path_dirs())?;
+    let invocation = args.invocation(command);
+    let opts = ExecOptions::default();
+    let out = in_process::run(&plugin, plugin_type, &invocation, &args.stdin, &opts)
+        .unwrap_or_else(|| exec_raw(&plugin, &invocation, &args.stdin, &opts))?;
+    Ok((plugin, out))
+}
+
 /// Runs ADD of the plugin `plugin_type` and returns its result (parsed at the request version
 /// when it carries none).
 pub fn delegate_add(plugin_type: &str, args: &CmdArgs) -> Result<CniResult, CniError> {
-    let plugin = find_in_path(plugin_type, &args.path_dirs()).map_err(|e| e.to_cni_error())?;
-    exec_with_result(
-        &plugin,
-        &args.invocation(Command::Add),
-        &args.stdin,
-        args.version,
-        &ExecOptions::default(),
-    )
-    .map_err(|e| e.to_cni_error())
+    run_delegate(plugin_type, Command::Add, args)
+        .and_then(|(plugin, out)| decode_result(&plugin, &out, args.version))
+        .map_err(|e| e.to_cni_error())
 }
 
-/// Runs DEL, CHECK, STATUS or GC of the plugin `plugin_type`.
+/// Runs DEL, CHECK, STATUS or GC of the plugin `plugin_type`; its output is ignored.
 pub fn delegate(plugin_type: &str, command: Command, args: &CmdArgs) -> Result<(), CniError> {
-    let plugin = find_in_path(plugin_type, &args.path_dirs()).map_err(|e| e.to_cni_error())?;
-    exec_without_result(
-        &plugin,
-        &args.invocation(command),
-        &args.stdin,
-        &ExecOptions::default(),
-    )
-    .map_err(|e| e.to_cni_error())
+    run_delegate(plugin_type, command, args)
+        .map(|_| ())
+        .map_err(|e| e.to_cni_error())
 }
 
 /// `ipam.type`, code 7 when the config has none.

@@ -23,6 +23,17 @@ pub(crate) fn first_panic() -> Option<String> {
         .clone()
 }
 
+/// Runs `f` (a delegate run in-process) so that a panic inside it is its own: the first-panic
+/// record is put back afterwards, as a delegate process's panic would never have touched it.
+pub(crate) fn isolated<T>(f: impl FnOnce() -> T) -> T {
+    let before = first_panic();
+    let out = f();
+    *FIRST_PANIC
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = before;
+    out
+}
+
 /// Installs the hook for the whole process (done by [`crate::run`]).
 pub fn install() {
     std::panic::set_hook(Box::new(on_panic));

@@ -22,7 +22,11 @@ fn main() {
         std::process::exit(run_dhcp_daemon(&rest[1..]));
     }
     if let Some(plugin) = plugin_by_name(&name) {
-        let plugin = test_panic::wrap(plugin);
+        let plugin = test_panic::wrap(&name, plugin);
+        // An IPAM delegate that is this executable runs in-process (one process per ADD).
+        cni_plugin::ipam::register_in_process(|name| {
+            plugin_by_name(name).map(|plugin| test_panic::wrap(name, plugin))
+        });
         std::process::exit(cni_plugin::run(&*plugin));
     }
     std::process::exit(front_end(&name, &rest));
@@ -140,14 +144,18 @@ fn run_install(dir: &str, force: bool) -> i32 {
 }
 
 /// Debug builds only: `RCNI_TEST_PANIC=1` makes ADD, DEL and CHECK panic (CHECK on a worker thread), to test the panic hook
-/// against the real binary. Release builds ignore the variable.
+/// against the real binary; with `RCNI_TEST_PANIC_ONLY=<plugin>` only that plugin panics (a
+/// delegate, run in-process or executed). Release builds ignore both variables.
 #[cfg(debug_assertions)]
 mod test_panic {
     use cni_plugin::{CmdArgs, Plugin};
     use cni_types::{CniError, CniResult, SpecVersion};
 
-    pub fn wrap(plugin: Box<dyn Plugin>) -> Box<dyn Plugin> {
-        if std::env::var_os("RCNI_TEST_PANIC").is_some_and(|v| v == "1") {
+    pub fn wrap(name: &str, plugin: Box<dyn Plugin>) -> Box<dyn Plugin> {
+        let only = std::env::var_os("RCNI_TEST_PANIC_ONLY");
+        if std::env::var_os("RCNI_TEST_PANIC").is_some_and(|v| v == "1")
+            && only.is_none_or(|only| only == name)
+        {
             Box::new(Panicking(plugin))
         } else {
             plugin
@@ -183,7 +191,7 @@ mod test_panic {
 
 #[cfg(not(debug_assertions))]
 mod test_panic {
-    pub fn wrap(plugin: Box<dyn cni_plugin::Plugin>) -> Box<dyn cni_plugin::Plugin> {
+    pub fn wrap(_name: &str, plugin: Box<dyn cni_plugin::Plugin>) -> Box<dyn cni_plugin::Plugin> {
         plugin
     }
 }
