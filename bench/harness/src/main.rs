@@ -11,6 +11,8 @@ mod exec;
 mod floor;
 mod latency;
 mod ns;
+mod overhead;
+mod phases;
 mod report;
 mod resources;
 mod startup;
@@ -139,7 +141,8 @@ fn run() -> Result<()> {
     latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
     eprintln!("rcni-bench: figure 3 (kernel floor)");
     floor::measure(&mut report, runs_latency)?;
-    latency::through_runtime(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
+    phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
+    overhead::measure(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
     eprintln!("rcni-bench: figure 4 (churn)");
     churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
     eprintln!("rcni-bench: figure 5 (resources)");

@@ -4,7 +4,7 @@
 //! Path: `<cacheDir>/results/<network>-<containerID>-<ifname>`. Content: one JSON object
 //! `{"kind":"cniCacheV1","containerId","config"(base64),"ifName","networkName","netns",
 //! "cniArgs","capabilityArgs","result"}` encoded as Go encodes it. Unlike libcni, files are
-//! written atomically (temp file in the same directory, fsync, rename) and every component of
+//! written atomically (temp file in the same directory, then rename; no fsync: see `cache_temp`) and every component of
 //! the path is validated on every command. Temp files are named after the entry they become
 //! (see `cache_temp`), so DEL and GC remove what a killed write left.
 

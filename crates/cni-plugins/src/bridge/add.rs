@@ -20,7 +20,7 @@ use crate::common::link_info::{interface_of, mac_string};
 use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
-use crate::common::{masquerade, spoofcheck};
+use crate::common::{masquerade, phase_trace, spoofcheck};
 use crate::netns;
 
 /// Sleeps between looks at the host port's operational state (Go's retry schedule).
@@ -30,14 +30,17 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     conf.validate_for_add()?;
     masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
+    phase_trace::mark("conf");
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let mut in_container =
         Handle::in_netns(&netns).or_internal("cannot open netlink in the container namespace")?;
+    phase_trace::mark("netns");
 
     let bridge = ensure_bridge(&mut host, &conf)?;
+    phase_trace::mark("bridge");
     let mut undo = Undo::new();
 
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
@@ -54,6 +57,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let host_veth = pair.host.name.clone();
     veth::push_undo(&mut undo, &host_veth);
     fault::inject("bridge", "veth")?;
+    phase_trace::mark("veth");
     configure_host_port(
         &mut host,
         &pair.host,
@@ -67,6 +71,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         },
     )?;
     fault::inject("bridge", "port")?;
+    phase_trace::mark("port");
 
     let mut result = CniResult::new(args.version);
     result.interfaces = vec![
@@ -103,6 +108,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     } else {
         wait_port_up(&mut host, &host_veth)?
     };
+    phase_trace::mark("wait");
     // MACs can change while ports come and go: report the current ones.
     result.interfaces[1].mac = mac_string(&host_link);
     let bridge_now = bridge_by_name(&mut host, &conf.bridge)?;
@@ -113,6 +119,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     }
     fault::inject("bridge", "done")?;
     undo.commit();
+    phase_trace::mark("result");
     Ok(result)
 }
 
@@ -135,6 +142,7 @@ fn apply_ipam<'a>(
     let lease = ipam::ipam_add(args)?;
     undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
     fault::inject("bridge", "ipam")?;
+    phase_trace::mark("ipam");
     result.ips = lease.ips;
     result.routes = lease.routes;
     result.dns = lease.dns;
@@ -144,10 +152,12 @@ fn apply_ipam<'a>(
     let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
     configure_container(netns, &args.ifname, result, conf.enable_dad)?;
     fault::inject("bridge", "container")?;
+    phase_trace::mark("container");
     if conf.is_gateway {
         add_gateways(host.handle, host.bridge, conf, &gateways, result)?;
     }
     fault::inject("bridge", "gateway")?;
+    phase_trace::mark("gateway");
     if conf.ip_masq {
         let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
         masquerade::setup_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
@@ -155,6 +165,7 @@ fn apply_ipam<'a>(
             masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
                 .map_err(|e| e.msg)
         });
+        phase_trace::mark("masq");
     }
     Ok(())
 }

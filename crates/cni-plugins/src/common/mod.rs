@@ -14,6 +14,7 @@
 //! - [`sublink`]: master look-up, temporary-name creation and DEL/CHECK steps shared by
 //!   macvlan, ipvlan, vlan and dummy.
 //! - [`random`]: random bytes for interface names and MACs.
+//! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).
 
 pub mod conf;
 pub mod errors;
@@ -23,6 +24,7 @@ pub mod link_info;
 pub mod masquerade;
 pub mod nft_skeleton;
 pub mod nft_tag;
+pub mod phase_trace;
 pub mod random;
 pub mod spoofcheck;
 pub mod sublink;
