@@ -43,6 +43,9 @@ struct Cost {
     ns_thread_ms: f64,
 }
 
+/// The phases of one run, in order.
+type Phases = Vec<(String, Cost)>;
+
 /// A trace line.
 struct Mark {
     pid: u64,
@@ -91,7 +94,7 @@ fn traced(
     stdin: &[u8],
     att: &Attachment,
     trace: &Path,
-) -> Result<(Vec<(String, Cost)>, Vec<u8>)> {
+) -> Result<(Phases, Vec<u8>)> {
     let _ = std::fs::remove_file(trace);
     let bin = imp.plugin("bridge");
     let call = Call {
@@ -172,7 +175,7 @@ struct Table {
 }
 
 impl Table {
-    fn add(&mut self, phases: Vec<(String, Cost)>) {
+    fn add(&mut self, phases: Phases) {
         self.totals.push(phases.iter().map(|(_, c)| c.ms).sum());
         for (name, c) in phases {
             if !self.samples.contains_key(&name) {
