@@ -88,12 +88,35 @@ pub(crate) fn write_atomic(
 ) -> io::Result<PathBuf> {
     let target = dir.join(entry_name);
     let tmp = write_temp(dir, network, entry_name, bytes)?;
-    let renamed = fs::rename(&tmp, &target);
-    if renamed.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
+    let renamed = replace(&tmp, &target);
+    // After an exchange the temp name holds the previous entry; either way it goes.
+    let _ = fs::remove_file(&tmp);
     renamed?;
     Ok(target)
+}
+
+/// Puts `tmp` in place of `target` atomically. An existing target is swapped with
+/// `RENAME_EXCHANGE` (the caller removes the old entry, now under the temp name): a plain
+/// rename over an existing file makes ext4 write the new file's data back before the rename
+/// (`auto_da_alloc`), which was a visible share of `rcni add`. Where exchange is unsupported
+/// (other filesystems, no target yet) it is a plain rename.
+fn replace(tmp: &Path, target: &Path) -> io::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+        match renameat2(
+            AT_FDCWD,
+            tmp,
+            AT_FDCWD,
+            target,
+            RenameFlags::RENAME_EXCHANGE,
+        ) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    fs::rename(tmp, target)
 }
 
 /// Creates `<dir>/<entry_name>` with `bytes` complete from its first instant, unless it
