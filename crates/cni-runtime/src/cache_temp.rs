@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use crate::spare::Spares;
+
 /// Prefix of every temp file; listings of the cache skip these names.
 pub(crate) const TEMP_PREFIX: &str = ".rcni-tmp-";
 
@@ -54,7 +56,7 @@ fn attachment_prefix(network: &str, entry_name: &str) -> String {
 }
 
 /// 64 unpredictable bits: std's per-process random hash keys over a counter and the clock.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
@@ -78,20 +80,43 @@ fn create_exclusive(path: &Path) -> io::Result<fs::File> {
     o.open(path)
 }
 
+/// Opens a spare just moved to `path` for writing, emptied again, never through a symlink.
+fn open_recycled(path: &Path) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    o.write(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(nix::libc::O_NOFOLLOW);
+    }
+    o.open(path)
+}
+
 /// Writes `<dir>/<entry_name>` atomically: a fresh temp file in `dir`, then a rename over the
 /// name. The temp file is removed when anything fails.
 pub(crate) fn write_atomic(
     dir: &Path,
+    spares: Option<Spares<'_>>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<PathBuf> {
     let target = dir.join(entry_name);
-    let tmp = write_temp(dir, network, entry_name, bytes)?;
-    let renamed = replace(&tmp, &target);
-    // After an exchange the temp name holds the previous entry; either way it goes.
-    let _ = fs::remove_file(&tmp);
-    renamed?;
+    let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
+    match replace(&tmp, &target) {
+        // The temp name now holds the previous entry.
+        Ok(true) => match spares {
+            Some(s) => s.park(&tmp),
+            None => {
+                let _ = fs::remove_file(&tmp);
+            }
+        },
+        Ok(false) => {}
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    }
     Ok(target)
 }
 
@@ -100,7 +125,8 @@ pub(crate) fn write_atomic(
 /// rename over an existing file makes ext4 write the new file's data back before the rename
 /// (`auto_da_alloc`), which was a visible share of `rcni add`. Where exchange is unsupported
 /// (other filesystems, no target yet) it is a plain rename.
-fn replace(tmp: &Path, target: &Path) -> io::Result<()> {
+/// Returns whether the two were exchanged (the old entry is then at `tmp`).
+fn replace(tmp: &Path, target: &Path) -> io::Result<bool> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
@@ -111,12 +137,12 @@ fn replace(tmp: &Path, target: &Path) -> io::Result<()> {
             target,
             RenameFlags::RENAME_EXCHANGE,
         ) {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(true),
             Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    fs::rename(tmp, target)
+    fs::rename(tmp, target).map(|()| false)
 }
 
 /// Creates `<dir>/<entry_name>` with `bytes` complete from its first instant, unless it
@@ -124,12 +150,13 @@ fn replace(tmp: &Path, target: &Path) -> io::Result<()> {
 /// (which fails on an existing one, where a rename would replace it) and then removed.
 pub(crate) fn create_atomic(
     dir: &Path,
+    spares: Option<Spares<'_>>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<Option<PathBuf>> {
     let target = dir.join(entry_name);
-    let tmp = write_temp(dir, network, entry_name, bytes)?;
+    let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
     let linked = fs::hard_link(&tmp, &target);
     let _ = fs::remove_file(&tmp);
     match linked {
@@ -139,17 +166,40 @@ pub(crate) fn create_atomic(
     }
 }
 
-/// A fresh temp file of this entry holding `bytes` (removed again on failure).
-fn write_temp(dir: &Path, network: &str, entry_name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+/// A fresh temp file of this entry holding `bytes` (removed again on failure): a spare
+/// renamed to a new temp name when there is one, else a new file.
+fn write_temp(
+    dir: &Path,
+    spares: Option<Spares<'_>>,
+    network: &str,
+    entry_name: &str,
+    bytes: &[u8],
+) -> io::Result<PathBuf> {
     let prefix = attachment_prefix(network, entry_name);
-    let (tmp, mut file) = (0..8)
-        .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
-        .find_map(|p| match create_exclusive(&p) {
-            Ok(f) => Some(Ok((p, f))),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
-            Err(e) => Some(Err(e)),
-        })
-        .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?;
+    let recycled = spares.and_then(|s| {
+        let p = dir.join(format!("{prefix}{:016x}", random_u64()));
+        if !s.take(&p) {
+            return None;
+        }
+        match open_recycled(&p) {
+            Ok(f) => Some((p, f)),
+            Err(_) => {
+                let _ = fs::remove_file(&p);
+                None
+            }
+        }
+    });
+    let (tmp, mut file) = match recycled {
+        Some(found) => found,
+        None => (0..8)
+            .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
+            .find_map(|p| match create_exclusive(&p) {
+                Ok(f) => Some(Ok((p, f))),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
+                Err(e) => Some(Err(e)),
+            })
+            .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?,
+    };
     let written = file.write_all(bytes);
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
@@ -222,7 +272,7 @@ mod tests {
     fn write_leaves_only_the_entry_and_refuses_symlinks() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
-        let p = write_atomic(d.path(), "n", "n-c1-eth0", b"{}").unwrap();
+        let p = write_atomic(d.path(), None, "n", "n-c1-eth0", b"{}").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"{}");
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
@@ -241,10 +291,10 @@ mod tests {
     #[test]
     fn create_never_replaces_and_leaves_no_temp() {
         let d = tempfile::tempdir().unwrap();
-        let p = create_atomic(d.path(), "n", "n-c1-eth0", b"first").unwrap();
+        let p = create_atomic(d.path(), None, "n", "n-c1-eth0", b"first").unwrap();
         assert_eq!(p, Some(d.path().join("n-c1-eth0")));
         assert_eq!(
-            create_atomic(d.path(), "n", "n-c1-eth0", b"second").unwrap(),
+            create_atomic(d.path(), None, "n", "n-c1-eth0", b"second").unwrap(),
             None
         );
         assert_eq!(fs::read(d.path().join("n-c1-eth0")).unwrap(), b"first");

@@ -27,6 +27,7 @@ mod network;
 pub mod request;
 mod runtime;
 pub mod sandbox;
+mod spare;
 mod statedir;
 mod trace;
 
