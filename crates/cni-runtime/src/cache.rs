@@ -303,14 +303,10 @@ impl ResultCache {
 
     /// Takes an entry away (atomically, as an unlink would) and keeps its inode as a spare.
     fn recycle(&self, entry: &Path) {
-        let spare_dir = self.spare_dir();
-        let pending = spare_dir.join(format!("pending-{:016x}", cache_temp::random_u64()));
-        match fs::rename(entry, &pending) {
-            Ok(()) => Spares::new(&spare_dir).park(&pending),
-            // No entry, or no spare directory yet.
-            Err(_) => {
-                let _ = fs::remove_file(entry);
-            }
+        if fs::symlink_metadata(entry).is_ok_and(|m| m.is_file()) {
+            Spares::new(&self.spare_dir()).park(entry);
+        } else {
+            let _ = fs::remove_file(entry);
         }
     }
 

@@ -80,10 +80,10 @@ fn create_exclusive(path: &Path) -> io::Result<fs::File> {
     o.open(path)
 }
 
-/// Opens a spare just moved to `path` for writing, emptied again, never through a symlink.
+/// Opens a spare just moved to `path` for writing from its start, never through a symlink.
 fn open_recycled(path: &Path) -> io::Result<fs::File> {
     let mut o = fs::OpenOptions::new();
-    o.write(true).truncate(true);
+    o.write(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -189,6 +189,10 @@ fn write_temp(
             }
         }
     });
+    let old_len = recycled
+        .as_ref()
+        .and_then(|(_, f)| f.metadata().ok())
+        .map_or(0, |m| m.len());
     let (tmp, mut file) = match recycled {
         Some(found) => found,
         None => (0..8)
@@ -200,7 +204,16 @@ fn write_temp(
             })
             .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?,
     };
-    let written = file.write_all(bytes);
+    // A recycled file keeps its old bytes past ours until cut (never truncated to zero: see
+    // `spare`); the cut happens before this temp name can become an entry.
+    let written = file.write_all(bytes).and_then(|()| {
+        let len = bytes.len() as u64;
+        if old_len > len {
+            file.set_len(len)
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(e);

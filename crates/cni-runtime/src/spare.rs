@@ -4,14 +4,15 @@
 //! ext4 a new inode is found by scanning the group's bitmap from its start and skipping every
 //! inode freed in the last half minute (`recently_deleted`), so under attachment churn most of
 //! `rcni add`'s CPU went into that scan (issue #15 item 5). Instead of unlinking a file it no
-//! longer needs, the cache empties it and parks it in `<cacheDir>/spare/` (at most [`SLOTS`]
-//! files); the next temp file is one of those, renamed into place. Renames within a filesystem
+//! longer needs, the cache parks it in `<cacheDir>/spare/` (at most [`SLOTS`] files); the next
+//! temp file is one of those, renamed into place and overwritten. Renames within a filesystem
 //! allocate nothing, and a rename is atomic, so two processes never get the same spare.
 //!
-//! A spare is always empty before it can be taken (it is truncated under a name only its
-//! parker knows), lives outside `results/` (neither rcni nor Go libcni lists it as an
-//! attachment), and a process killed at any point leaves at most an empty file here, which
-//! the next park or take reuses or GC removes.
+//! Spares are not emptied: truncating to zero makes ext4 flush the file on close and free (and
+//! discard) its blocks, which cost as much as the scan. A spare lives outside `results/`, so
+//! neither rcni nor Go libcni lists it, and its old bytes are overwritten (and cut to length)
+//! under a temp name before that name can become an entry. A process killed at any point leaves
+//! at most a file here, which the next park or take reuses or GC removes.
 
 use std::fs;
 use std::io;
@@ -40,8 +41,9 @@ impl<'a> Spares<'a> {
         (0..SLOTS).any(|k| fs::rename(self.slot(k), to).is_ok())
     }
 
-    /// Empties `path` (a name only the caller uses) and parks it in a free slot; removes it
-    /// when every slot is taken or parking fails.
+    /// Parks the file at `path` (an entry being removed, or a temp name only the caller uses)
+    /// in a free slot: it vanishes from `path` at once, as with an unlink. Removes it when
+    /// every slot is taken or parking fails.
     pub(crate) fn park(&self, path: &Path) {
         if self.try_park(path).is_err() {
             let _ = fs::remove_file(path);
@@ -49,7 +51,6 @@ impl<'a> Spares<'a> {
     }
 
     fn try_park(&self, path: &Path) -> io::Result<()> {
-        empty(path)?;
         for k in 0..SLOTS {
             match rename_noreplace(path, &self.slot(k)) {
                 Ok(()) => return Ok(()),
@@ -66,8 +67,8 @@ impl<'a> Spares<'a> {
         Err(io::Error::other("no free spare slot"))
     }
 
-    /// Removes every file here, slots and what a killed park left (GC). A concurrent take or
-    /// park of a removed file just misses it: a take makes a new file, a park removes it.
+    /// Removes every file here (GC). A concurrent take of a removed file just misses it and
+    /// makes a new file.
     pub(crate) fn clear(&self) {
         if let Ok(entries) = fs::read_dir(self.dir) {
             for e in entries.flatten() {
@@ -75,18 +76,6 @@ impl<'a> Spares<'a> {
             }
         }
     }
-}
-
-/// Truncates `path` to nothing, never through a symlink.
-fn empty(path: &Path) -> io::Result<()> {
-    let mut o = fs::OpenOptions::new();
-    o.write(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(nix::libc::O_NOFOLLOW);
-    }
-    o.open(path).map(drop)
 }
 
 /// `rename` that fails with `AlreadyExists` instead of replacing `to`.
@@ -110,7 +99,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parked_files_come_back_empty_and_slots_are_bounded() {
+    fn parked_files_come_back_and_slots_are_bounded() {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("spare");
         let spares = Spares::new(&dir);
@@ -124,7 +113,7 @@ mod tests {
         assert_eq!(fs::read_dir(d.path().join("spare")).unwrap().count(), SLOTS);
         let t = d.path().join("t1");
         assert!(spares.take(&t));
-        assert_eq!(fs::read(&t).unwrap(), b"");
+        assert_eq!(fs::read(&t).unwrap(), b"old entry");
         spares.clear();
         assert_eq!(fs::read_dir(d.path().join("spare")).unwrap().count(), 0);
     }
