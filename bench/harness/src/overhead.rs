@@ -3,6 +3,11 @@
 //! the `rcni` CLI (process start, config discovery, lock, cache claim, plugins, cache write)
 //! and once directly (the plugins alone, as figure 2 runs them), alternating which goes
 //! first, on the same network, so both see the same bridge, lease directory and load.
+//!
+//! Besides spawn-to-exit time, each run's CPU time (user + system of the processes it waited
+//! for, from `getrusage(RUSAGE_CHILDREN)`) is recorded: on a loaded machine the wall-clock
+//! difference is dominated by waiting for a CPU at each process and pipe wake-up, and the CPU
+//! difference shows what the runtime itself costs.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,6 +32,21 @@ const SLOT: u8 = 2;
 struct Samples {
     add: Vec<f64>,
     del: Vec<f64>,
+    add_cpu: Vec<f64>,
+    del_cpu: Vec<f64>,
+}
+
+/// CPU time (user + system) of every waited-for child process so far, in ms.
+fn children_cpu_ms() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| {
+                tv.tv_sec() as f64 * 1000.0 + tv.tv_usec() as f64 / 1000.0
+            };
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or(0.0)
 }
 
 /// `rcni add|del NAME NETNS`, spawn to exit.
@@ -40,6 +60,7 @@ fn through_cli(
     out: &mut Samples,
 ) -> Result<()> {
     for verb in ["add", "del"] {
+        let cpu = children_cpu_ms();
         let started = Instant::now();
         let done = Command::new(cli)
             .args([verb, name])
@@ -61,12 +82,14 @@ fn through_cli(
                 String::from_utf8_lossy(&done.stderr)
             );
         }
+        let cpu = children_cpu_ms() - cpu;
         if verb == "add" {
-            &mut out.add
+            out.add.push(t);
+            out.add_cpu.push(cpu);
         } else {
-            &mut out.del
+            out.del.push(t);
+            out.del_cpu.push(cpu);
         }
-        .push(t);
     }
     Ok(())
 }
@@ -80,9 +103,13 @@ fn direct(rcni: &Impl, list: &Value, cid: &str, netns: &Path, out: &mut Samples)
         ifname: "eth0",
         capability_args: &caps,
     };
+    let cpu = children_cpu_ms();
     let (t, result) = chain::add(rcni, list, &att)?;
     out.add.push(ms(t));
+    let mid = children_cpu_ms();
+    out.add_cpu.push(mid - cpu);
     out.del.push(ms(chain::del(rcni, list, &att, &result)?));
+    out.del_cpu.push(children_cpu_ms() - mid);
     Ok(())
 }
 
@@ -120,6 +147,25 @@ pub fn measure(
             failure = e.to_string().replace('\n', " ").chars().take(160).collect();
             break;
         }
+    }
+    for (verb, through_cpu, alone_cpu) in [
+        ("ADD", &rt.add_cpu, &plain.add_cpu),
+        ("DEL", &rt.del_cpu, &plain.del_cpu),
+    ] {
+        let (a, b) = (median(through_cpu), median(alone_cpu));
+        report.add_row(Row {
+            figure: "runtime",
+            item: format!("{verb} runtime CPU overhead (rcni CLI minus plugins alone, user+sys)"),
+            unit: "ms",
+            rcni: a.zip(b).map(|(a, b)| a - b),
+            go: None,
+            note: format!(
+                "CPU of `rcni {}` with its plugins {:.2} ms, plugins alone {:.2} ms",
+                verb.to_lowercase(),
+                a.unwrap_or_default(),
+                b.unwrap_or_default()
+            ),
+        });
     }
     for (verb, through, alone) in [("ADD", rt.add, plain.add), ("DEL", rt.del, plain.del)] {
         let (m_rt, m_plain) = (median(&through), median(&alone));
