@@ -12,6 +12,8 @@ mod floor;
 mod hostlocal_scale;
 mod latency;
 mod ns;
+mod overhead;
+mod phases;
 mod pods;
 mod report;
 mod resources;
@@ -141,7 +143,8 @@ fn run() -> Result<()> {
     latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
     eprintln!("rcni-bench: figure 3 (kernel floor)");
     floor::measure(&mut report, runs_latency)?;
-    latency::through_runtime(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
+    phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
+    overhead::measure(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
     eprintln!("rcni-bench: figure 4 (churn)");
     churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
     eprintln!("rcni-bench: figure pods (100 sandboxes at once through rcni pod)");

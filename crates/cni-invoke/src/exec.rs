@@ -2,10 +2,9 @@
 //! result or the error (L-14 – L-20). A plugin runs in its own process group; a timeout
 //! kills the group, so a delegated IPAM plugin it started dies with it.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -125,13 +124,6 @@ fn kill_group(child: &mut Child) {
     let _ = child.wait();
 }
 
-fn read_all(mut r: impl Read) -> Vec<u8> {
-    let mut buf = Vec::new();
-    // A read error means the pipe broke; what was read so far is all there is.
-    let _ = r.read_to_end(&mut buf);
-    buf
-}
-
 /// Runs the plugin to completion and collects its output. One deadline, set before the
 /// spawn, covers everything: retries of a busy binary, writing stdin, reading output until
 /// every holder of the pipes closed them (a delegate that inherited them included), and the
@@ -144,7 +136,7 @@ fn run(
 ) -> Result<Finished, InvokeError> {
     let deadline = opts.timeout.map(|t| Instant::now() + t);
     let mut child = spawn(plugin, inv, opts, deadline)?;
-    let (Some(mut child_in), Some(child_out), Some(child_err)) =
+    let (Some(child_in), Some(child_out), Some(child_err)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         kill_group(&mut child);
@@ -153,24 +145,17 @@ fn run(
             source: std::io::Error::other("plugin pipes missing"),
         });
     };
-    let input = stdin.to_vec();
-    let (result_tx, result_rx) = mpsc::channel::<(Vec<u8>, Vec<u8>)>();
-    // A plugin may exit without reading stdin; a broken pipe is fine. The writer ends by
-    // itself once the pipe is read or closed (at the latest when the group is killed).
-    thread::spawn(move || {
-        let _ = child_in.write_all(&input);
-    });
-    thread::spawn(move || {
-        let err_reader = thread::spawn(move || read_all(child_err));
-        let out = read_all(child_out);
-        let err = err_reader.join().unwrap_or_default();
-        let _ = result_tx.send((out, err));
-    });
-    let outputs = match remaining(deadline) {
-        None => result_rx.recv().ok(),
-        Some(left) => result_rx.recv_timeout(left).ok(),
+    let outputs = match crate::pipes::exchange(child_in, stdin, child_out, child_err, deadline) {
+        Ok(o) => o,
+        Err(source) => {
+            kill_group(&mut child);
+            return Err(InvokeError::Spawn {
+                plugin: plugin_name(plugin),
+                source,
+            });
+        }
     };
-    let Some((stdout, stderr)) = outputs else {
+    let Some(crate::pipes::Output { stdout, stderr }) = outputs else {
         kill_group(&mut child);
         return Err(timeout(plugin, opts));
     };

@@ -6,6 +6,8 @@ mod error;
 mod exec;
 mod find;
 mod invocation;
+#[cfg(unix)]
+mod pipes;
 
 pub use error::InvokeError;
 pub use exec::{

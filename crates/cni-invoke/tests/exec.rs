@@ -125,3 +125,21 @@ fn missing_binary_is_a_spawn_error() {
     .unwrap_err();
     assert!(matches!(e, InvokeError::Spawn { .. }));
 }
+
+// Input, output and error streams larger than a pipe buffer move together on one thread: a
+// plugin that echoes while it reads does not deadlock, and one that exits without reading
+// its stdin is still answered (a broken stdin pipe is not an error).
+#[test]
+fn large_streams_in_both_directions_and_unread_stdin() {
+    let d = tempfile::tempdir().unwrap();
+    let input: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let echo = script(&d, "cat", "tee /dev/stderr");
+    let mut opts = quiet();
+    opts.timeout = Some(Duration::from_secs(20));
+    let out = exec_raw(&echo, &inv(), &input, &opts).unwrap();
+    assert_eq!(out, input);
+
+    let unread = script(&d, "unread", r#"printf '{"cniVersion":"1.0.0"}'"#);
+    let out = exec_raw(&unread, &inv(), &input, &opts).unwrap();
+    assert_eq!(out, br#"{"cniVersion":"1.0.0"}"#);
+}

@@ -7,9 +7,11 @@
 //! - [`sysctl`]: `/proc/sys` reads and writes, IP forwarding.
 //! - [`tun`]: persistent tap devices through `/dev/net/tun` ioctls.
 //! - [`mac`]: the MAC address type.
+//! - [`counters`]: optional counts and times of the kernel work above, for phase tracing.
 //!
 //! Nothing here runs an external program.
 
+pub mod counters;
 pub mod mac;
 pub mod netns;
 pub mod rtnl;

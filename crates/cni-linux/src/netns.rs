@@ -196,6 +196,14 @@ impl NetNs {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        crate::counters::timed(crate::counters::Kind::NsThread, || self.run_untimed(f))
+    }
+
+    fn run_untimed<T, F>(&self, f: F) -> Result<T, NsError>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 setns(self.file.as_fd(), CloneFlags::CLONE_NEWNET)

@@ -66,19 +66,24 @@ pub fn iface_key(family: &str, ifname: &str, key: &str) -> String {
 /// Reads a sysctl, without the trailing newline.
 pub fn read(name: &str) -> Result<String, SysctlError> {
     let path = sysctl_path(name)?;
-    std::fs::read_to_string(&path)
-        .map(|s| s.trim_end().to_string())
-        .map_err(|source| SysctlError::Io {
-            op: "read",
-            name: name.to_string(),
-            source,
-        })
+    crate::counters::timed(crate::counters::Kind::Sysctl, || {
+        std::fs::read_to_string(&path)
+    })
+    .map(|s| s.trim_end().to_string())
+    .map_err(|source| SysctlError::Io {
+        op: "read",
+        name: name.to_string(),
+        source,
+    })
 }
 
 /// Writes a sysctl unconditionally.
 pub fn write(name: &str, value: &str) -> Result<(), SysctlError> {
     let path = sysctl_path(name)?;
-    std::fs::write(&path, value).map_err(|source| SysctlError::Io {
+    crate::counters::timed(crate::counters::Kind::Sysctl, || {
+        std::fs::write(&path, value)
+    })
+    .map_err(|source| SysctlError::Io {
         op: "write",
         name: name.to_string(),
         source,

@@ -10,6 +10,7 @@ use cni_plugins::{plugin_by_name, PLUGINS};
 use cni_types::{pretty_json, CniError};
 
 fn main() {
+    cni_plugins::common::phase_trace::mark("main");
     let mut argv = std::env::args_os();
     let argv0 = argv.next().unwrap_or_default();
     let name = Path::new(&argv0)

@@ -4,7 +4,7 @@
 //! Path: `<cacheDir>/results/<network>-<containerID>-<ifname>`. Content: one JSON object
 //! `{"kind":"cniCacheV1","containerId","config"(base64),"ifName","networkName","netns",
 //! "cniArgs","capabilityArgs","result"}` encoded as Go encodes it. Unlike libcni, files are
-//! written atomically (temp file in the same directory, fsync, rename) and every component of
+//! written atomically (temp file in the same directory, then rename; no fsync: see `cache_temp`) and every component of
 //! the path is validated on every command. Temp files are named after the entry they become
 //! (see `cache_temp`), so DEL and GC remove what a killed write left.
 
@@ -21,6 +21,7 @@ use crate::attachment::Attachment;
 use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
 use crate::error::RuntimeError;
 use crate::gojson;
+use crate::spare::Spares;
 use crate::statedir::ensure_private_dir;
 
 /// The only `kind` libcni writes.
@@ -164,6 +165,11 @@ impl ResultCache {
         self.root.join("results")
     }
 
+    /// Emptied files kept for reuse as temp files (see `spare`); never entries.
+    fn spare_dir(&self) -> PathBuf {
+        self.root.join("spare")
+    }
+
     /// The entry's file name `<net>-<cid>-<ifname>` after validating all three (no
     /// separators). A name longer than [`MAX_ENTRY_NAME`] bytes is refused with code 4: the
     /// entry could not be written, so ADD must not run its plugins (SC §4 item 9).
@@ -202,6 +208,7 @@ impl ResultCache {
         let dir = self.checked_results_dir()?;
         cache_temp::write_atomic(
             &dir,
+            Some(Spares::new(&self.spare_dir())),
             &entry.network_name,
             &name,
             entry.to_go_json().as_bytes(),
@@ -216,6 +223,7 @@ impl ResultCache {
         let dir = self.checked_results_dir()?;
         cache_temp::create_atomic(
             &dir,
+            Some(Spares::new(&self.spare_dir())),
             &entry.network_name,
             &name,
             entry.to_go_json().as_bytes(),
@@ -288,14 +296,24 @@ impl ResultCache {
     pub fn remove(&self, network: &str, att: &Attachment) {
         if let Ok(name) = self.entry_name(network, att) {
             let dir = self.results_dir();
-            let _ = fs::remove_file(dir.join(&name));
+            self.recycle(&dir.join(&name));
             cache_temp::remove_entry_temps(&dir, network, &name);
+        }
+    }
+
+    /// Takes an entry away (atomically, as an unlink would) and keeps its inode as a spare.
+    fn recycle(&self, entry: &Path) {
+        if fs::symlink_metadata(entry).is_ok_and(|m| m.is_file()) {
+            Spares::new(&self.spare_dir()).park(entry);
+        } else {
+            let _ = fs::remove_file(entry);
         }
     }
 
     /// Removes the temp files of `network` and every stale one (GC; the caller holds the
     /// network lock exclusively). Returns how many were removed.
     pub fn sweep_temps(&self, network: &str) -> usize {
+        Spares::new(&self.spare_dir()).clear();
         cache_temp::sweep(&self.results_dir(), network, STALE_AGE)
     }
 

@@ -7,6 +7,14 @@
 //! the length of the entry's name (which may use all of NAME_MAX). The hash is part of the
 //! on-disk format: it must stay FNV-1a 64 so another rcni version attributes the same files.
 //!
+//! No write is fsynced. The failure model is a process killed at any instant: the page cache
+//! survives that, and the temp-file-then-link/rename protocol alone guarantees that a reader
+//! never sees a partial entry. A power loss or kernel crash also wipes what the entries
+//! describe (namespaces, veths, rules), so making them durable bought nothing but latency:
+//! the two file and two directory fsyncs were most of `rcni add`'s overhead on ext4 (issue
+//! #15 item 5). libcni does not sync either. An entry a power loss left empty or missing reads
+//! as a corrupt or absent cache: DEL then runs without `prevResult` and removes the file.
+//!
 //! Who removes a leftover: DEL of the attachment removes its `N-K` files; GC, holding the
 //! network lock exclusively (so no ADD of that network is writing), removes all of the
 //! network's `N` files, and any `.rcni-tmp-*` file older than [`STALE_AGE`] (a write takes
@@ -19,6 +27,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
+
+use crate::spare::Spares;
 
 /// Prefix of every temp file; listings of the cache skip these names.
 pub(crate) const TEMP_PREFIX: &str = ".rcni-tmp-";
@@ -46,7 +56,7 @@ fn attachment_prefix(network: &str, entry_name: &str) -> String {
 }
 
 /// 64 unpredictable bits: std's per-process random hash keys over a counter and the clock.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
@@ -70,23 +80,69 @@ fn create_exclusive(path: &Path) -> io::Result<fs::File> {
     o.open(path)
 }
 
-/// Writes `<dir>/<entry_name>` atomically: a fresh temp file in `dir`, fsync, rename, fsync
-/// of the directory. The temp file is removed when anything fails.
+/// Opens a spare just moved to `path` for writing from its start, never through a symlink.
+fn open_recycled(path: &Path) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    o.write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(nix::libc::O_NOFOLLOW);
+    }
+    o.open(path)
+}
+
+/// Writes `<dir>/<entry_name>` atomically: a fresh temp file in `dir`, then a rename over the
+/// name. The temp file is removed when anything fails.
 pub(crate) fn write_atomic(
     dir: &Path,
+    spares: Option<Spares<'_>>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<PathBuf> {
     let target = dir.join(entry_name);
-    let tmp = write_temp(dir, network, entry_name, bytes)?;
-    let renamed = fs::rename(&tmp, &target);
-    if renamed.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
+    match replace(&tmp, &target) {
+        // The temp name now holds the previous entry.
+        Ok(true) => match spares {
+            Some(s) => s.park(&tmp),
+            None => {
+                let _ = fs::remove_file(&tmp);
+            }
+        },
+        Ok(false) => {}
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
     }
-    renamed?;
-    sync_dir(dir);
     Ok(target)
+}
+
+/// Puts `tmp` in place of `target` atomically. An existing target is swapped with
+/// `RENAME_EXCHANGE` (the caller removes the old entry, now under the temp name): a plain
+/// rename over an existing file makes ext4 write the new file's data back before the rename
+/// (`auto_da_alloc`), which was a visible share of `rcni add`. Where exchange is unsupported
+/// (other filesystems, no target yet) it is a plain rename.
+/// Returns whether the two were exchanged (the old entry is then at `tmp`).
+fn replace(tmp: &Path, target: &Path) -> io::Result<bool> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+        match renameat2(
+            AT_FDCWD,
+            tmp,
+            AT_FDCWD,
+            target,
+            RenameFlags::RENAME_EXCHANGE,
+        ) {
+            Ok(()) => return Ok(true),
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    fs::rename(tmp, target).map(|()| false)
 }
 
 /// Creates `<dir>/<entry_name>` with `bytes` complete from its first instant, unless it
@@ -94,48 +150,75 @@ pub(crate) fn write_atomic(
 /// (which fails on an existing one, where a rename would replace it) and then removed.
 pub(crate) fn create_atomic(
     dir: &Path,
+    spares: Option<Spares<'_>>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<Option<PathBuf>> {
     let target = dir.join(entry_name);
-    let tmp = write_temp(dir, network, entry_name, bytes)?;
+    let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
     let linked = fs::hard_link(&tmp, &target);
     let _ = fs::remove_file(&tmp);
     match linked {
-        Ok(()) => {
-            sync_dir(dir);
-            Ok(Some(target))
-        }
+        Ok(()) => Ok(Some(target)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// A fresh, fsynced temp file of this entry holding `bytes` (removed again on failure).
-fn write_temp(dir: &Path, network: &str, entry_name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+/// A fresh temp file of this entry holding `bytes` (removed again on failure): a spare
+/// renamed to a new temp name when there is one, else a new file.
+fn write_temp(
+    dir: &Path,
+    spares: Option<Spares<'_>>,
+    network: &str,
+    entry_name: &str,
+    bytes: &[u8],
+) -> io::Result<PathBuf> {
     let prefix = attachment_prefix(network, entry_name);
-    let (tmp, mut file) = (0..8)
-        .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
-        .find_map(|p| match create_exclusive(&p) {
-            Ok(f) => Some(Ok((p, f))),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
-            Err(e) => Some(Err(e)),
-        })
-        .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    let recycled = spares.and_then(|s| {
+        let p = dir.join(format!("{prefix}{:016x}", random_u64()));
+        if !s.take(&p) {
+            return None;
+        }
+        match open_recycled(&p) {
+            Ok(f) => Some((p, f)),
+            Err(_) => {
+                let _ = fs::remove_file(&p);
+                None
+            }
+        }
+    });
+    let old_len = recycled
+        .as_ref()
+        .and_then(|(_, f)| f.metadata().ok())
+        .map_or(0, |m| m.len());
+    let (tmp, mut file) = match recycled {
+        Some(found) => found,
+        None => (0..8)
+            .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
+            .find_map(|p| match create_exclusive(&p) {
+                Ok(f) => Some(Ok((p, f))),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
+                Err(e) => Some(Err(e)),
+            })
+            .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?,
+    };
+    // A recycled file keeps its old bytes past ours until cut (never truncated to zero: see
+    // `spare`); the cut happens before this temp name can become an entry.
+    let written = file.write_all(bytes).and_then(|()| {
+        let len = bytes.len() as u64;
+        if old_len > len {
+            file.set_len(len)
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
     Ok(tmp)
-}
-
-/// Makes a rename or link durable; not every filesystem supports syncing a directory.
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 /// Temp file names in `dir` matching `keep`.
@@ -202,7 +285,7 @@ mod tests {
     fn write_leaves_only_the_entry_and_refuses_symlinks() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
-        let p = write_atomic(d.path(), "n", "n-c1-eth0", b"{}").unwrap();
+        let p = write_atomic(d.path(), None, "n", "n-c1-eth0", b"{}").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"{}");
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
@@ -221,10 +304,10 @@ mod tests {
     #[test]
     fn create_never_replaces_and_leaves_no_temp() {
         let d = tempfile::tempdir().unwrap();
-        let p = create_atomic(d.path(), "n", "n-c1-eth0", b"first").unwrap();
+        let p = create_atomic(d.path(), None, "n", "n-c1-eth0", b"first").unwrap();
         assert_eq!(p, Some(d.path().join("n-c1-eth0")));
         assert_eq!(
-            create_atomic(d.path(), "n", "n-c1-eth0", b"second").unwrap(),
+            create_atomic(d.path(), None, "n", "n-c1-eth0", b"second").unwrap(),
             None
         );
         assert_eq!(fs::read(d.path().join("n-c1-eth0")).unwrap(), b"first");

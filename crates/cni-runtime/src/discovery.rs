@@ -1,6 +1,9 @@
 //! Finding networks in a config directory (L-6 – L-8).
 //!
-//! Every `.conf`, `.conflist` and `.json` file is loaded in file-name order. Unlike libcni and
+//! Every `.conf`, `.conflist` and `.json` file is loaded in file-name order; a name defined in
+//! two files resolves as in libcni (a `.conflist` wins over a `.conf`/`.json`, then the first
+//! file), and a `.conflist` also gets the `*.conf` plugins of the sub-directory named after its
+//! network, unless it sets `loadOnlyInlinedPlugins` (L-4). Unlike libcni and
 //! go-cni, a broken file does not hide the others: it becomes a [`ConfWarning`] naming the file
 //! and the parse position, and the remaining files are still loaded.
 
@@ -9,7 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::RuntimeError;
-use crate::network::Network;
+use crate::network::{self, Network};
 
 /// The extensions a config directory is scanned for, as in go-cni.
 pub const CONF_EXTENSIONS: [&str; 3] = ["conf", "conflist", "json"];
@@ -37,7 +40,7 @@ impl fmt::Display for ConfWarning {
 #[derive(Debug, Clone, Default)]
 pub struct Discovery {
     pub dir: PathBuf,
-    /// Valid networks in file-name order; a name defined twice keeps its first file.
+    /// Valid networks in file-name order, one per name (see [`Discovery::add`] for which).
     pub networks: Vec<Network>,
     pub warnings: Vec<ConfWarning>,
 }
@@ -64,6 +67,37 @@ impl Discovery {
                 message: format!("{not_found} (skipped files: {})", skipped.join("; ")),
             }
         })
+    }
+
+    /// Adds a loaded network; files arrive in name order. A name defined twice keeps one
+    /// file, chosen as libcni's lookup by name chooses (L-7): a `.conflist` before any
+    /// `.conf`/`.json`, otherwise the first file. The other becomes a warning.
+    fn add(&mut self, net: Network) {
+        let Some(i) = self.networks.iter().position(|n| n.name() == net.name()) else {
+            self.networks.push(net);
+            return;
+        };
+        let is_conflist = |n: &Network| n.source.as_deref().is_some_and(network::is_conflist);
+        let (kept, ignored) = if is_conflist(&net) && !is_conflist(&self.networks[i]) {
+            let shadowed = std::mem::replace(&mut self.networks[i], net);
+            (&self.networks[i], shadowed)
+        } else {
+            (&self.networks[i], net)
+        };
+        let kept = kept
+            .source
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        self.warnings.push(ConfWarning {
+            file: ignored.source.clone().unwrap_or_default(),
+            message: format!(
+                "network {:?} is already defined in {kept}; this file is ignored",
+                ignored.name()
+            ),
+            line: None,
+            column: None,
+        });
     }
 
     /// The default network: the first valid file in name order (go-cni's rule, L-8, but
@@ -110,26 +144,7 @@ pub fn discover(dir: &Path) -> Result<Discovery, RuntimeError> {
     };
     for file in files {
         match Network::load_file_problem(&file) {
-            Ok(net) => {
-                if let Some(first) = found.find(net.name()) {
-                    let first = first
-                        .source
-                        .as_ref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default();
-                    found.warnings.push(ConfWarning {
-                        file,
-                        message: format!(
-                            "network {:?} is already defined in {first}; this file is ignored",
-                            net.name()
-                        ),
-                        line: None,
-                        column: None,
-                    });
-                } else {
-                    found.networks.push(net);
-                }
-            }
+            Ok(net) => found.add(net),
             Err(p) => found.warnings.push(ConfWarning {
                 file,
                 message: p.message,
@@ -293,6 +308,95 @@ mod tests {
         )
         .is_err());
         assert!(Network::from_list_bytes(br#"{"name":"../n","plugins":[{"type":"p"}]}"#).is_err());
+    }
+
+    // L-7: lookup by name prefers a `.conflist` over an earlier `.conf` of the same name.
+    #[test]
+    fn l7_conflist_wins_over_an_earlier_conf() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "00-a.conf",
+            r#"{"cniVersion":"1.0.0","name":"a","type":"single"}"#,
+        );
+        write(
+            d.path(),
+            "10-a.conflist",
+            r#"{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"listed"}]}"#,
+        );
+        write(
+            d.path(),
+            "20-a.conflist",
+            r#"{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"later"}]}"#,
+        );
+        let found = discover(d.path()).unwrap();
+        assert_eq!(found.networks.len(), 1);
+        assert_eq!(found.require("a").unwrap().plugin_types(), ["listed"]);
+        let ignored: Vec<_> = found.warnings.iter().map(|w| w.file.clone()).collect();
+        assert_eq!(
+            ignored,
+            [d.path().join("00-a.conf"), d.path().join("20-a.conflist")]
+        );
+    }
+
+    // L-4: only a `.conflist` reads its sub-directory, and only `*.conf` files in it; the
+    // string form of `loadOnlyInlinedPlugins` is honoured.
+    #[test]
+    fn l4_subdir_rules() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "10-shaped.conf",
+            r#"{"cniVersion":"1.0.0","name":"shaped","plugins":[{"type":"inline"}]}"#,
+        );
+        write(
+            d.path(),
+            "20-s.conflist",
+            r#"{"cniVersion":"1.0.0","name":"s","loadOnlyInlinedPlugins":"TRUE","plugins":[{"type":"inline"}]}"#,
+        );
+        write(
+            d.path(),
+            "30-c.conflist",
+            r#"{"cniVersion":"1.0.0","name":"c","plugins":[{"type":"inline"}]}"#,
+        );
+        for net in ["shaped", "s", "c"] {
+            fs::create_dir(d.path().join(net)).unwrap();
+            write(&d.path().join(net), "1.conf", r#"{"type":"sub"}"#);
+        }
+        write(&d.path().join("c"), "2.CONF", r#"{"type":"wrong-case"}"#);
+        write(&d.path().join("c"), "3.conflist", r#"{"type":"wrong-ext"}"#);
+        fs::create_dir(d.path().join("c").join("4.conf")).unwrap();
+        let found = discover(d.path()).unwrap();
+        assert!(found.warnings.is_empty(), "{:?}", found.warnings);
+        assert_eq!(found.require("shaped").unwrap().plugin_types(), ["inline"]);
+        assert_eq!(found.require("s").unwrap().plugin_types(), ["inline"]);
+        assert_eq!(
+            found.require("c").unwrap().plugin_types(),
+            ["inline", "sub"]
+        );
+    }
+
+    // SC §4 item 11: the cached `config` of a list with sub-directory plugins names the whole
+    // chain (libcni's misses them), and keeps the list's other keys byte for byte.
+    #[test]
+    fn cached_config_carries_subdir_plugins() {
+        let d = tempfile::tempdir().unwrap();
+        let list = r#"{"cniVersion":"1.0.0","name":"c","big":12345678901234567890,"plugins":[{"type":"inline"}]}"#;
+        write(d.path(), "c.conflist", list);
+        fs::create_dir(d.path().join("c")).unwrap();
+        write(&d.path().join("c"), "1.conf", r#"{"type":"sub","n":1.50}"#);
+        let net = load_network(d.path(), "c").unwrap();
+        let config = String::from_utf8(net.config_bytes().to_vec()).unwrap();
+        assert_eq!(
+            config,
+            r#"{"cniVersion":"1.0.0","name":"c","big":12345678901234567890,"plugins":[{"type":"inline"},{"type":"sub","n":1.50}]}"#
+        );
+        let again = Network::from_list_bytes(net.config_bytes()).unwrap();
+        assert_eq!(again.plugin_types(), ["inline", "sub"]);
+        // Without sub-directory plugins the bytes are the file's.
+        fs::remove_dir_all(d.path().join("c")).unwrap();
+        let net = load_network(d.path(), "c").unwrap();
+        assert_eq!(net.config_bytes(), list.as_bytes());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The runtime side of CNI (what libcni and go-cni are for Go runtimes): config discovery,
 //! plugin chains for ADD/DEL/CHECK/STATUS/GC/VERSION, a result cache Go libcni can read and
-//! write, GC exclusion, rollback of failed ADDs, and multi-network sandboxes. Synchronous.
+//! write, trace context for plugins, GC exclusion, rollback of failed ADDs, and multi-network sandboxes. Synchronous.
 //!
 //! ```no_run
 //! use cni_runtime::{discover, Attachment, Runtime};
@@ -27,7 +27,9 @@ mod network;
 pub mod request;
 mod runtime;
 pub mod sandbox;
+mod spare;
 mod statedir;
+mod trace;
 
 pub use attachment::Attachment;
 pub use cache::{CacheEntry, ResultCache, CACHE_KIND, DEFAULT_CACHE_DIR, MAX_ENTRY_NAME};
@@ -40,6 +42,7 @@ pub use sandbox::{
     default_ifname, InterfaceConfig, Member, NetworkResult, SandboxNetworks, SandboxRequest,
     SandboxResult, SetupMode,
 };
+pub use trace::{TraceContext, TRACE_ENV};
 
 pub use cni_invoke::ExecOptions;
 pub use cni_types::{CniError, CniResult, GcAttachment, SpecVersion};

@@ -110,15 +110,21 @@ impl Network {
     pub(crate) fn load_file_problem(path: &Path) -> Result<Network, LoadProblem> {
         let bytes = std::fs::read(path)
             .map_err(|e| LoadProblem::plain(format!("cannot read file: {e}")))?;
-        let is_list = path.extension().is_some_and(|e| e == "conflist") || looks_like_list(&bytes);
-        let mut list = if is_list {
+        let is_conflist = is_conflist(path);
+        let mut list = if is_conflist || looks_like_list(&bytes) {
             parse_list(&bytes)?
         } else {
             NetConfList::from_single_plugin(&bytes).map_err(|e| LoadProblem::from_config(&e))?
         };
-        if is_list && !list.load_only_inlined_plugins {
+        // Only a `.conflist` gets plugins from `<its dir>/<network name>/` (libcni's
+        // NetworkConfFromFile; the `.conf`/`.json` fallback never looks there).
+        if is_conflist && !list.load_only_inlined_plugins {
             if let Some(dir) = path.parent() {
-                list.plugins.extend(subdir_plugins(&dir.join(&list.name))?);
+                let extra = subdir_plugins(&dir.join(&list.name))?;
+                if !extra.is_empty() {
+                    list.plugins.extend(extra);
+                    list.bytes = bytes_with_plugins(&list.bytes, &list.plugins)?;
+                }
             }
         }
         let mut net = Network::from_list(list)?;
@@ -181,6 +187,23 @@ pub(crate) fn plugin_name(p: &RawObject) -> Option<String> {
 
 fn parse_list(bytes: &[u8]) -> Result<NetConfList, LoadProblem> {
     NetConfList::parse(bytes).map_err(|e| LoadProblem::from_config(&e))
+}
+
+/// True for a file libcni loads as a list with sub-directory plugins: extension `.conflist`.
+pub(crate) fn is_conflist(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "conflist")
+}
+
+/// The list file's bytes with `plugins` replaced by the whole chain (inline plus
+/// sub-directory plugins). These bytes are what the result cache stores as `config`, so a DEL
+/// or GC from the cache after the directory changed still runs every plugin the ADD ran
+/// (libcni caches only the inline plugins: SC §4 item 11).
+fn bytes_with_plugins(list_bytes: &[u8], plugins: &[RawObject]) -> Result<Vec<u8>, LoadProblem> {
+    let mut obj = RawObject::parse(list_bytes)
+        .map_err(|e| LoadProblem::plain(format!("cannot re-read the list: {e}")))?;
+    obj.set("plugins", plugins)
+        .map_err(|e| LoadProblem::plain(format!("cannot inline sub-directory plugins: {e}")))?;
+    Ok(obj.to_bytes())
 }
 
 /// True for an object with a `plugins` key and no `type` key.

@@ -21,6 +21,7 @@ use crate::error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
 use crate::lock::NetworkLock;
 use crate::network::{plugin_name, plugin_type, Network};
 use crate::request;
+use crate::trace::TraceContext;
 
 /// Per-command timeouts (libcni has none: SC §4 item 6), each for the whole chain of one
 /// operation: the plugins of a chain share it. `None` waits forever.
@@ -99,6 +100,9 @@ pub struct Runtime {
     pub timeouts: Timeouts,
     /// Undo a failed ADD with a DEL of the whole chain (default on; libcni never does).
     pub rollback: bool,
+    /// Trace context every plugin gets (default: this process's `TRACEPARENT`, `TRACESTATE`,
+    /// `BAGGAGE`).
+    pub trace: TraceContext,
 }
 
 impl Runtime {
@@ -109,6 +113,7 @@ impl Runtime {
             exec: ExecOptions::default(),
             timeouts: Timeouts::default(),
             rollback: true,
+            trace: TraceContext::from_env(),
         }
     }
 
@@ -163,10 +168,12 @@ impl Runtime {
                 op,
                 budget: e.budget,
             })?;
-        Ok(ExecOptions {
+        let mut opts = ExecOptions {
             timeout,
             ..self.exec.clone()
-        })
+        };
+        opts.extra_env.extend(self.trace.env());
+        Ok(opts)
     }
 
     fn locate(&self, op: Operation, plugin: &RawObject) -> Result<PathBuf, RuntimeError> {

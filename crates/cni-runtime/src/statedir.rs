@@ -11,12 +11,15 @@ use std::path::Path;
 /// each must be a real directory (not a symlink), owned by this process's effective user,
 /// and not writable by group or others.
 pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-    let mut b = fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir)?;
-    check_safe(dir)?;
+    // The common case is a directory made earlier: then no mkdir is tried.
+    if check_safe(dir).is_err() {
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir)?;
+        check_safe(dir)?;
+    }
     match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(parent) => check_safe(parent),
         None => Ok(()),

@@ -449,6 +449,31 @@ impl Handle {
         ))
     }
 
+    /// Renames a link, sets its alias, enslaves it to `master` when given, and sets it up, all
+    /// in one request. The kernel applies the name before the flags, so a link that is down
+    /// can be renamed and brought up at once; nothing can observe it renamed but untagged.
+    pub fn rename_link_with_alias_up(
+        &mut self,
+        index: u32,
+        new_name: &str,
+        alias: &str,
+        master: Option<u32>,
+    ) -> Result<(), Error> {
+        check_name(new_name)?;
+        check_alias(alias)?;
+        let mut attrs = vec![
+            LinkAttribute::IfName(new_name.to_string()),
+            LinkAttribute::IfAlias(alias.to_string()),
+        ];
+        if let Some(m) = master {
+            attrs.push(LinkAttribute::Controller(m));
+        }
+        let mut msg = link_message(index, attrs);
+        msg.header.change_mask = LinkFlags::Up;
+        msg.header.flags = LinkFlags::Up;
+        self.set_link(msg)
+    }
+
     /// Moves the link called `name` into `ns` and sets its alias, in one request: the kernel
     /// applies both in the same system call, so no process kill can leave the link in `ns`
     /// without its alias. Fails with EEXIST if `ns` already has a link called `name`.

@@ -115,6 +115,12 @@ impl Handle {
 
     /// Sends one request and reads replies until the exchange is complete.
     fn exchange(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<Reply, Error> {
+        crate::counters::timed(crate::counters::Kind::Netlink, || {
+            self.exchange_untimed(msg, flags)
+        })
+    }
+
+    fn exchange_untimed(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<Reply, Error> {
         let request_name = message_name(&msg);
         let seq = self.next_seq();
         let mut header = NetlinkHeader::default();

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use cni_linux::rtnl::link::{BridgePortOptions, BridgeSpec, Link, LinkSpec};
-use cni_linux::{sysctl, Handle, NetNs};
+use cni_linux::{sysctl, Handle, NetNs, NetlinkError};
 use cni_plugin::{ipam, CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult};
 use ipnet::IpNet;
@@ -20,28 +20,34 @@ use crate::common::link_info::{interface_of, mac_string};
 use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
-use crate::common::{masquerade, spoofcheck};
+use crate::common::{masquerade, phase_trace, spoofcheck};
 use crate::netns;
 
-/// Sleeps between looks at the host port's operational state (Go's retry schedule).
-const PORT_STATE_WAITS_MS: [u64; 5] = [0, 50, 500, 1000, 1000];
+/// Sleeps between looks at the host port's operational state. Go waits 0, 50, 500, 1000 and
+/// 1000 ms; the kernel brings a veth bridge port up within microseconds of its peer, so the
+/// first retries here come sooner (same 2.5 s budget), and a port a moment late costs a
+/// millisecond instead of 50.
+const PORT_STATE_WAITS_MS: [u64; 9] = [0, 1, 2, 4, 8, 35, 450, 1000, 1000];
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     conf.validate_for_add()?;
     masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
+    phase_trace::mark("conf");
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let mut in_container =
         Handle::in_netns(&netns).or_internal("cannot open netlink in the container namespace")?;
+    phase_trace::mark("netns");
 
     let bridge = ensure_bridge(&mut host, &conf)?;
+    phase_trace::mark("bridge");
     let mut undo = Undo::new();
 
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
-    let pair = veth::create_pair(
+    let pair = veth::create_pair_with_master(
         &mut host,
         Target::Netns(&netns, &mut in_container),
         &ContainerEnd {
@@ -50,10 +56,12 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             mac: conf.mac,
             owner: Some(&owner),
         },
+        Some(bridge.index),
     )?;
     let host_veth = pair.host.name.clone();
     veth::push_undo(&mut undo, &host_veth);
     fault::inject("bridge", "veth")?;
+    phase_trace::mark("veth");
     configure_host_port(
         &mut host,
         &pair.host,
@@ -64,9 +72,11 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             vlan: conf.vlan,
             trunk: &conf.vlan_trunk,
             preserve_default_vlan: conf.preserve_default_vlan,
+            new_port: true,
         },
     )?;
     fault::inject("bridge", "port")?;
+    phase_trace::mark("port");
 
     let mut result = CniResult::new(args.version);
     result.interfaces = vec![
@@ -88,7 +98,11 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             handle: &mut host,
             bridge: &bridge,
         };
-        apply_ipam(args, &conf, &netns, ctx, &mut result, &mut undo)?;
+        let container = ContainerSide {
+            netns: &netns,
+            handle: &mut in_container,
+        };
+        apply_ipam(args, &conf, container, ctx, &mut result, &mut undo)?;
     } else if !conf.disable_container_interface {
         // Layer 2 only: the container end still has to come up.
         in_container
@@ -103,6 +117,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     } else {
         wait_port_up(&mut host, &host_veth)?
     };
+    phase_trace::mark("wait");
     // MACs can change while ports come and go: report the current ones.
     result.interfaces[1].mac = mac_string(&host_link);
     let bridge_now = bridge_by_name(&mut host, &conf.bridge)?;
@@ -113,6 +128,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     }
     fault::inject("bridge", "done")?;
     undo.commit();
+    phase_trace::mark("result");
     Ok(result)
 }
 
@@ -122,12 +138,18 @@ struct HostSide<'h> {
     bridge: &'h Link,
 }
 
+/// The container's namespace and a netlink handle already open in it.
+struct ContainerSide<'c> {
+    netns: &'c NetNs,
+    handle: &'c mut Handle,
+}
+
 /// §3.1 step 9: the IPAM lease (undone by IPAM DEL), gateways, the container's addresses and
 /// routes, the gateway addresses on the bridge, and masquerading.
 fn apply_ipam<'a>(
     args: &'a CmdArgs,
     conf: &BridgeConf,
-    netns: &NetNs,
+    container: ContainerSide<'_>,
     host: HostSide<'_>,
     result: &mut CniResult,
     undo: &mut Undo<'a>,
@@ -135,6 +157,7 @@ fn apply_ipam<'a>(
     let lease = ipam::ipam_add(args)?;
     undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
     fault::inject("bridge", "ipam")?;
+    phase_trace::mark("ipam");
     result.ips = lease.ips;
     result.routes = lease.routes;
     result.dns = lease.dns;
@@ -142,12 +165,14 @@ fn apply_ipam<'a>(
         return Err(CniError::internal("IPAM plugin returned missing IP config"));
     }
     let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
-    configure_container(netns, &args.ifname, result, conf.enable_dad)?;
+    configure_container(container, &args.ifname, result, conf.enable_dad)?;
     fault::inject("bridge", "container")?;
+    phase_trace::mark("container");
     if conf.is_gateway {
         add_gateways(host.handle, host.bridge, conf, &gateways, result)?;
     }
     fault::inject("bridge", "gateway")?;
+    phase_trace::mark("gateway");
     if conf.ip_masq {
         let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
         masquerade::setup_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
@@ -155,6 +180,7 @@ fn apply_ipam<'a>(
             masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
                 .map_err(|e| e.msg)
         });
+        phase_trace::mark("masq");
     }
     Ok(())
 }
@@ -173,10 +199,39 @@ fn bridge_by_name(h: &mut Handle, name: &str) -> Result<Link, CniError> {
 }
 
 /// Creates the bridge unless it exists (MTU and VLAN filtering only apply to a new one),
-/// turns promiscuous mode on when asked, and sets it up with `accept_ra=0`.
+/// turns promiscuous mode on when asked, and sets it up with `accept_ra=0`. An existing
+/// bridge (every ADD but a network's first) costs one look-up; it is set up only when down.
 fn ensure_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<Link, CniError> {
     let name = &conf.bridge;
     let fail = |msg: String| CniError::internal(format!("failed to create bridge {name:?}: {msg}"));
+    let lookup_failed = |e: NetlinkError| fail(format!("could not lookup {name:?}: {e}"));
+    let bridge = match h.link_by_name(name) {
+        Ok(link) => link,
+        Err(e) if e.is_not_found() => {
+            create_bridge(h, conf).map_err(fail)?;
+            h.link_by_name(name).map_err(lookup_failed)?
+        }
+        Err(e) => return Err(lookup_failed(e)),
+    };
+    if bridge.kind.as_deref() != Some("bridge") {
+        return Err(fail(format!("{name:?} already exists but is not a bridge")));
+    }
+    if conf.promisc_mode {
+        h.set_link_promisc(bridge.index, true)
+            .map_err(|e| fail(format!("could not set promiscuous mode on {name:?}: {e}")))?;
+    }
+    // We want to own the routes of this interface.
+    let _ = sysctl::write(&sysctl::iface_key("ipv6", name, "accept_ra"), "0");
+    if !bridge.up {
+        h.set_link_up(bridge.index)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(bridge)
+}
+
+/// Creates the bridge; one made concurrently by another ADD is fine.
+fn create_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<(), String> {
+    let name = &conf.bridge;
     let spec = BridgeSpec {
         link: LinkSpec {
             name: name.clone(),
@@ -186,30 +241,17 @@ fn ensure_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<Link, CniError> {
         vlan_filtering: conf.vlan_filtering(),
     };
     match h.create_bridge(&spec) {
-        Ok(()) => {}
-        Err(e) if e.is_exists() => {}
+        Ok(()) => Ok(()),
+        Err(e) if e.is_exists() => Ok(()),
         Err(e) => {
             let hint = if conf.vlan_filtering() && e.errno() == Some(95) {
                 " (vlan/vlanTrunk need bridge VLAN filtering, CONFIG_BRIDGE_VLAN_FILTERING, which this kernel lacks)"
             } else {
                 ""
             };
-            return Err(fail(format!("could not add {name:?}: {e}{hint}")));
+            Err(format!("could not add {name:?}: {e}{hint}"))
         }
     }
-    if conf.promisc_mode {
-        let link = h
-            .link_by_name(name)
-            .map_err(|e| fail(format!("could not lookup {name:?}: {e}")))?;
-        h.set_link_promisc(link.index, true)
-            .map_err(|e| fail(format!("could not set promiscuous mode on {name:?}: {e}")))?;
-    }
-    let bridge = bridge_by_name(h, name).map_err(|e| fail(e.msg))?;
-    // We want to own the routes of this interface.
-    let _ = sysctl::write(&sysctl::iface_key("ipv6", name, "accept_ra"), "0");
-    h.set_link_up(bridge.index)
-        .map_err(|e| fail(e.to_string()))?;
-    Ok(bridge)
 }
 
 /// Settings of a host-side bridge port.
@@ -219,23 +261,44 @@ pub(super) struct PortConfig<'a> {
     pub vlan: u16,
     pub trunk: &'a [u16],
     pub preserve_default_vlan: bool,
+    /// The port was just created by this ADD (and enslaved with it when it has an owner):
+    /// flags still at the kernel's defaults need no write.
+    pub new_port: bool,
 }
 
-/// Enslaves `port` to `bridge` and writes its flags and VLANs (§3.1 step 6). Hairpin and
-/// isolated are written every time, true or false.
+/// Enslaves `port` to `bridge` unless it already is, and writes its flags and VLANs (§3.1
+/// step 6). Hairpin and isolated are written unless the port is new and both stay off, the
+/// kernel's defaults for a new bridge port (Go writes them every time: one round trip less).
 fn configure_host_port(
     h: &mut Handle,
     port: &Link,
     bridge: &Link,
     cfg: &PortConfig<'_>,
 ) -> Result<(), CniError> {
-    h.set_link_master(port.index, Some(bridge.index))
-        .map_err(|e| {
-            CniError::internal(format!(
-                "failed to connect {:?} to bridge {}: {e}",
-                port.name, bridge.name
-            ))
-        })?;
+    if port.master != Some(bridge.index) {
+        h.set_link_master(port.index, Some(bridge.index))
+            .map_err(|e| {
+                CniError::internal(format!(
+                    "failed to connect {:?} to bridge {}: {e}",
+                    port.name, bridge.name
+                ))
+            })?;
+    }
+    let defaults = cfg.new_port && !cfg.hairpin && !cfg.isolated;
+    if !defaults {
+        set_port_flags(h, port, cfg)?;
+    }
+    vlan::configure_port(
+        h,
+        port.index,
+        &port.name,
+        cfg.vlan,
+        cfg.trunk,
+        cfg.preserve_default_vlan,
+    )
+}
+
+fn set_port_flags(h: &mut Handle, port: &Link, cfg: &PortConfig<'_>) -> Result<(), CniError> {
     h.set_bridge_port(
         port.index,
         &BridgePortOptions {
@@ -249,41 +312,33 @@ fn configure_host_port(
             "failed to set hairpin/isolated flags of {:?}: {e}",
             port.name
         ))
-    })?;
-    vlan::configure_port(
-        h,
-        port.index,
-        &port.name,
-        cfg.vlan,
-        cfg.trunk,
-        cfg.preserve_default_vlan,
-    )
+    })
 }
 
 /// Container-side settings (§3.1 step 9.3): DAD sysctls, `arp_notify`, then the IPAM result.
+/// The sysctls need a thread inside the namespace; the netlink work reuses the handle that is
+/// already open there.
 fn configure_container(
-    netns: &NetNs,
+    container: ContainerSide<'_>,
     ifname: &str,
     result: &CniResult,
     enable_dad: bool,
 ) -> Result<(), CniError> {
-    let ifname = ifname.to_string();
-    let result = result.clone();
+    let ContainerSide { netns, handle } = container;
     netns
         .run(move || -> Result<(), CniError> {
             // Failures of these writes are ignored, as in Go (IPv6 may be off).
             if enable_dad {
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "enhanced_dad"), "1");
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "accept_dad"), "1");
+                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "enhanced_dad"), "1");
+                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "1");
             } else {
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "accept_dad"), "0");
+                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "0");
             }
-            let _ = sysctl::write(&sysctl::iface_key("ipv4", &ifname, "arp_notify"), "1");
-            let mut h = Handle::new().or_internal("cannot open netlink")?;
+            let _ = sysctl::write(&sysctl::iface_key("ipv4", ifname, "arp_notify"), "1");
             configure_iface(
-                &mut h,
-                &ifname,
-                &result,
+                handle,
+                ifname,
+                result,
                 ConfigureOptions {
                     ipv6_nodad: !enable_dad,
                 },
@@ -370,6 +425,7 @@ fn ensure_vlan_interface(
             vlan: conf.vlan,
             trunk: &[],
             preserve_default_vlan: conf.preserve_default_vlan,
+            new_port: false,
         },
     )
     .and_then(|()| {

@@ -13,12 +13,13 @@ use super::conf::BridgeConf;
 use crate::common::errors::combine;
 use crate::common::nft_tag::AttachmentTag;
 use crate::common::veth::{self, delete_in_container};
-use crate::common::{masquerade, spoofcheck};
+use crate::common::{masquerade, phase_trace, spoofcheck};
 use crate::netns::{self, Opened};
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     let mut errors: Vec<CniError> = Vec::new();
+    phase_trace::mark("conf");
 
     if !args.netns.is_empty() {
         match netns::open(&args.netns) {
@@ -36,12 +37,14 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     if let Err(e) = veth::delete_owned(&owner) {
         errors.push(e);
     }
+    phase_trace::mark("links");
 
     if conf.layer3 {
         if let Err(e) = ipam::ipam_del(args) {
             errors.push(e);
         }
     }
+    phase_trace::mark("ipam");
 
     if conf.macspoofchk {
         if let Err(e) = spoofcheck::teardown_spoofcheck(&args.container_id, &args.ifname) {
@@ -57,5 +60,6 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
             errors.push(e);
         }
     }
+    phase_trace::mark("masq");
     combine(errors)
 }

@@ -17,6 +17,7 @@
 //! - [`node_status`]: daemon-backed STATUS from a node agent's status file (`rcniNodeStatus`).
 //! - [`state_file`]: per-attachment state files in checked directories, written atomically.
 //! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
+//! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).
 
 pub mod conf;
 pub mod errors;
@@ -27,6 +28,7 @@ pub mod masquerade;
 pub mod nft_skeleton;
 pub mod nft_tag;
 pub mod node_status;
+pub mod phase_trace;
 pub mod random;
 pub mod spoofcheck;
 pub mod state_file;

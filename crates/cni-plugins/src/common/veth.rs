@@ -6,7 +6,8 @@
 //! [`AttachmentTag`]). The kernel ignores an alias given at creation, so the pair is made in
 //! one request with the container end directly in the container's namespace and the host end
 //! under a temporary name derived from the attachment ([`AttachmentTag::temp_link_name`]),
-//! then renamed to Go's random name and tagged in a second one: a killed ADD leaves a host
+//! then renamed to Go's random name, tagged and set up (and, for a bridge port, enslaved) in a
+//! second one: a killed ADD leaves a host
 //! veth that is either tagged or named after its attachment. (Making the pair in the
 //! container and moving the host end out was attributable too, but a namespace move costs the
 //! kernel ~20 ms under the RTNL lock.) DEL finds the host end by tag or temporary name when
@@ -59,8 +60,20 @@ pub enum Target<'h> {
 /// removes both ends.
 pub fn create_pair(
     host: &mut Handle,
+    target: Target<'_>,
+    end: &ContainerEnd<'_>,
+) -> Result<VethPair, CniError> {
+    create_pair_with_master(host, target, end, None)
+}
+
+/// [`create_pair`] whose host end is also enslaved to `master` (a bridge's index). With an
+/// owner the host end is renamed, tagged, enslaved and set up in one request, one netlink
+/// round trip less than [`create_pair`] followed by a separate enslave.
+pub fn create_pair_with_master(
+    host: &mut Handle,
     mut target: Target<'_>,
     end: &ContainerEnd<'_>,
+    master: Option<u32>,
 ) -> Result<VethPair, CniError> {
     let container_spec = LinkSpec {
         name: end.name.to_string(),
@@ -68,14 +81,20 @@ pub fn create_pair(
         mac: end.mac,
     };
     let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
-    let host_name = match (&mut target, end.owner) {
-        (Target::Netns(ns, _), Some(owner)) => {
-            create_tagged(host, ns, &container_spec, end.mtu, mac, owner)?
-        }
-        (Target::Netns(ns, _), None) => {
-            create_untagged(host, Some(ns), &container_spec, end.mtu, mac)?
-        }
-        (Target::Host, _) => create_untagged(host, None, &container_spec, end.mtu, mac)?,
+    // A tagged host end is already up (and enslaved) after its rename.
+    let (host_name, up_and_enslaved) = match (&mut target, end.owner) {
+        (Target::Netns(ns, _), Some(owner)) => (
+            create_tagged(host, ns, &container_spec, end.mtu, mac, owner, master)?,
+            true,
+        ),
+        (Target::Netns(ns, _), None) => (
+            create_untagged(host, Some(ns), &container_spec, end.mtu, mac)?,
+            false,
+        ),
+        (Target::Host, _) => (
+            create_untagged(host, None, &container_spec, end.mtu, mac)?,
+            false,
+        ),
     };
 
     let finish = |host: &mut Handle, target: &mut Target<'_>| -> Result<VethPair, CniError> {
@@ -84,11 +103,19 @@ pub fn create_pair(
             Target::Host => host.link_by_name(end.name),
         }
         .or_internal(&format!("failed to look up {:?}", end.name))?;
-        let host_link = host
+        let mut host_link = host
             .link_by_name(&host_name)
             .or_internal(&format!("failed to lookup {host_name:?}"))?;
-        host.set_link_up(host_link.index)
-            .or_internal(&format!("failed to set {host_name:?} up"))?;
+        if !up_and_enslaved {
+            if let Some(m) = master {
+                host.set_link_master(host_link.index, Some(m))
+                    .or_internal(&format!("failed to connect {host_name:?} to its bridge"))?;
+                host_link.master = Some(m);
+            }
+            host.set_link_up(host_link.index)
+                .or_internal(&format!("failed to set {host_name:?} up"))?;
+            host_link.up = true;
+        }
         // We want to own the routes of this interface; failures are ignored as in Go.
         let _ = sysctl::write(&sysctl::iface_key("ipv6", &host_name, "accept_ra"), "0");
         Ok(VethPair {
@@ -124,6 +151,7 @@ fn create_tagged(
     mtu: Option<u32>,
     mac: Option<MacAddr>,
     owner: &AttachmentTag,
+    master: Option<u32>,
 ) -> Result<String, CniError> {
     let temp = LinkSpec {
         name: owner.temp_link_name(),
@@ -142,21 +170,28 @@ fn create_tagged(
         }
         Err(e) => return Err(CniError::internal(format!("failed to make veth pair: {e}"))),
     }
-    let tagged = rename_and_tag(host, &temp.name, &owner.comment());
+    let tagged = rename_and_tag(host, &temp.name, &owner.comment(), master);
     if tagged.is_err() {
         let _ = delete(host, &temp.name);
     }
     tagged
 }
 
-fn rename_and_tag(host: &mut Handle, temp: &str, alias: &str) -> Result<String, CniError> {
+/// Renames the temporary host end to a random Go-style name, tags it, enslaves it to
+/// `master` when given and sets it up, in one request per name tried.
+fn rename_and_tag(
+    host: &mut Handle,
+    temp: &str,
+    alias: &str,
+    master: Option<u32>,
+) -> Result<String, CniError> {
     let index = host
         .link_by_name(temp)
         .or_internal(&format!("failed to look up {temp:?}"))?
         .index;
     for _ in 0..NAME_ATTEMPTS {
         let name = random::veth_name().or_internal("failed to generate random veth name")?;
-        match host.rename_link_with_alias(index, &name, alias) {
+        match host.rename_link_with_alias_up(index, &name, alias, master) {
             Ok(()) => return Ok(name),
             // A clash on the random host name: try another one.
             Err(e) if e.is_exists() => continue,

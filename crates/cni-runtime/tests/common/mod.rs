@@ -51,7 +51,7 @@ canned='{canned}/{name}.'"$CNI_COMMAND"
 echo "{name} $CNI_COMMAND" >> "$log/order"
 seq=$(wc -l < "$log/order" | tr -d ' ')
 cat > "$log/$seq.stdin"
-env | grep '^CNI_' | sort > "$log/$seq.env"
+env | grep -E '^(CNI_|TRACEPARENT=|TRACESTATE=|BAGGAGE=)' | sort > "$log/$seq.env"
 [ -f "$canned.sleep" ] && sleep "$(cat "$canned.sleep")"
 [ -f "$canned.stderr" ] && cat "$canned.stderr" >&2
 if [ -f "$canned.out" ]; then cat "$canned.out"

@@ -1,0 +1,211 @@
+//! Figure "runtime": what `rcni add` and `rcni del` cost on top of the plugins they run
+//! (issue #15 item 5: at most 1.0 ms median). Each round runs the bridge chain once through
+//! the `rcni` CLI (process start, config discovery, lock, cache claim, plugins, cache write)
+//! and once directly (the plugins alone, as figure 2 runs them), alternating which goes
+//! first, on the same network, so both see the same bridge, lease directory and load.
+//!
+//! Besides spawn-to-exit time, each run's CPU time (user + system of the processes it waited
+//! for, from `getrusage(RUSAGE_CHILDREN)`) is recorded: on a loaded machine the wall-clock
+//! difference is dominated by waiting for a CPU at each process and pipe wake-up, and the CPU
+//! difference shows what the runtime itself costs.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde_json::Value;
+
+use crate::chain::{self, Attachment, Impl};
+use crate::configs::{conflist, ChainKind};
+use crate::ns::NamedNs;
+use crate::report::{Report, Row, Series};
+use crate::stats::{median, ms};
+use crate::stop;
+
+/// The issue's target for the median overhead, in ms.
+const TARGET_MS: f64 = 1.0;
+/// Figure-2 slots are 0 and 1, churn uses 10 and up.
+const SLOT: u8 = 2;
+
+#[derive(Default)]
+struct Samples {
+    add: Vec<f64>,
+    del: Vec<f64>,
+    add_cpu: Vec<f64>,
+    del_cpu: Vec<f64>,
+}
+
+/// CPU time (user + system) of every waited-for child process so far, in ms.
+fn children_cpu_ms() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| {
+                tv.tv_sec() as f64 * 1000.0 + tv.tv_usec() as f64 / 1000.0
+            };
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or(0.0)
+}
+
+/// `rcni add|del NAME NETNS`, spawn to exit.
+fn through_cli(
+    cli: &Path,
+    rcni: &Impl,
+    conf_dir: &Path,
+    cache_dir: &Path,
+    name: &str,
+    netns: &Path,
+    out: &mut Samples,
+) -> Result<()> {
+    for verb in ["add", "del"] {
+        let cpu = children_cpu_ms();
+        let started = Instant::now();
+        let done = Command::new(cli)
+            .args([verb, name])
+            .arg(netns)
+            .arg("--conf-dir")
+            .arg(conf_dir)
+            .arg("--bin-dir")
+            .arg(&rcni.dir)
+            .arg("--cache-dir")
+            .arg(cache_dir)
+            .env_remove("CNI_ARGS")
+            .env_remove("CAP_ARGS")
+            .output()?;
+        let t = ms(started.elapsed());
+        if !done.status.success() {
+            bail!(
+                "rcni {verb}: {}{}",
+                String::from_utf8_lossy(&done.stdout),
+                String::from_utf8_lossy(&done.stderr)
+            );
+        }
+        let cpu = children_cpu_ms() - cpu;
+        if verb == "add" {
+            out.add.push(t);
+            out.add_cpu.push(cpu);
+        } else {
+            out.del.push(t);
+            out.del_cpu.push(cpu);
+        }
+    }
+    Ok(())
+}
+
+/// The same chain with the plugins executed directly.
+fn direct(rcni: &Impl, list: &Value, cid: &str, netns: &Path, out: &mut Samples) -> Result<()> {
+    let caps = serde_json::Map::new();
+    let att = Attachment {
+        container_id: cid,
+        netns,
+        ifname: "eth0",
+        capability_args: &caps,
+    };
+    let cpu = children_cpu_ms();
+    let (t, result) = chain::add(rcni, list, &att)?;
+    out.add.push(ms(t));
+    let mid = children_cpu_ms();
+    out.add_cpu.push(mid - cpu);
+    out.del.push(ms(chain::del(rcni, list, &att, &result)?));
+    out.del_cpu.push(children_cpu_ms() - mid);
+    Ok(())
+}
+
+pub fn measure(
+    report: &mut Report,
+    cli: &Path,
+    rcni: &Impl,
+    runs: usize,
+    data: &Path,
+) -> Result<()> {
+    let conf_dir = data.join("net.d");
+    let cache_dir = data.join("cache");
+    std::fs::create_dir_all(&conf_dir)?;
+    let list = conflist(ChainKind::Bridge, "rt", SLOT, data);
+    let name = list["name"].as_str().unwrap_or_default().to_string();
+    std::fs::write(
+        conf_dir.join("10-bench.conflist"),
+        serde_json::to_vec(&list)?,
+    )?;
+    let (mut rt, mut plain) = (Samples::default(), Samples::default());
+    let mut failure = String::new();
+    for i in 0..runs {
+        stop::check()?;
+        let (a, b) = (NamedNs::create("r")?, NamedNs::create("d")?);
+        let cli_round =
+            |rt: &mut Samples| through_cli(cli, rcni, &conf_dir, &cache_dir, &name, &a.path, rt);
+        let direct_round =
+            |plain: &mut Samples| direct(rcni, &list, &format!("rt{i}"), &b.path, plain);
+        let done = if i % 2 == 0 {
+            cli_round(&mut rt).and_then(|()| direct_round(&mut plain))
+        } else {
+            direct_round(&mut plain).and_then(|()| cli_round(&mut rt))
+        };
+        if let Err(e) = done {
+            failure = e.to_string().replace('\n', " ").chars().take(160).collect();
+            break;
+        }
+    }
+    for (verb, through_cpu, alone_cpu) in [
+        ("ADD", &rt.add_cpu, &plain.add_cpu),
+        ("DEL", &rt.del_cpu, &plain.del_cpu),
+    ] {
+        let (a, b) = (median(through_cpu), median(alone_cpu));
+        report.add_row(Row {
+            figure: "runtime",
+            item: format!("{verb} runtime CPU overhead (rcni CLI minus plugins alone, user+sys)"),
+            unit: "ms",
+            rcni: a.zip(b).map(|(a, b)| a - b),
+            go: None,
+            note: format!(
+                "CPU of `rcni {}` with its plugins {:.2} ms, plugins alone {:.2} ms",
+                verb.to_lowercase(),
+                a.unwrap_or_default(),
+                b.unwrap_or_default()
+            ),
+        });
+    }
+    for (verb, through, alone) in [("ADD", rt.add, plain.add), ("DEL", rt.del, plain.del)] {
+        let (m_rt, m_plain) = (median(&through), median(&alone));
+        let overhead = m_rt.zip(m_plain).map(|(a, b)| a - b);
+        let note = match overhead {
+            Some(o) => format!(
+                "plugins alone {:.2} ms in the same rounds; runtime overhead {o:.2} ms (target <= {TARGET_MS:.1} ms: {})",
+                m_plain.unwrap_or_default(),
+                if o <= TARGET_MS { "met" } else { "missed" }
+            ),
+            None => failure.clone(),
+        };
+        report.add_row(Row {
+            figure: "runtime",
+            item: format!(
+                "{verb} bridge+host-local through `rcni {}`",
+                verb.to_lowercase()
+            ),
+            unit: "ms",
+            rcni: m_rt,
+            go: None,
+            note,
+        });
+        report.add_row(Row {
+            figure: "runtime",
+            item: format!("{verb} runtime overhead (rcni CLI minus plugins alone)"),
+            unit: "ms",
+            rcni: overhead,
+            go: None,
+            note: format!("target <= {TARGET_MS:.1} ms"),
+        });
+        for (implementation, samples) in [("rcni", through), ("plugins alone", alone)] {
+            report.series.push(Series {
+                figure: "runtime",
+                item: format!("{verb} bridge+host-local"),
+                implementation,
+                unit: "ms",
+                samples,
+            });
+        }
+    }
+    Ok(())
+}

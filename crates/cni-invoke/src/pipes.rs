@@ -1,0 +1,138 @@
+//! Feeding a plugin's stdin and collecting its stdout and stderr on the calling thread with
+//! `poll(2)`, until every holder of the pipes has closed them (a delegate that inherited them
+//! included) or a deadline passes.
+//!
+//! One thread instead of a writer and two readers: every hand-off between threads is a
+//! wake-up, and on a loaded machine each wake-up can wait for a time slice, which cost more
+//! than the plugin's own work (issue #15 item 5).
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::process::{ChildStderr, ChildStdin, ChildStdout};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+/// What the plugin wrote.
+pub(crate) struct Output {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+fn set_nonblocking(fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+/// Reads what is there; `false` once the pipe reached end of file (or broke).
+fn drain(r: &mut impl Read, into: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => into.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // A read error means the pipe broke; what was read so far is all there is.
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Writes what the pipe takes; `false` once everything is written or the plugin closed its
+/// stdin (a plugin may exit without reading it; a broken pipe is fine).
+fn feed(w: &mut impl Write, input: &[u8], written: &mut usize) -> bool {
+    while *written < input.len() {
+        match w.write(&input[*written..]) {
+            Ok(n) => *written += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// The poll timeout for what is left until `deadline`, rounded up to whole milliseconds;
+/// `None` once it has passed.
+fn timeout(deadline: Option<Instant>) -> Option<PollTimeout> {
+    let Some(d) = deadline else {
+        return Some(PollTimeout::NONE);
+    };
+    let left = d.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return None;
+    }
+    let ms = left
+        .as_millis()
+        .saturating_add(u128::from(left < Duration::from_millis(1)));
+    Some(PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX))
+}
+
+/// Writes `input` to `stdin` (then closes it) while reading `stdout` and `stderr` to end of
+/// file. `None` when `deadline` passed first.
+pub(crate) fn exchange(
+    stdin: ChildStdin,
+    input: &[u8],
+    mut stdout: ChildStdout,
+    mut stderr: ChildStderr,
+    deadline: Option<Instant>,
+) -> std::io::Result<Option<Output>> {
+    set_nonblocking(stdin.as_fd())?;
+    set_nonblocking(stdout.as_fd())?;
+    set_nonblocking(stderr.as_fd())?;
+    let mut stdin = (!input.is_empty()).then_some(stdin);
+    let mut written = 0;
+    let mut out = Output {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    let (mut out_open, mut err_open) = (true, true);
+    while out_open || err_open || stdin.is_some() {
+        let Some(wait) = timeout(deadline) else {
+            return Ok(None);
+        };
+        let (ready_in, ready_out, ready_err) = {
+            let mut fds = Vec::with_capacity(3);
+            if let Some(i) = &stdin {
+                fds.push(PollFd::new(i.as_fd(), PollFlags::POLLOUT));
+            }
+            if out_open {
+                fds.push(PollFd::new(stdout.as_fd(), PollFlags::POLLIN));
+            }
+            if err_open {
+                fds.push(PollFd::new(stderr.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, wait) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let mut ready = fds
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()));
+            (
+                stdin.is_some() && ready.next().unwrap_or(false),
+                out_open && ready.next().unwrap_or(false),
+                err_open && ready.next().unwrap_or(false),
+            )
+        };
+        if ready_in {
+            let more = stdin.as_mut().is_some_and(|i| feed(i, input, &mut written));
+            if !more {
+                stdin = None;
+            }
+        }
+        if ready_out {
+            out_open = drain(&mut stdout, &mut out.stdout);
+        }
+        if ready_err {
+            err_open = drain(&mut stderr, &mut out.stderr);
+        }
+    }
+    Ok(Some(out))
+}
