@@ -11,6 +11,7 @@ mod exec;
 mod floor;
 mod latency;
 mod ns;
+mod portmap_scale;
 mod report;
 mod resources;
 mod startup;
@@ -144,6 +145,8 @@ fn run() -> Result<()> {
     churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
     eprintln!("rcni-bench: figure 5 (resources)");
     resources::measure(&mut report, &rcni, &go, &work.0)?;
+    eprintln!("rcni-bench: figure 6 (portmap scale)");
+    portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
     let leftovers = ns::links_with_prefix("veth");
     report.notes.push(format!(
         "Machine load (1/5/15 min) at start: {load_start}; at end: {}. Runs: {runs_version} VERSION, \

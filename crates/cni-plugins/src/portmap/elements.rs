@@ -4,12 +4,16 @@
 //!
 //! * map `rcni_hostports`: `meta l4proto . th dport` → `<container addr> . <container port>`;
 //! * map `rcni_hostip_hostports`: `ip[6] daddr . meta l4proto . th dport` → the same;
-//! * interval set `rcni_hairpin`: `ip[6] saddr . ip[6] daddr` (sources whose connections to
-//!   the container are masqueraded: its subnet, 127.0.0.1, or everything with `masqAll`);
+//! * sets `rcni_hairpin_<len>`: `ip[6] saddr & /len . ip[6] daddr`, the sources whose
+//!   connections to the container are masqueraded (its subnet, 127.0.0.1/32, or /0 with
+//!   `masqAll`), one set per prefix length in use;
 //! * base chains `rcni_prerouting` / `rcni_output` (nat, dstnat): for each map,
-//!   `fib daddr type local <key> map lookup, meta mark |= 1<<13, dnat to the value`;
-//!   `rcni_postrouting` (nat, srcnat): `mark & 1<<13 == 1<<13, (saddr . daddr) in
-//!   @rcni_hairpin, masquerade`. These five rules carry the comment [`MARKER`].
+//!   `fib daddr type local <key> map lookup, meta mark |= 1<<13, dnat to the value` (comment
+//!   [`MARKER`]); `rcni_postrouting` (nat, srcnat), per prefix length in use:
+//!   `mark & 1<<13 == 1<<13, (saddr & /len . daddr) in @rcni_hairpin_<len>, masquerade`
+//!   (comment `rcni portmap v2 hairpin /<len>`), added with its set the first time a length
+//!   is needed. Hash sets, not one interval set: deleting from the kernel's interval-concat
+//!   backend (pipapo) costs time that grows with the set (13 ms at 2,000 elements here).
 //!
 //! Every element carries its attachment's [`AttachmentTag`] comment, and the attachment has an
 //! index chain named by its tag prefix whose expression-less rules list its keys (comment
@@ -38,7 +42,8 @@ use crate::common::nft_tag::AttachmentTag;
 
 pub const HOSTPORTS_MAP: &str = "rcni_hostports";
 pub const HOSTIP_MAP: &str = "rcni_hostip_hostports";
-pub const HAIRPIN_SET: &str = "rcni_hairpin";
+/// Prefix of the per-prefix-length hairpin sets and of their rules' comments.
+pub const HAIRPIN_SET: &str = "rcni_hairpin_";
 pub const PREROUTING: &str = "rcni_prerouting";
 pub const OUTPUT: &str = "rcni_output";
 pub const POSTROUTING: &str = "rcni_postrouting";
@@ -92,8 +97,14 @@ pub fn hostip_map(f: Family) -> ConcatSet {
     )
 }
 
-pub fn hairpin_set(f: Family) -> ConcatSet {
-    ConcatSet::set(f, TABLE, HAIRPIN_SET, &[addr_type(f), addr_type(f)]).with_intervals()
+/// The hairpin set of sources with prefix length `len`.
+pub fn hairpin_set(f: Family, len: u8) -> ConcatSet {
+    let name = format!("{HAIRPIN_SET}{len}");
+    ConcatSet::set(f, TABLE, &name, &[addr_type(f), addr_type(f)])
+}
+
+fn hairpin_comment(len: u8) -> String {
+    format!("{MARKER} hairpin /{len}")
 }
 
 fn addr_bytes(a: IpAddr) -> Vec<u8> {
@@ -163,7 +174,7 @@ impl Key {
         match self {
             Key::Port { .. } => hostports_map(f),
             Key::HostIpPort { .. } => hostip_map(f),
-            Key::Hairpin { .. } => hairpin_set(f),
+            Key::Hairpin { from, .. } => hairpin_set(f, from.prefix_len()),
         }
     }
 
@@ -176,27 +187,20 @@ impl Key {
         }
     }
 
-    /// The element's key and, for the hairpin set, range end.
-    fn bytes(&self) -> (Vec<u8>, Option<Vec<u8>>) {
+    /// The element's key.
+    fn bytes(&self) -> Vec<u8> {
         match self {
-            Key::Port { proto, port } => (concat(&[&[proto.number()], &port.to_be_bytes()]), None),
-            Key::HostIpPort { ip, proto, port } => (
-                concat(&[&addr_bytes(*ip), &[proto.number()], &port.to_be_bytes()]),
-                None,
-            ),
-            Key::Hairpin { from, to } => (
-                concat(&[&addr_bytes(from.network()), &addr_bytes(*to)]),
-                Some(concat(&[&addr_bytes(from.broadcast()), &addr_bytes(*to)])),
-            ),
+            Key::Port { proto, port } => concat(&[&[proto.number()], &port.to_be_bytes()]),
+            Key::HostIpPort { ip, proto, port } => {
+                concat(&[&addr_bytes(*ip), &[proto.number()], &port.to_be_bytes()])
+            }
+            Key::Hairpin { from, to } => concat(&[&addr_bytes(from.network()), &addr_bytes(*to)]),
         }
     }
 
     /// The element as deleted (key only).
     fn element(&self) -> ConcatElement {
-        let (key, end) = self.bytes();
-        let mut e = ConcatElement::new(key);
-        e.key_end = end;
-        e
+        ConcatElement::new(self.bytes())
     }
 }
 
@@ -345,9 +349,17 @@ fn dnat_rule(f: Family, chain: &str, map: &ConcatSet) -> Result<Rule, cni_nft::E
     .build()
 }
 
-/// `meta mark & bit == bit (saddr . daddr) @rcni_hairpin masquerade`.
-fn masquerade_rule(f: Family) -> Result<Rule, cni_nft::Error> {
+/// `meta mark & bit == bit (saddr & /len . daddr) @rcni_hairpin_<len> masquerade`.
+fn masquerade_rule(f: Family, len: u8) -> Result<Rule, cni_nft::Error> {
     let (saddr_off, daddr_off, alen) = addr_layout(f);
+    let any = if is_v6(f) {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    let mask = IpNet::new(any, len)
+        .map_err(|_| cni_nft::Error::Invalid(format!("prefix length {len} for {f}")))?
+        .netmask();
     Rule::builder(f, TABLE, POSTROUTING)
         .mark(MARK, MARK)
         .expr(Expr::Payload {
@@ -355,6 +367,12 @@ fn masquerade_rule(f: Family) -> Result<Rule, cni_nft::Error> {
             base: PayloadBase::Network,
             offset: saddr_off,
             len: alen,
+        })
+        .expr(Expr::Bitwise {
+            sreg: Reg::R32(0),
+            dreg: Reg::R32(0),
+            mask: addr_bytes(mask),
+            xor: vec![0; alen as usize],
         })
         .expr(Expr::Payload {
             dreg: Reg::R32((alen / 4) as u8),
@@ -364,16 +382,16 @@ fn masquerade_rule(f: Family) -> Result<Rule, cni_nft::Error> {
         })
         .expr(Expr::Lookup {
             sreg: Reg::R32(0),
-            set: HAIRPIN_SET.to_string(),
+            set: hairpin_set(f, len).name,
             dreg: None,
             invert: false,
         })
         .masquerade()
-        .comment(MARKER)
+        .comment(&hairpin_comment(len))
         .build()
 }
 
-/// The base chains and their constant rules, in order.
+/// The DNAT base chains and their constant rules, in order.
 fn constant_rules(f: Family) -> Result<Vec<(&'static str, Vec<Rule>)>, cni_nft::Error> {
     let mut out = Vec::new();
     for chain in [PREROUTING, OUTPUT] {
@@ -385,42 +403,116 @@ fn constant_rules(f: Family) -> Result<Vec<(&'static str, Vec<Rule>)>, cni_nft::
             ],
         ));
     }
-    out.push((POSTROUTING, vec![masquerade_rule(f)?]));
     Ok(out)
 }
 
-/// True when the three base chains hold exactly their marked constant rules (which also
-/// proves the table and the sets they use exist).
-pub fn skeleton_in_place(nft: &mut Nft, f: Family) -> Result<bool, cni_nft::Error> {
-    for (chain, want) in [(PREROUTING, 2), (OUTPUT, 2), (POSTROUTING, 1)] {
-        let rules = nft.list_rules(f, TABLE, chain)?;
-        if rules.len() != want || rules.iter().any(|r| r.comment.as_deref() != Some(MARKER)) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+/// What the constant part of family `f`'s keyed layout holds.
+pub struct SkeletonState {
+    /// The DNAT chains hold exactly their marked rules (which proves the table and maps).
+    pub dnat: bool,
+    /// Prefix lengths whose hairpin rule (and set) exist.
+    pub hairpin: Vec<u8>,
 }
 
-/// Writes the table, sets, base chains and constant rules (each chain flushed and refilled
-/// in the same transaction, so concurrent writers leave one copy).
-pub fn skeleton(b: &mut Batch, f: Family) -> Result<(), cni_nft::Error> {
-    b.add_table(f, TABLE)?;
-    b.add_concat_set(&hostports_map(f))?;
-    b.add_concat_set(&hostip_map(f))?;
-    b.add_concat_set(&hairpin_set(f))?;
-    for (chain, rules) in constant_rules(f)? {
-        let (hook, prio) = match chain {
-            PREROUTING => (Hook::Prerouting, priority::DSTNAT),
-            OUTPUT => (Hook::Output, priority::DSTNAT),
-            _ => (Hook::Postrouting, priority::SRCNAT),
-        };
-        b.add_chain(&Chain::base(f, TABLE, chain, ChainType::Nat, hook, prio))?;
-        b.flush_chain(f, TABLE, chain)?;
-        for r in &rules {
-            b.add_rule(r);
+/// Reads the three base chains (a fixed number of rules, whatever is mapped).
+pub fn skeleton_state(nft: &mut Nft, f: Family) -> Result<SkeletonState, cni_nft::Error> {
+    let mut dnat = true;
+    for chain in [PREROUTING, OUTPUT] {
+        let rules = nft.list_rules(f, TABLE, chain)?;
+        dnat &= rules.len() == 2 && rules.iter().all(|r| r.comment.as_deref() == Some(MARKER));
+    }
+    let hairpin = nft
+        .list_rules(f, TABLE, POSTROUTING)?
+        .iter()
+        .filter_map(|r| {
+            let c = r.comment.as_deref()?;
+            c.strip_prefix(MARKER)?
+                .strip_prefix(" hairpin /")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    Ok(SkeletonState { dnat, hairpin })
+}
+
+/// Adds to `b` what `entries` need of the constant layout and `state` lacks: the table, maps
+/// and DNAT chains (flushed and refilled in the same transaction, so concurrent writers leave
+/// one copy), and the hairpin set and rule of each new prefix length (two concurrent first
+/// users of a length may both append its rule; the copy is harmless).
+pub fn complete_skeleton(
+    b: &mut Batch,
+    f: Family,
+    state: &SkeletonState,
+    entries: &[Entry],
+) -> Result<(), cni_nft::Error> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !state.dnat {
+        b.add_table(f, TABLE)?;
+        b.add_concat_set(&hostports_map(f))?;
+        b.add_concat_set(&hostip_map(f))?;
+        for (chain, rules) in constant_rules(f)? {
+            let hook = if chain == PREROUTING {
+                Hook::Prerouting
+            } else {
+                Hook::Output
+            };
+            b.add_chain(&Chain::base(
+                f,
+                TABLE,
+                chain,
+                ChainType::Nat,
+                hook,
+                priority::DSTNAT,
+            ))?;
+            b.flush_chain(f, TABLE, chain)?;
+            for r in &rules {
+                b.add_rule(r);
+            }
         }
     }
+    let mut lens: Vec<u8> = Vec::new();
+    for e in entries {
+        if let Key::Hairpin { from, .. } = &e.key {
+            if !state.hairpin.contains(&from.prefix_len()) && !lens.contains(&from.prefix_len()) {
+                lens.push(from.prefix_len());
+            }
+        }
+    }
+    if lens.is_empty() {
+        return Ok(());
+    }
+    b.add_table(f, TABLE)?;
+    b.add_chain(&Chain::base(
+        f,
+        TABLE,
+        POSTROUTING,
+        ChainType::Nat,
+        Hook::Postrouting,
+        priority::SRCNAT,
+    ))?;
+    for len in lens {
+        b.add_concat_set(&hairpin_set(f, len))?;
+        b.add_rule(&masquerade_rule(f, len)?);
+    }
     Ok(())
+}
+
+/// The sets an attachment's keys live in, each with the elements `make` builds.
+fn by_set(
+    f: Family,
+    keys: impl Iterator<Item = (Key, ConcatElement)>,
+) -> Vec<(ConcatSet, Vec<ConcatElement>)> {
+    let mut out: Vec<(ConcatSet, Vec<ConcatElement>)> = Vec::new();
+    for (k, el) in keys {
+        let set = k.set(f);
+        match out.iter_mut().find(|(s, _)| s.name == set.name) {
+            Some((_, els)) => els.push(el),
+            None => out.push((set, vec![el])),
+        }
+    }
+    out
 }
 
 /// The keys in index chain `name` (an attachment's tag prefix) of family `f` (empty when
@@ -446,15 +538,8 @@ pub fn remove_index(
     name: &str,
     keys: &[Key],
 ) -> Result<(), cni_nft::Error> {
-    for set in [hostports_map(f), hostip_map(f), hairpin_set(f)] {
-        let elems: Vec<ConcatElement> = keys
-            .iter()
-            .filter(|k| k.set(f).name == set.name)
-            .map(Key::element)
-            .collect();
-        if !elems.is_empty() {
-            b.delete_concat_elements(&set, &elems)?;
-        }
+    for (set, elems) in by_set(f, keys.iter().map(|k| (k.clone(), k.element()))) {
+        b.delete_concat_elements(&set, &elems)?;
     }
     b.flush_chain(f, TABLE, name)
 }
@@ -484,15 +569,9 @@ pub fn add_entries(
                 .build()?,
         );
     }
-    for set in [hostports_map(f), hostip_map(f), hairpin_set(f)] {
-        let elems: Vec<ConcatElement> = entries
-            .iter()
-            .filter(|e| e.key.set(f).name == set.name)
-            .map(|e| e.element(&comment))
-            .collect();
-        if !elems.is_empty() {
-            b.add_concat_elements(&set, &elems, true)?;
-        }
+    let elems = entries.iter().map(|e| (e.key.clone(), e.element(&comment)));
+    for (set, elems) in by_set(f, elems) {
+        b.add_concat_elements(&set, &elems, true)?;
     }
     Ok(())
 }
@@ -514,8 +593,7 @@ pub fn probe(
     tag: &AttachmentTag,
     e: &Entry,
 ) -> Result<Found, cni_nft::Error> {
-    let (key, end) = e.key.bytes();
-    let Some(el) = nft.get_concat_element(&e.key.set(f), &key, end.as_deref())? else {
+    let Some(el) = nft.get_concat_element(&e.key.set(f), &e.key.bytes(), None)? else {
         return Ok(Found::Missing);
     };
     let owned = el
@@ -627,14 +705,13 @@ mod tests {
             proto: L4Proto::Udp,
             port: 53,
         };
-        assert_eq!(k.bytes().0, [198, 18, 0, 1, 17, 0, 0, 0, 0, 53, 0, 0]);
+        assert_eq!(k.bytes(), [198, 18, 0, 1, 17, 0, 0, 0, 0, 53, 0, 0]);
         let k = Key::Hairpin {
             from: "10.88.0.0/16".parse().unwrap(),
             to: "10.88.0.5".parse().unwrap(),
         };
-        let (key, end) = k.bytes();
-        assert_eq!(key, [10, 88, 0, 0, 10, 88, 0, 5]);
-        assert_eq!(end.unwrap(), [10, 88, 255, 255, 10, 88, 0, 5]);
+        assert_eq!(k.bytes(), [10, 88, 0, 0, 10, 88, 0, 5]);
+        assert_eq!(k.set(Family::Ip).name, "rcni_hairpin_16");
         let e = &entries(
             &conf(false, false),
             "10.0.0.2/24".parse().unwrap(),
@@ -647,7 +724,7 @@ mod tests {
     fn constant_rules_keep_key_value_and_mark_registers_apart() {
         for f in [Family::Ip, Family::Ip6] {
             let rules = constant_rules(f).unwrap();
-            assert_eq!(rules.len(), 3);
+            assert_eq!(rules.len(), 2);
             let dnat = &rules[0].1[0];
             assert!(dnat.exprs().iter().any(|e| matches!(
                 e,
@@ -655,10 +732,28 @@ mod tests {
             )));
             assert_eq!(dnat.comment(), Some(MARKER));
         }
+        let maps = [mapping(8080, None)];
+        let all = entries(&conf(true, false), "10.88.0.5/16".parse().unwrap(), &maps);
         let mut a = Batch::new();
-        skeleton(&mut a, Family::Ip).unwrap();
-        // table, 3 sets, 3 x (chain, flush), 5 rules
-        assert_eq!(a.len(), 1 + 3 + 6 + 5);
+        let empty = SkeletonState {
+            dnat: false,
+            hairpin: vec![],
+        };
+        complete_skeleton(&mut a, Family::Ip, &empty, &all).unwrap();
+        // table, 2 maps, 2 x (chain, flush, 2 rules); table, postrouting, 2 x (set, rule)
+        assert_eq!(a.len(), 1 + 2 + 8 + 2 + 4);
+        let mut b = Batch::new();
+        let ready = SkeletonState {
+            dnat: true,
+            hairpin: vec![16, 32],
+        };
+        complete_skeleton(&mut b, Family::Ip, &ready, &all).unwrap();
+        assert!(b.is_empty());
+        let masq = masquerade_rule(Family::Ip6, 64).unwrap();
+        assert!(masq.exprs().iter().any(|e| matches!(
+            e,
+            Expr::Bitwise { mask, .. } if mask.len() == 16 && mask[..8] == [0xff; 8] && mask[8..] == [0; 8]
+        )));
     }
 
     #[test]

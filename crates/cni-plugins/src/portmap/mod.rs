@@ -70,8 +70,9 @@ fn write_entries(
     entries: &[Entry],
 ) -> Result<(), cni_nft::Error> {
     let mut b = Batch::new();
-    if !entries.is_empty() && !elements::skeleton_in_place(nft, f)? {
-        elements::skeleton(&mut b, f)?;
+    if !entries.is_empty() {
+        let state = elements::skeleton_state(nft, f)?;
+        elements::complete_skeleton(&mut b, f, &state, entries)?;
     }
     let index = tag.prefix();
     let old = elements::read_index(nft, f, &index)?;
@@ -111,11 +112,13 @@ fn install(
     }
     let mut entries = elements::entries(conf, addr, mappings);
     let mut as_rules: Vec<PortMapping> = Vec::new();
+    // A key found taken is looked up; by then its owner may be gone, so try again.
+    let mut attempts = 0;
     loop {
+        attempts += 1;
         match retry_transient(|| write_entries(nft, f, tag, &entries)) {
             Ok(()) => break,
-            Err(e) if e.is_exists() => {
-                let before = entries.len();
+            Err(e) if e.is_exists() && attempts < 10 => {
                 let mut kept = Vec::new();
                 for entry in entries {
                     match elements::probe(nft, f, tag, &entry)? {
@@ -130,9 +133,6 @@ fn install(
                         }
                         _ => kept.push(entry),
                     }
-                }
-                if kept.len() == before {
-                    return Err(e);
                 }
                 entries = kept;
                 if entries.iter().all(|e| e.target.is_none()) {
