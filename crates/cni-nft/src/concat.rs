@@ -41,6 +41,9 @@ fn concat_type_id(fields: &[SetType]) -> u32 {
     fields.iter().fold(0, |id, t| (id << 6) | t.type_id())
 }
 
+/// Bytes of encoded elements per message (the list attribute's length field is 16 bits).
+const MAX_ELEMENT_LIST: usize = 32 * 1024;
+
 fn total_len(fields: &[SetType]) -> u32 {
     fields.iter().map(|t| field_len(*t)).sum()
 }
@@ -269,20 +272,41 @@ impl Batch {
         for el in elements {
             el.check(set, with_data)?;
         }
-        let mut a = AttrWriter::new();
-        a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
-            .str(NFTA_SET_ELEM_LIST_SET, &set.name)
-            .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
-                for el in elements {
-                    el.encode(list, with_data);
-                }
-            });
-        let what = format!(
-            "{verb} {} element(s) of set {}",
-            elements.len(),
-            set.describe()
-        );
-        self.push(kind, flags, set.family, a, what);
+        // A netlink attribute's length is 16 bits: the element list is split into messages
+        // (all in the same transaction) that each stay well below it.
+        let sizes: Vec<usize> = elements
+            .iter()
+            .map(|el| {
+                let mut one = AttrWriter::new();
+                el.encode(&mut one, with_data);
+                one.into_bytes().len()
+            })
+            .collect();
+        let mut start = 0;
+        while start < elements.len() {
+            let mut size = 0;
+            let mut end = start;
+            while end < elements.len() && (end == start || size + sizes[end] <= MAX_ELEMENT_LIST) {
+                size += sizes[end];
+                end += 1;
+            }
+            let chunk = &elements[start..end];
+            let mut a = AttrWriter::new();
+            a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
+                .str(NFTA_SET_ELEM_LIST_SET, &set.name)
+                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
+                    for el in chunk {
+                        el.encode(list, with_data);
+                    }
+                });
+            let what = format!(
+                "{verb} {} element(s) of set {}",
+                chunk.len(),
+                set.describe()
+            );
+            self.push(kind, flags, set.family, a, what);
+            start = end;
+        }
         Ok(())
     }
 
@@ -480,6 +504,27 @@ mod tests {
         assert!(b
             .add_concat_elements(&ipv4_port_map(), &[ConcatElement::new(vec![1; 4])], false)
             .is_err());
+    }
+
+    #[test]
+    fn long_element_lists_are_split_into_messages() {
+        let els: Vec<ConcatElement> = (0..5000u16)
+            .map(|p| {
+                ConcatElement::new(concat(&[&[6], &p.to_be_bytes()]))
+                    .value(concat(&[&[10, 0, 0, 5], &80u16.to_be_bytes()]))
+                    .comment(&"x".repeat(100))
+            })
+            .collect();
+        let mut b = Batch::new();
+        b.add_concat_elements(&ipv4_port_map(), &els, true).unwrap();
+        assert!(b.len() > 1);
+        let mut total = 0;
+        for e in b.entries() {
+            assert!(e.msg.attrs.len() < 40 * 1024, "{}", e.msg.attrs.len());
+            let attrs = attr::parse(&e.msg.attrs).unwrap();
+            total += attrs[2].nested().unwrap().len();
+        }
+        assert_eq!(total, 5000);
     }
 
     #[test]
