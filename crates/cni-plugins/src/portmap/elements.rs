@@ -7,7 +7,7 @@
 //! * sets `rcni_hairpin_<len>`: `ip[6] saddr & /len . ip[6] daddr`, the sources whose
 //!   connections to the container are masqueraded (its subnet, 127.0.0.1/32, or /0 with
 //!   `masqAll`), one set per prefix length in use;
-//! * base chains `rcni_prerouting` / `rcni_output` (nat, dstnat): for each map,
+//! * base chains `rcni_prerouting` / `rcni_output` (nat, dstnat - 1): for each map,
 //!   `fib daddr type local <key> map lookup, meta mark |= 1<<13, dnat to the value` (comment
 //!   [`MARKER`]); `rcni_postrouting` (nat, srcnat), per prefix length in use:
 //!   `mark & 1<<13 == 1<<13, (saddr & /len . daddr) in @rcni_hairpin_<len>, masquerade`
@@ -55,6 +55,9 @@ const MARK: u32 = 1 << DEFAULT_MARK_BIT;
 /// each other and of the key, for IPv6 too (value: 8..=12, mark: 14).
 const VALUE_REG: u8 = 8;
 const MARK_REG: u8 = 14;
+/// Just before `dstnat`, where the per-mapping rules (Go's and the fallback's) run: a key's
+/// first holder keeps the port while a later attachment waits in a rule.
+const DNAT_PRIORITY: i32 = priority::DSTNAT - 1;
 
 fn is_v6(f: Family) -> bool {
     f == Family::Ip6
@@ -464,7 +467,7 @@ pub fn complete_skeleton(
                 chain,
                 ChainType::Nat,
                 hook,
-                priority::DSTNAT,
+                DNAT_PRIORITY,
             ))?;
             b.flush_chain(f, TABLE, chain)?;
             for r in &rules {

@@ -186,7 +186,14 @@ fn check_family(
     let mut as_rules: Vec<PortMapping> = Vec::new();
     if elements::eligible(conf, ipv6) {
         let index = elements::read_index(nft, f, &tag.prefix()).map_err(|e| e.to_string())?;
+        // With every port taken by others (all as rules), no hairpin element is needed.
+        let keyed = index
+            .iter()
+            .any(|k| !matches!(k, elements::Key::Hairpin { .. }));
         for entry in elements::entries(conf, addr, mappings) {
+            if entry.mapping.is_none() && !keyed {
+                continue;
+            }
             let found = elements::probe(nft, f, tag, &entry).map_err(|e| e.to_string())?;
             let listed = index.contains(&entry.key);
             match (found, entry.mapping) {
