@@ -15,10 +15,11 @@
 //!   is needed. Hash sets, not one interval set: deleting from the kernel's interval-concat
 //!   backend (pipapo) costs time that grows with the set (13 ms at 2,000 elements here).
 //!
-//! Every element carries its attachment's [`AttachmentTag`] comment, and the attachment has an
-//! index chain named by its tag prefix whose expression-less rules list its keys (comment
-//! `<prefix> hp tcp 8080, net: .., if: .., id: ..`): DEL reads that one chain and deletes elements by key, never
-//! listing what other attachments own. Elements are added exclusively, so each key has one
+//! Every element carries its attachment's [`AttachmentTag`] comment, and the attachment has
+//! an index chain named by its tag prefix whose expression-less rules list its keys (comment
+//! `<prefix> hp tcp 8080, net: .., if: .., id: ..`; never jumped to, so never evaluated):
+//! DEL reads that one chain and deletes elements by key, never listing what other
+//! attachments own. Elements are added exclusively, so each key has one
 //! owner; a key another attachment already owns goes to the rule-per-mapping layout of
 //! [`super::rules`] (first ADD wins, like Go's), as do attachments with `conditionsV4/V6`
 //! or a `markMasqBit` other than 13, which constant rules cannot express.

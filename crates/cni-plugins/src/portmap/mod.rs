@@ -2,15 +2,17 @@
 //! `iptables`/`nft` processes), for IPv4 and IPv6, with hairpin and localhost access.
 //!
 //! - ADD (chained: needs `prevResult`, which it returns unchanged): for each family in which
-//!   the container interface has an address, one atomic batch replaces the attachment's rules
-//!   (see [`rules`]); then `route_localnet` (IPv4 with `snat`) and a best-effort flush of UDP
-//!   conntrack entries for the mapped ports.
-//! - DEL: removes every rule carrying the attachment's tag in both families; it needs neither
-//!   `portMappings` nor `prevResult` nor the netns (the Go plugin does nothing without
-//!   mappings, upstream #683/#752).
-//! - CHECK: the attachment's rules exist for each family it has an address in (IPv4-only
-//!   attachments pass, unlike Go, upstream #819).
-//! - GC: removes this network's rules whose attachment is not in the valid list.
+//!   the container interface has an address, one atomic batch replaces what the attachment
+//!   had with its map elements (see [`elements`]); mappings the keyed layout cannot hold get
+//!   per-mapping rules (see [`rules`]). Then `route_localnet` (IPv4 with `snat`) and a
+//!   best-effort flush of UDP conntrack entries for the mapped ports.
+//! - DEL: removes the elements its index chain lists and every rule carrying the
+//!   attachment's tag, in both families; it needs neither `portMappings` nor `prevResult` nor
+//!   the netns (the Go plugin does nothing without mappings, upstream #683/#752).
+//! - CHECK: the attachment's elements (or rules) exist for each family it has an address in
+//!   (IPv4-only attachments pass, unlike Go, upstream #819).
+//! - GC: removes this network's index chains, elements and rules whose attachment is not in
+//!   the valid list.
 //!
 //! Any `backend` value Go accepts is served by this nftables implementation; `"iptables"` and
 //! `externalSetMarkChain` say so in one stderr line each (`common::conf::warn_not_honoured`).
