@@ -161,6 +161,21 @@ fn rounds(sides: [&Side; 2], runs: usize) -> Result<[Samples; 2]> {
     Ok(out)
 }
 
+/// A plugin's error as one short line: the `msg` of its error JSON, else its first line.
+fn one_line(output: &str) -> String {
+    let json_msg = output
+        .find('{')
+        .and_then(|i| {
+            serde_json::Deserializer::from_str(&output[i..])
+                .into_iter::<Value>()
+                .next()
+        })
+        .and_then(Result::ok)
+        .and_then(|v| v["msg"].as_str().map(String::from));
+    let text = json_msg.unwrap_or_else(|| output.lines().next().unwrap_or_default().to_string());
+    text.chars().filter(|c| *c != '|').take(90).collect()
+}
+
 fn ratio(v: Option<f64>, base: Option<f64>) -> String {
     match (v, base) {
         (Some(v), Some(b)) if b > 0.0 => format!("{:.2}x", v / b),
@@ -180,8 +195,7 @@ fn add_rows(report: &mut Report, what: &str, got: [Samples; 2], base: &[[Option<
         if i == 1 {
             for (label, s) in [("rcni", &r), ("Go", &g)] {
                 if let Some(msg) = &s.check_failure {
-                    let msg: String = msg.chars().take(90).collect();
-                    note.push_str(&format!("; {label} CHECK fails: {msg}"));
+                    note.push_str(&format!("; {label} CHECK fails: {}", one_line(msg)));
                 }
             }
         }
@@ -259,5 +273,12 @@ mod tests {
         assert_eq!(address(0), "198.18.0.2/15");
         assert_eq!(address(60000), "198.18.234.98/15");
         assert_eq!(ports(10, 2).as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn failures_are_one_line() {
+        let out = "{\n  \"code\": 999,\n  \"msg\": \"chain | not found\"\n}\n trailing";
+        assert_eq!(one_line(out), "chain  not found");
+        assert_eq!(one_line("plain\nsecond"), "plain");
     }
 }
