@@ -134,6 +134,12 @@ fn run() -> Result<()> {
     let host = ns::NamedNs::create("host")?;
     ns::enter(&host)?;
     let mut report = Report::default();
+    if std::env::var("RCNI_BENCH_ONLY").as_deref() == Ok("portmap-scale") {
+        portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
+        report.write(&out)?;
+        print!("{}", report.markdown());
+        return Ok(());
+    }
     eprintln!("rcni-bench: figure 1 (startup)");
     startup::measure(&mut report, &rcni, &go, runs_version)?;
     eprintln!("rcni-bench: figure 2 (attachment latency)");
