@@ -15,6 +15,7 @@ mod ns;
 mod overhead;
 mod phases;
 mod pods;
+mod portmap_scale;
 mod report;
 mod resources;
 mod startup;
@@ -137,6 +138,12 @@ fn run() -> Result<()> {
     let host = ns::NamedNs::create("host")?;
     ns::enter(&host)?;
     let mut report = Report::default();
+    if std::env::var("RCNI_BENCH_ONLY").as_deref() == Ok("portmap-scale") {
+        portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
+        report.write(&out)?;
+        print!("{}", report.markdown());
+        return Ok(());
+    }
     eprintln!("rcni-bench: figure 1 (startup)");
     startup::measure(&mut report, &rcni, &go, runs_version)?;
     eprintln!("rcni-bench: figure 2 (attachment latency)");
@@ -159,6 +166,8 @@ fn run() -> Result<()> {
     if let Err(e) = hostlocal_scale::measure(&mut report, &rcni, &go, o.quick, &work.0) {
         report.add_row(hostlocal_scale::failed_row(&e));
     }
+    eprintln!("rcni-bench: figure 6 (portmap scale)");
+    portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
     let leftovers = ns::links_with_prefix("veth");
     report.notes.push(format!(
         "Machine load (1/5/15 min) at start: {load_start}; at end: {}. Runs: {runs_version} VERSION, \

@@ -47,7 +47,14 @@ impl Batch {
         &self.entries
     }
 
-    fn push(&mut self, kind: u8, flags: u16, family: Family, attrs: AttrWriter, what: String) {
+    pub(crate) fn push(
+        &mut self,
+        kind: u8,
+        flags: u16,
+        family: Family,
+        attrs: AttrWriter,
+        what: String,
+    ) {
         self.entries.push(Entry {
             msg: NfMsg::nftables(kind, flags, family.number(), attrs.into_bytes()),
             what,
@@ -210,6 +217,12 @@ impl Batch {
             format!("delete rule {family} {table} {chain} handle {handle}"),
         );
         Ok(())
+    }
+
+    /// The next `NFTA_SET_ID` (unique within this batch).
+    pub(crate) fn next_set_id(&mut self) -> u32 {
+        self.set_ids += 1;
+        self.set_ids
     }
 
     /// Creates a named set or map if it does not exist.

@@ -21,6 +21,9 @@ pub enum Reg {
     R3,
     /// `NFT_REG_4`.
     R4,
+    /// `NFT_REG32_00` + n (n < 16): the 4-byte registers that concatenated set keys and map
+    /// values span (`R32(0..4)` overlay `R1`, `R32(4..8)` `R2`, and so on).
+    R32(u8),
 }
 
 impl Reg {
@@ -30,6 +33,7 @@ impl Reg {
             Reg::R2 => 2,
             Reg::R3 => 3,
             Reg::R4 => 4,
+            Reg::R32(n) => 8 + u32::from(n),
         }
     }
 }

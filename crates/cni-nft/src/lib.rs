@@ -24,6 +24,10 @@
 //!   both relative to a handle with [`RuleBuilder::position`]), [`Batch::delete_rule`] (by
 //!   handle), [`Batch::add_set`] / [`Batch::delete_set`] ([`Set`], [`SetType`]) and
 //!   [`Batch::add_elements`] / [`Batch::delete_elements`] ([`SetElement`]).
+//! * [`ConcatSet`] / [`ConcatElement`] — sets and maps with concatenated (and interval) keys:
+//!   [`Batch::add_concat_set`], [`Batch::add_concat_elements`] (optionally exclusive),
+//!   [`Batch::delete_concat_elements`], [`Nft::get_concat_element`] (one element by key, with
+//!   its value and comment); [`concat`] builds keys and values field by field.
 //! * [`Rule::builder`] → [`RuleBuilder`]: `saddr`, `saddr_not`, `daddr`, `daddr_not` (an
 //!   address or prefix; in `inet` tables the `meta nfproto` dependency is added like `nft`
 //!   does), `l4proto`, `dport`, `sport` ([`L4Proto`]), `iifname[_not]`, `oifname[_not]`,
@@ -69,6 +73,7 @@
 mod attr;
 mod batch;
 mod client;
+mod concat;
 mod conntrack;
 mod error;
 mod expr;
@@ -84,6 +89,7 @@ pub mod xt;
 
 pub use batch::Batch;
 pub use client::Nft;
+pub use concat::{concat, field_len, ConcatElement, ConcatSet};
 pub use conntrack::{ConntrackEntry, ConntrackFilter};
 pub use error::Error;
 pub use expr::{

@@ -17,6 +17,8 @@ pub const NLM_F_MATCH: u16 = 0x200;
 pub const NLM_F_DUMP: u16 = NLM_F_ROOT | NLM_F_MATCH;
 pub const NLM_F_CREATE: u16 = 0x400;
 pub const NLM_F_APPEND: u16 = 0x800;
+/// With `NLM_F_CREATE`: fail with EEXIST if the object exists.
+pub const NLM_F_EXCL: u16 = 0x200;
 /// In an NLMSG_ERROR reply: the original request was not copied back.
 pub const NLM_F_CAPPED: u16 = 0x100;
 /// In an NLMSG_ERROR reply: extended-ACK TLVs follow.
@@ -47,6 +49,7 @@ pub const NFT_MSG_DELRULE: u8 = 8;
 pub const NFT_MSG_NEWSET: u8 = 9;
 pub const NFT_MSG_DELSET: u8 = 11;
 pub const NFT_MSG_NEWSETELEM: u8 = 12;
+pub const NFT_MSG_GETSETELEM: u8 = 13;
 pub const NFT_MSG_DELSETELEM: u8 = 14;
 
 // tables
@@ -90,6 +93,15 @@ pub const NFTA_SET_ELEM_LIST_SET: u16 = 2;
 pub const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
 pub const NFTA_SET_ELEM_KEY: u16 = 1;
 pub const NFTA_SET_ELEM_DATA: u16 = 2;
+pub const NFTA_SET_ELEM_USERDATA: u16 = 6;
+pub const NFTA_SET_ELEM_KEY_END: u16 = 10;
+pub const NFTA_SET_DESC: u16 = 9;
+pub const NFTA_SET_DESC_CONCAT: u16 = 2;
+pub const NFTA_SET_FIELD_LEN: u16 = 1;
+pub const NFT_SET_INTERVAL: u32 = 0x4;
+pub const NFT_SET_CONCAT: u32 = 0x80;
+/// Set element userdata TLV type that `nft` shows as `comment`.
+pub const NFTNL_UDATA_SET_ELEM_COMMENT: u8 = 0;
 
 // data
 pub const NFTA_DATA_VALUE: u16 = 1;

@@ -20,8 +20,20 @@ fn mappings(list: Value) -> Option<Value> {
     Some(json!({ "portMappings": list }))
 }
 
+/// Comments of every rule and element in the portmap tables.
+fn owned_comments(ns: &str) -> Vec<String> {
+    let rules = rules(ns).into_iter().map(|(_, t, _, c)| (t, c));
+    let elems = elements(ns).into_iter().map(|(_, t, _, c)| (t, c));
+    rules
+        .chain(elems)
+        .filter(|(t, _)| t == "cni_hostport")
+        .map(|(_, c)| c)
+        .collect()
+}
+
+/// Rules and elements of the attachment (keyed layout or per-mapping rules).
 fn tag_rules(lab: &Lab, cid: &str) -> usize {
-    rules_with(&lab.host().name, "cni_hostport", &format!("id: {cid}"))
+    owned_with(&lab.host().name, "cni_hostport", &format!("id: {cid}"))
 }
 
 #[test]
@@ -103,7 +115,21 @@ fn tcp_mapping_reaches_the_pod_from_everywhere() {
     )
     .assert_success();
     assert_eq!(tag_rules(&lab, "pod-a"), before);
-    assert_eq!(chain_rules(&host, "ip", "cni_hostport", "prerouting"), 2);
+    assert_eq!(
+        chain_rules(&host, "ip", "cni_hostport", "rcni_prerouting"),
+        2
+    );
+    // The keyed layout: one element per mapping, two hairpin sources, all tagged.
+    let tagged = |set: &str| {
+        elements(&host)
+            .iter()
+            .filter(|(f, _, s, c)| f == "ip" && s.starts_with(set) && c.ends_with("id: pod-a"))
+            .count()
+    };
+    assert_eq!(tagged("rcni_hostports"), 1);
+    // The pod's /24 and 127.0.0.1/32, in the sets of those prefix lengths.
+    assert_eq!(tagged("rcni_hairpin_24"), 1);
+    assert_eq!(tagged("rcni_hairpin_32"), 1);
 
     // DEL without portMappings (and without prevResult) removes everything of the pod.
     let bare = chained(NET, portmap_keys(), None, None);
@@ -188,7 +214,9 @@ fn udp_and_ipv6_mappings() {
     lab.rcni("portmap", "CHECK", "pod-6", &netns, &stdin)
         .assert_success();
     let host = lab.host().name.clone();
-    assert!(chain_rules(&host, "ip6", "cni_hostport", "hostip_hostports") >= 1);
+    assert!(elements(&host).iter().any(|(f, _, set, c)| f == "ip6"
+        && set == "rcni_hostip_hostports"
+        && c.ends_with("id: pod-6")));
 
     // DEL after the pod's namespace is gone.
     lab.sb.remove_container(&pod).unwrap();
@@ -225,25 +253,22 @@ fn fake_lab() -> (Lab, String) {
 #[test]
 fn gc_removes_only_stale_attachments_of_its_network() {
     let (lab, ns) = fake_lab();
-    let map = mappings(json!([{ "hostPort": 9000, "containerPort": 80 }]));
-    for (net, cid, ip) in [
-        (NET, "keep", "10.99.0.2"),
-        (NET, "gone", "10.99.0.3"),
-        ("other", "gone", "10.99.0.4"),
+    // Distinct ports: every attachment owns keyed elements and an index chain.
+    for (net, cid, ip, port) in [
+        (NET, "keep", "10.99.0.2", 9000),
+        (NET, "gone", "10.99.0.3", 9001),
+        ("other", "gone", "10.99.0.4", 9002),
     ] {
-        let stdin = chained(net, portmap_keys(), Some(&fake_result(ip)), map.clone());
+        let map = mappings(json!([{ "hostPort": port, "containerPort": 80 }]));
+        let stdin = chained(net, portmap_keys(), Some(&fake_result(ip)), map);
         lab.rcni("portmap", "ADD", cid, &ns, &stdin)
             .assert_success();
     }
     let host = lab.host().name.clone();
     let count = |net: &str, cid: &str| {
-        rules(&host)
+        owned_comments(&host)
             .iter()
-            .filter(|(_, t, _, c)| {
-                t == "cni_hostport"
-                    && c.contains(&format!("net: {net},"))
-                    && c.ends_with(&format!("id: {cid}"))
-            })
+            .filter(|c| c.contains(&format!("net: {net},")) && c.ends_with(&format!("id: {cid}")))
             .count()
     };
     assert!(count(NET, "keep") > 0 && count(NET, "gone") > 0 && count("other", "gone") > 0);
@@ -319,15 +344,28 @@ fn concurrent_add_and_del_lose_and_duplicate_nothing() {
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let host = lab.host().name.clone();
-    let all = rules(&host);
-    // Per kept attachment: 2 mappings * (2 marks + dnat) + 1 masquerade = 7 rules.
+    let all = owned_comments(&host);
+    // All map the same host ports. A port key has one owner, with an element (and an index
+    // line); an ADD that finds a key owned gets per-mapping rules for it (2 marks + dnat, and
+    // 1 masquerade rule). The owner of both keys has 4 index lines (2 ports, 2 hairpin
+    // sources) and their 4 elements = 8; an attachment with rules for both has 7; one that
+    // owns one key (its first owner went meanwhile) has 3 + 3 + 3 + 1 = 10.
     for i in 0..100 {
         let n = all
             .iter()
-            .filter(|(_, _, _, c)| c.ends_with(&format!("id: ctr{i}")))
+            .filter(|c| c.ends_with(&format!("id: ctr{i}")))
             .count();
-        assert_eq!(n, if i % 2 == 0 { 0 } else { 7 }, "ctr{i}");
+        if i % 2 == 0 {
+            assert_eq!(n, 0, "ctr{i}");
+        } else {
+            assert!([7, 8, 10].contains(&n), "ctr{i}: {n}");
+        }
     }
+    let port_elements = elements(&host)
+        .iter()
+        .filter(|(_, _, set, _)| set == "rcni_hostports")
+        .count();
+    assert!(port_elements <= 2, "{port_elements} elements for 2 keys");
     assert_eq!(chain_rules(&host, "ip", "cni_hostport", "prerouting"), 2);
     assert_eq!(chain_rules(&host, "ip", "cni_hostport", "output"), 2);
 }
@@ -518,4 +556,134 @@ fn iptables_only_options_are_answered_on_stderr() {
     }
     assert_eq!(out.stderr.lines().count(), 2, "{out}");
     assert!(tag_rules(&lab, "pm-warn") > 0);
+}
+
+/// A second attachment asking for a host port another one holds gets per-mapping rules: the
+/// first keeps the port, and when it goes the second takes over, with real traffic.
+#[test]
+fn a_taken_port_goes_to_the_first_and_then_to_the_next() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let (pod_a, res_a) = lab.add_pod("pod-first", &conf);
+    let (pod_b, res_b) = lab.add_pod("pod-next", &conf);
+    let map = |cport: u16| mappings(json!([{ "hostPort": 8085, "containerPort": cport }]));
+    let stdin_a = chained(NET, portmap_keys(), Some(&res_a), map(80));
+    let stdin_b = chained(NET, portmap_keys(), Some(&res_b), map(81));
+    let ns_a = pod_a.path.display().to_string();
+    let ns_b = pod_b.path.display().to_string();
+    lab.rcni("portmap", "ADD", "pod-first", &ns_a, &stdin_a)
+        .assert_success();
+    lab.rcni("portmap", "ADD", "pod-next", &ns_b, &stdin_b)
+        .assert_success();
+    let host = lab.host().name.clone();
+    // The second has rules (2 marks, dnat, masquerade), the first the keyed element.
+    let rules_of = |cid: &str| {
+        rules(&host)
+            .iter()
+            .filter(|(_, t, ch, c)| {
+                t == "cni_hostport"
+                    && ["hostports", "masquerading"].contains(&ch.as_str())
+                    && c.ends_with(&format!("id: {cid}"))
+            })
+            .count()
+    };
+    assert_eq!(rules_of("pod-next"), 4, "{:#?}", rules(&host));
+    assert_eq!(rules_of("pod-first"), 0);
+    lab.rcni("portmap", "CHECK", "pod-first", &ns_a, &stdin_a)
+        .assert_success();
+    lab.rcni("portmap", "CHECK", "pod-next", &ns_b, &stdin_b)
+        .assert_success();
+
+    // Which pod a connection from outside to the host port reaches: a probe listens on the
+    // container port of one of them only.
+    let target: SocketAddr = format!("{HOST_IP4}:8085").parse().unwrap();
+    let reaches = |pod: &cni_testkit::Netns, port: u16| {
+        let probe = peer_probe(pod, format!("0.0.0.0:{port}").parse().unwrap());
+        for _ in 0..10 {
+            if tcp_connect(&outside, target).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        probe.join().expect("probe thread").is_some()
+    };
+    assert!(reaches(&pod_a, 80), "the first attachment keeps the port");
+
+    lab.rcni("portmap", "DEL", "pod-first", &ns_a, &stdin_a)
+        .assert_success();
+    assert!(reaches(&pod_b, 81), "the next attachment took over");
+    lab.rcni("portmap", "DEL", "pod-next", &ns_b, &stdin_b)
+        .assert_success();
+    assert_eq!(
+        tag_rules(&lab, "pod-first") + tag_rules(&lab, "pod-next"),
+        0
+    );
+}
+
+/// Rules written before the keyed layout (per-mapping rules, which `conditionsV4` still uses)
+/// are replaced by a later ADD and removed by DEL: the upgrade path.
+#[test]
+fn per_mapping_rules_are_replaced_by_add_and_removed_by_del() {
+    let (lab, ns) = fake_lab();
+    let map = mappings(json!([{ "hostPort": 9005, "containerPort": 80 }]));
+    let with_conditions = json!({ "type": "portmap", "conditionsV4": ["-s", "198.18.0.0/15"] });
+    let stdin = chained(
+        NET,
+        with_conditions,
+        Some(&fake_result("10.99.0.9")),
+        map.clone(),
+    );
+    lab.rcni("portmap", "ADD", "upgrade", &ns, &stdin)
+        .assert_success();
+    let host = lab.host().name.clone();
+    let in_chain = |chain: &str| {
+        rules(&host)
+            .iter()
+            .filter(|(_, _, ch, c)| ch == chain && c.ends_with("id: upgrade"))
+            .count()
+    };
+    assert_eq!(in_chain("hostports"), 3);
+    assert_eq!(in_chain("masquerading"), 1);
+    lab.rcni("portmap", "CHECK", "upgrade", &ns, &stdin)
+        .assert_success();
+
+    let stdin = chained(NET, portmap_keys(), Some(&fake_result("10.99.0.9")), map);
+    lab.rcni("portmap", "ADD", "upgrade", &ns, &stdin)
+        .assert_success();
+    assert_eq!(in_chain("hostports") + in_chain("masquerading"), 0);
+    // 2 index lines + 2 elements for the port, 4 for the hairpin sources.
+    assert_eq!(
+        tag_rules(&lab, "upgrade"),
+        6,
+        "{:#?}",
+        owned_comments(&host)
+    );
+    lab.rcni("portmap", "CHECK", "upgrade", &ns, &stdin)
+        .assert_success();
+
+    // Back to rules, then DEL without mappings removes them.
+    let with_conditions = json!({ "type": "portmap", "conditionsV4": ["-s", "198.18.0.0/15"] });
+    let map = mappings(json!([{ "hostPort": 9005, "containerPort": 80 }]));
+    let stdin = chained(NET, with_conditions, Some(&fake_result("10.99.0.9")), map);
+    lab.rcni("portmap", "ADD", "upgrade", &ns, &stdin)
+        .assert_success();
+    assert_eq!(
+        tag_rules(&lab, "upgrade"),
+        4,
+        "{:#?}",
+        owned_comments(&host)
+    );
+    let bare = chained(NET, portmap_keys(), None, None);
+    lab.rcni("portmap", "DEL", "upgrade", &ns, &bare)
+        .assert_success();
+    assert_eq!(
+        tag_rules(&lab, "upgrade"),
+        0,
+        "{:#?}",
+        owned_comments(&host)
+    );
 }

@@ -1,5 +1,5 @@
-//! bridge DEL (PL §3.6): delete the container interface (its host peer goes with it) and
-//! then IPAM DEL, then the spoof-check and masquerade teardown. Both teardowns select rules
+//! bridge DEL (PL §3.6): the masquerade teardown, delete the container interface (its host
+//! peer goes with it), then IPAM DEL, then the spoof-check teardown. Both teardowns select rules
 //! by attachment, so they need neither the addresses nor the netns (no #810 leak).
 //!
 //! Idempotent and best effort: an empty CNI_NETNS, a namespace that is gone, or an interface
@@ -20,6 +20,14 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     let mut errors: Vec<CniError> = Vec::new();
     phase_trace::mark("conf");
+    // First, so that its socket's closing wait overlaps the veth deletion (see Teardown).
+    let mut masq_teardown = None;
+    if conf.layer3 && conf.ip_masq {
+        match masquerade::start_teardown(&args.conf.name, &args.container_id, &args.ifname) {
+            Ok(t) => masq_teardown = Some(t),
+            Err(e) => errors.push(e),
+        }
+    }
 
     if !args.netns.is_empty() {
         match netns::open(&args.netns) {
@@ -52,14 +60,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
             log::warn!("spoof check teardown: {}", e.msg);
         }
     }
-
-    if conf.layer3 && conf.ip_masq {
-        if let Err(e) =
-            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
-        {
-            errors.push(e);
-        }
-    }
+    drop(masq_teardown);
     phase_trace::mark("masq");
     combine(errors)
 }

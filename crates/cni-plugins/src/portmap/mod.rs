@@ -2,25 +2,30 @@
 //! `iptables`/`nft` processes), for IPv4 and IPv6, with hairpin and localhost access.
 //!
 //! - ADD (chained: needs `prevResult`, which it returns unchanged): for each family in which
-//!   the container interface has an address, one atomic batch replaces the attachment's rules
-//!   (see [`rules`]); then `route_localnet` (IPv4 with `snat`) and a best-effort flush of UDP
-//!   conntrack entries for the mapped ports.
-//! - DEL: removes every rule carrying the attachment's tag in both families; it needs neither
-//!   `portMappings` nor `prevResult` nor the netns (the Go plugin does nothing without
-//!   mappings, upstream #683/#752).
-//! - CHECK: the attachment's rules exist for each family it has an address in (IPv4-only
-//!   attachments pass, unlike Go, upstream #819).
-//! - GC: removes this network's rules whose attachment is not in the valid list.
+//!   the container interface has an address, one atomic batch replaces what the attachment
+//!   had with its map elements (see [`elements`]); mappings the keyed layout cannot hold get
+//!   per-mapping rules (see [`rules`]). Then `route_localnet` (IPv4 with `snat`) and a
+//!   best-effort flush of UDP conntrack entries for the mapped ports.
+//! - DEL: removes the elements its index chain lists and every rule carrying the
+//!   attachment's tag, in both families; it needs neither `portMappings` nor `prevResult` nor
+//!   the netns (the Go plugin does nothing without mappings, upstream #683/#752).
+//! - CHECK: the attachment's elements (or rules) exist for each family it has an address in
+//!   (IPv4-only attachments pass, unlike Go, upstream #819).
+//! - GC: removes this network's index chains, elements and rules whose attachment is not in
+//!   the valid list.
 //!
 //! Any `backend` value Go accepts is served by this nftables implementation; `"iptables"` and
 //! `externalSetMarkChain` say so in one stderr line each (`common::conf::warn_not_honoured`).
 
 pub mod conditions;
 pub mod conf;
+pub mod elements;
 pub mod host;
 pub mod rules;
 
-use cni_nft::Nft;
+use ipnet::IpNet;
+
+use cni_nft::{Batch, Family, Nft};
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult};
 
@@ -28,7 +33,8 @@ use crate::common::nft_tag::{
     delete_selected, nft_error, open_host, retry_transient, stale_in_network, AttachmentTag,
 };
 use conf::{container_addresses, port_mappings, PortMapConf, PortMapping};
-use rules::{Attachment, TABLE};
+use elements::{Entry, Found};
+use rules::{family, Attachment, TABLE};
 
 /// The portmap plugin.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,9 +52,10 @@ fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
     })
 }
 
-/// Replaces the attachment's rules of one family (listing afresh on each attempt).
-fn install(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Error> {
-    let f = rules::family(att.addr.addr().is_ipv6());
+/// Replaces the attachment's per-mapping rules of one family (listing afresh on each
+/// attempt): the layout for what elements cannot express.
+fn install_rules(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Error> {
+    let f = family(att.addr.addr().is_ipv6());
     retry_transient(|| {
         let stale = rules::owned_rules(nft, f, att.tag)?;
         let with_skeleton = !rules::skeleton_spec(f).in_place(nft)?;
@@ -56,14 +63,206 @@ fn install(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Error> {
     })
 }
 
-/// Removes the attachment's rules of one family, if its table exists.
+/// One transaction: the keyed skeleton if missing, the removal of whatever the attachment
+/// had (its index and elements, its per-mapping rules), then `entries`.
+fn write_entries(
+    nft: &mut Nft,
+    f: Family,
+    tag: &AttachmentTag,
+    entries: &[Entry],
+) -> Result<(), cni_nft::Error> {
+    let mut b = Batch::new();
+    if !entries.is_empty() {
+        let state = elements::skeleton_state(nft, f)?;
+        elements::complete_skeleton(&mut b, f, &state, entries)?;
+    }
+    let index = tag.prefix();
+    let old = elements::read_index(nft, f, &index)?;
+    if !old.is_empty() {
+        elements::remove_index(&mut b, f, &index, &old)?;
+        if entries.is_empty() {
+            b.delete_chain(f, TABLE, &index)?;
+        }
+    }
+    for r in rules::owned_rules(nft, f, tag)? {
+        b.delete_rule(f, TABLE, &r.chain, r.handle)?;
+    }
+    elements::add_entries(&mut b, f, tag, entries)?;
+    nft.commit(&b)
+}
+
+/// Sets up one family of an attachment: elements where the config allows, per-mapping rules
+/// for the rest (other configs, and keys another attachment owns already).
+fn install(
+    nft: &mut Nft,
+    conf: &PortMapConf,
+    tag: &AttachmentTag,
+    addr: IpNet,
+    mappings: &[PortMapping],
+) -> Result<(), cni_nft::Error> {
+    let ipv6 = addr.addr().is_ipv6();
+    let f = family(ipv6);
+    let att = |mappings| Attachment {
+        conf,
+        tag,
+        addr,
+        mappings,
+    };
+    if !elements::eligible(conf, ipv6) {
+        retry_transient(|| write_entries(nft, f, tag, &[]))?;
+        return install_rules(nft, &att(mappings));
+    }
+    let mut entries = elements::entries(conf, addr, mappings);
+    let mut as_rules: Vec<PortMapping> = Vec::new();
+    // A key found taken is looked up; by then its owner may be gone, so try again.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match retry_transient(|| write_entries(nft, f, tag, &entries)) {
+            Ok(()) => break,
+            Err(e) if e.is_exists() && attempts < 10 => {
+                let mut kept = Vec::new();
+                for entry in entries {
+                    match elements::probe(nft, f, tag, &entry)? {
+                        Found::Other(owner) => {
+                            log::info!(
+                                "portmap: {} is mapped by another attachment ({}); adding a rule \
+                                 that takes over when it goes",
+                                entry.key.text(),
+                                owner.unwrap_or_default()
+                            );
+                            as_rules.extend(entry.mapping);
+                        }
+                        _ => kept.push(entry),
+                    }
+                }
+                entries = kept;
+                if entries.iter().all(|e| e.target.is_none()) {
+                    entries.clear();
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if !as_rules.is_empty() {
+        install_rules(nft, &att(&as_rules))?;
+    }
+    Ok(())
+}
+
+/// Removes the attachment's elements and index of one family; the number of keys removed.
+fn remove_entries(nft: &mut Nft, f: Family, index: &str) -> Result<usize, cni_nft::Error> {
+    retry_transient(|| {
+        let keys = elements::read_index(nft, f, index)?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let mut b = Batch::new();
+        elements::remove_index(&mut b, f, index, &keys)?;
+        b.delete_chain(f, TABLE, index)?;
+        nft.commit(&b)?;
+        Ok(keys.len())
+    })
+}
+
+/// Removes everything of the attachment in one family: elements, then per-mapping rules
+/// (including those of rcni versions before the keyed layout).
 fn remove_family(nft: &mut Nft, ipv6: bool, tag: &AttachmentTag) -> Result<usize, cni_nft::Error> {
-    delete_selected(
-        nft,
-        &[(rules::family(ipv6), TABLE)],
-        &rules::RULE_CHAINS,
-        &|r| tag.owns(r),
-    )
+    let f = family(ipv6);
+    let keys = remove_entries(nft, f, &tag.prefix())?;
+    let rules = delete_selected(nft, &[(f, TABLE)], &rules::RULE_CHAINS, &|r| tag.owns(r))?;
+    Ok(keys + rules)
+}
+
+/// CHECK of one family: every expected element is present, owned and right; mappings that
+/// are not in the index must exist as per-mapping rules.
+fn check_family(
+    nft: &mut Nft,
+    conf: &PortMapConf,
+    tag: &AttachmentTag,
+    addr: IpNet,
+    mappings: &[PortMapping],
+) -> Result<(), String> {
+    let ipv6 = addr.addr().is_ipv6();
+    let f = family(ipv6);
+    let mut as_rules: Vec<PortMapping> = Vec::new();
+    if elements::eligible(conf, ipv6) {
+        let index = elements::read_index(nft, f, &tag.prefix()).map_err(|e| e.to_string())?;
+        // With every port taken by others (all as rules), no hairpin element is needed.
+        let keyed = index
+            .iter()
+            .any(|k| !matches!(k, elements::Key::Hairpin { .. }));
+        for entry in elements::entries(conf, addr, mappings) {
+            if entry.mapping.is_none() && !keyed {
+                continue;
+            }
+            let found = elements::probe(nft, f, tag, &entry).map_err(|e| e.to_string())?;
+            let listed = index.contains(&entry.key);
+            match (found, entry.mapping) {
+                (Found::Ours(true), _) if listed => {}
+                (Found::Other(_), Some(m)) if !listed => as_rules.push(m),
+                // A hairpin source another attachment also masquerades works the same.
+                (Found::Other(_), None) if !listed => {}
+                (found, _) => {
+                    return Err(format!(
+                        "port mapping element {} is {}",
+                        entry.key.text(),
+                        match found {
+                            Found::Ours(_) => "present with another target",
+                            Found::Other(_) => "owned by another attachment",
+                            Found::Missing => "missing",
+                        }
+                    ))
+                }
+            }
+        }
+    } else {
+        as_rules = mappings.to_vec();
+    }
+    let att = Attachment {
+        conf,
+        tag,
+        addr,
+        mappings: &as_rules,
+    };
+    let (want_dnat, want_masq) = att.expected_counts();
+    if want_dnat == 0 {
+        return Ok(());
+    }
+    let owned = rules::owned_rules(nft, f, tag).map_err(|e| e.to_string())?;
+    let masq = owned
+        .iter()
+        .filter(|r| r.chain == rules::MASQUERADING)
+        .count();
+    let dnat = owned.len() - masq;
+    if dnat < want_dnat || masq < want_masq {
+        return Err(format!(
+            "found {dnat} of {want_dnat} port rules and {masq} of {want_masq} masquerade rules"
+        ));
+    }
+    Ok(())
+}
+
+/// GC of the keyed layout: index chains of `network` whose attachment is not valid go, with
+/// their elements.
+fn gc_entries(nft: &mut Nft, network: &str, keep: &[String]) -> Result<(), cni_nft::Error> {
+    let net_prefix = AttachmentTag::network_prefix(network);
+    let index_len = AttachmentTag::new(network, "", "").prefix().len();
+    for f in [Family::Ip, Family::Ip6] {
+        if !nft.table_exists(f, TABLE)? {
+            continue;
+        }
+        for chain in nft.list_chains(f, TABLE)? {
+            let stale = !chain.is_base
+                && chain.name.len() == index_len
+                && chain.name.starts_with(&net_prefix)
+                && !keep.contains(&chain.name);
+            if stale {
+                remove_entries(nft, f, &chain.name)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn family_name(ipv6: bool) -> &'static str {
@@ -96,13 +295,7 @@ impl Portmap {
                 })?;
                 continue;
             };
-            let att = Attachment {
-                conf,
-                tag: &tag,
-                addr,
-                mappings,
-            };
-            install(&mut nft, &att).map_err(|e| {
+            install(&mut nft, conf, &tag, addr, mappings).map_err(|e| {
                 nft_error(
                     &format!("unable to set up {} port mappings", family_name(ipv6)),
                     e,
@@ -163,35 +356,27 @@ impl Plugin for Portmap {
         let mut nft = open_host("portmap")?;
         for (ipv6, addr) in [(false, v4), (true, v6)] {
             let Some(addr) = addr else { continue };
-            let att = Attachment {
-                conf: &conf,
-                tag: &tag,
-                addr,
-                mappings: &mappings,
-            };
-            let (want_dnat, want_masq) = att.expected_counts();
-            let owned = rules::owned_rules(&mut nft, rules::family(ipv6), &tag)
-                .map_err(|e| nft_error("portmap: listing rules", e))?;
-            let masq = owned
-                .iter()
-                .filter(|r| r.chain == rules::MASQUERADING)
-                .count();
-            let dnat = owned.len() - masq;
-            if dnat < want_dnat || masq < want_masq {
-                return Err(CniError::internal(format!(
-                    "portmap: missing {} hostport rules for container {}: found {dnat} of \
-                     {want_dnat} port rules and {masq} of {want_masq} masquerade rules",
+            check_family(&mut nft, &conf, &tag, addr, &mappings).map_err(|why| {
+                CniError::internal(format!(
+                    "portmap: missing {} hostport mappings for container {}: {why}",
                     family_name(ipv6),
                     args.container_id
-                )));
-            }
+                ))
+            })?;
         }
         Ok(())
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let select = stale_in_network(&args.conf.name, args.valid_attachments());
+        let valid = args.valid_attachments();
+        let keep: Vec<String> = valid
+            .iter()
+            .map(|a| AttachmentTag::new(&args.conf.name, &a.container_id, &a.ifname).prefix())
+            .collect();
         let mut nft = open_host("portmap")?;
+        gc_entries(&mut nft, &args.conf.name, &keep)
+            .map_err(|e| nft_error("portmap: garbage-collecting port mapping elements", e))?;
+        let select = stale_in_network(&args.conf.name, valid);
         delete_selected(&mut nft, &rules::TABLES, &rules::RULE_CHAINS, &select)
             .map(drop)
             .map_err(|e| nft_error("portmap: garbage-collecting port mappings", e))

@@ -1,6 +1,6 @@
-//! ptp DEL (PL §1.6) in Go's order: IPAM DEL, then (with a netns) delete the container veth,
-//! which takes the host end with its address and route, then the masquerade teardown (by
-//! attachment, so it runs even when the netns is gone: no #810 leak).
+//! ptp DEL (PL §1.6): the masquerade teardown (by attachment, so it runs even when the netns
+//! is gone: no #810 leak), IPAM DEL, then (with a netns) delete the container veth, which
+//! takes the host end with its address and route.
 //! Best effort: a failing step does not stop the later ones, and the errors are reported
 //! together. A missing netns or interface is success.
 
@@ -17,6 +17,14 @@ use crate::netns::{self, Opened};
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = PtpConf::parse(&args.conf)?;
     let mut errors = Vec::new();
+    // First, so that its socket's closing wait overlaps the veth deletion (see Teardown).
+    let mut masq_teardown = None;
+    if conf.ip_masq {
+        match masquerade::start_teardown(&args.conf.name, &args.container_id, &args.ifname) {
+            Ok(t) => masq_teardown = Some(t),
+            Err(e) => errors.push(e),
+        }
+    }
     if let Err(e) = ipam::ipam_del(args) {
         errors.push(e);
     }
@@ -36,12 +44,6 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     if let Err(e) = veth::delete_owned(&owner) {
         errors.push(e);
     }
-    if conf.ip_masq {
-        if let Err(e) =
-            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
-        {
-            errors.push(e);
-        }
-    }
+    drop(masq_teardown);
     combine(errors)
 }

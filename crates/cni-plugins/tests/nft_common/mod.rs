@@ -258,6 +258,36 @@ pub fn rules_with(ns: &str, table: &str, needle: &str) -> usize {
         .count()
 }
 
+/// Every set or map element of `ns` as `(family, table, set, comment)`.
+pub fn elements(ns: &str) -> Vec<(String, String, String, String)> {
+    let doc = cni_testkit::nft_json(ns)
+        .expect("nft -j")
+        .expect("the nft tool is installed");
+    let mut out = Vec::new();
+    for o in doc["nftables"].as_array().unwrap() {
+        let Some(set) = o.get("set").or_else(|| o.get("map")) else {
+            continue;
+        };
+        let s = |k: &str| set[k].as_str().unwrap_or_default().to_string();
+        for item in set["elem"].as_array().into_iter().flatten() {
+            // A map element is `[key, value]`; a key with a comment is `{"elem": {..}}`.
+            let key = item.as_array().and_then(|a| a.first()).unwrap_or(item);
+            let comment = key["elem"]["comment"].as_str().unwrap_or_default();
+            out.push((s("family"), s("table"), s("name"), comment.to_string()));
+        }
+    }
+    out
+}
+
+/// Rules and elements of table `table` whose comment contains `needle`.
+pub fn owned_with(ns: &str, table: &str, needle: &str) -> usize {
+    rules_with(ns, table, needle)
+        + elements(ns)
+            .iter()
+            .filter(|(_, t, _, c)| t == table && c.contains(needle))
+            .count()
+}
+
 /// Rules of `family table chain`.
 pub fn chain_rules(ns: &str, family: &str, table: &str, chain: &str) -> usize {
     rules(ns)
