@@ -205,8 +205,16 @@ fn a_restarted_agent_keeps_its_subnet_and_pod_traffic() {
     c.start_agent(1);
     assert_eq!(c.nodes[1].subnet().unwrap(), before);
     assert!(ping(&b.ns.name, a.ip));
-    // The takeovers revoked the previous runs' store leases: one per node is left.
-    let leases = c.etcdctl(&["lease", "list"]);
+    // The takeovers revoke the previous runs' store leases (right after the subnet is taken
+    // back, so allow the agent a moment): one per node is left.
+    let mut leases = String::new();
+    for _ in 0..100 {
+        leases = c.etcdctl(&["lease", "list"]);
+        if leases.starts_with("found 2 leases") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(leases.starts_with("found 2 leases"), "{leases}");
 }
 
