@@ -51,6 +51,8 @@ pub struct PodEnv {
     pub conf: PathBuf,
     pub state: PathBuf,
     pub cache: PathBuf,
+    /// `--run-dir`: the gc-on-start marker of this env (never the machine's /run/rcni).
+    pub run: PathBuf,
     pub ipam: PathBuf,
     /// The `--bin-dir` value.
     pub bin_dirs: String,
@@ -102,6 +104,7 @@ impl PodEnv {
             conf: dir.join("net.d"),
             state: dir.join("state"),
             cache: dir.join("cache"),
+            run: dir.join("run"),
             ipam: dir.join("ipam"),
             bin_dirs: format!("{}:{}", main_dir.display(), test_bin.display()),
             test_bin,
@@ -166,6 +169,8 @@ impl PodEnv {
             .arg("pod")
             .arg("--state-dir")
             .arg(&self.state)
+            .arg("--run-dir")
+            .arg(&self.run)
             .args(args)
             .env_remove("CNI_ARGS")
             .env_remove("CAP_ARGS")
@@ -275,6 +280,11 @@ impl PodEnv {
             .filter(|w| w.starts_with(&self.prefix))
             .map(String::from)
             .collect()
+    }
+
+    /// Files in the `--run-dir` (the gc-on-start marker).
+    pub fn run_files(&self) -> Vec<String> {
+        names_in(&self.run)
     }
 
     /// Records (and temp files) in the state dir.
