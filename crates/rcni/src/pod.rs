@@ -97,7 +97,7 @@ pub struct RunArgs {
 }
 
 /// cni-linux's named namespaces under /run/netns.
-struct LinuxNamespaces;
+pub(crate) struct LinuxNamespaces;
 
 impl Namespaces for LinuxNamespaces {
     fn create(&self, name: &str) -> Result<String, String> {

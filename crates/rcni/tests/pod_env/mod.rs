@@ -157,6 +157,23 @@ impl PodEnv {
     }
 
     fn command_with_bins(&self, bin_dirs: &str, args: &[&str]) -> Command {
+        let mut c = self.rcni_command(bin_dirs);
+        c.arg("pod")
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--run-dir")
+            .arg(&self.run)
+            .args(args);
+        c
+    }
+
+    /// `rcni <args>` (any verb) in the host namespace, with this env's dirs.
+    pub fn rcni(&self, args: &[&str]) -> Output {
+        let mut c = self.rcni_command(&self.bin_dirs);
+        c.args(args).output().unwrap()
+    }
+
+    fn rcni_command(&self, bin_dirs: &str) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--net={}", self.sb.host().path.display()))
             .arg(env!("CARGO_BIN_EXE_rcni"))
@@ -166,12 +183,6 @@ impl PodEnv {
             .arg(bin_dirs)
             .arg("--cache-dir")
             .arg(&self.cache)
-            .arg("pod")
-            .arg("--state-dir")
-            .arg(&self.state)
-            .arg("--run-dir")
-            .arg(&self.run)
-            .args(args)
             .env_remove("CNI_ARGS")
             .env_remove("CAP_ARGS")
             .env_remove("NETCONFPATH")
