@@ -49,15 +49,13 @@ const TAG_VAR: &str = "RCNI_KILLS_TAG";
 /// Leaks this harness found whose fixes belong to the plugins' own attribution work (issue
 /// 10); the plugin leaks are after direct plugin runs, which leave no runtime cache entry, so
 /// GC has only the valid list. Remove an entry when its fix lands.
-/// - bandwidth: an IFB a killed ADD left inside the container's namespace before its move to
-///   the host is out of GC's reach, since GC gets no netns; DEL of the attachment removes it,
-///   and it goes with the namespace.
-///
 /// (host-local's empty lease files and hint temp files are gone since its store writes
 /// through random temp files that are linked into place and swept under the lock; macvlan's
 /// container links since each attachment's record gives GC its namespace and the link carries
-/// its attachment's tag: `gc_removes_a_killed_macvlan_add`.)
-const KNOWN_LEAKS: &[&str] = &["bandwidth:container links"];
+/// its attachment's tag: `gc_removes_a_killed_macvlan_add`; bandwidth's IFBs a killed ADD
+/// left in the container before moving them since bandwidth keeps such records too:
+/// `gc_removes_a_killed_bandwidth_add`.)
+const KNOWN_LEAKS: &[&str] = &[];
 
 /// splitmix64: small, seeded, reproducible.
 struct Rng(u64);
@@ -151,7 +149,8 @@ impl Scenario {
             "bandwidth" => vec![
                 ptp,
                 json!({"type": "bandwidth", "ingressRate": 8_000_000, "ingressBurst": 80_000,
-                       "egressRate": 8_000_000, "egressBurst": 80_000}),
+                       "egressRate": 8_000_000, "egressBurst": 80_000,
+                       "dataDir": dir.join("bandwidth")}),
             ],
             _ => unreachable!("{name}"),
         };
@@ -383,6 +382,7 @@ impl Scenario {
         s.add("tuning backups", files(&self.dir.join("tuning")));
         // The attachment records of the sub-link plugins (temp files included).
         s.add("sub-link records", files(&self.dir.join("sublink")));
+        s.add("bandwidth records", files(&self.dir.join("bandwidth")));
         let results = files(&self.dir.join("cache").join("results"));
         let (temps, entries): (Vec<String>, Vec<String>) = results
             .into_iter()
@@ -886,6 +886,75 @@ fn gc_removes_a_killed_macvlan_add() {
             assert!(
                 left.contains_key("container links"),
                 "{step}: the aborted ADD left its link: {left:?}"
+            );
+        }
+        let (ok, out) = s.rcni_run(&cid, &["gc", &s.net, "--valid", "live:eth0"]);
+        assert!(ok, "{step}: GC: {out}");
+        let left = s.state(Some(&pod)).beyond(&base);
+        assert!(left.is_empty(), "{step}: left after GC: {left:?}");
+        assert!(
+            s.state(Some(&pod)).0["container links"]
+                .iter()
+                .any(|l| l.starts_with("other0:")),
+            "{step}: GC deleted a link that was not the attachment's"
+        );
+        s.sb.remove_container(&pod).unwrap();
+    }
+    let (now, then) = (s.state(Some(&live)), &live_state);
+    assert!(
+        now.beyond(then).is_empty() && then.beyond(&now).is_empty(),
+        "GC changed the live attachment: {:?} / {:?}",
+        now.0,
+        then.0
+    );
+}
+
+/// A direct bandwidth ADD (after ptp's) killed at each of its steps, in particular after the
+/// IFB was created in the container's namespace and before its move to the host (no alias
+/// yet): GC, whose valid list holds only a live attachment, enters the recorded namespace and
+/// deletes that IFB (and nothing else there), the host IFB by its tag, and the record.
+/// Before: the IFB stayed in the container's namespace (GC gets no netns).
+#[test]
+fn gc_removes_a_killed_bandwidth_add() {
+    if bin_path("rcni").is_err() {
+        panic!("the rcni binary is needed: cargo build -p rcni");
+    }
+    let s = Scenario::new(9, "bandwidth");
+    let list = json!({"cniVersion": "1.1.0", "name": s.net, "plugins": s.plugins});
+    fs::write(
+        s.dir.join("net.d").join(format!("{}.conflist", s.net)),
+        list.to_string(),
+    )
+    .unwrap();
+    let live = s.sb.add_container().unwrap();
+    s.full_add(Via::Runtime, &live, "live");
+    let live_state = s.state(Some(&live));
+    let steps = ["record", "ifb-in-container", "ifb", "filter", "done"];
+    for (i, step) in steps.into_iter().enumerate() {
+        let pod = s.sb.add_container().unwrap();
+        // An IFB of someone else in the same namespace: GC must leave it.
+        s.sb.exec_in(&pod.name, ["ip", "link", "add", "other0", "type", "ifb"])
+            .unwrap()
+            .assert_success();
+        let base = s.state(Some(&pod));
+        let cid = format!("killed{i}");
+        let prev = s.add_prefix(&pod, &cid, 1);
+        let conf = s.plugin_conf(1, prev.as_ref());
+        let call = s
+            .plugin_call("ADD", &pod, &cid, &conf)
+            .env("RCNI_TEST_ABORT_AT", format!("bandwidth:{step}"));
+        let out = s.sb.run_plugin(s.bin.join("bandwidth"), &call).unwrap();
+        assert!(!out.success(), "{step}: the ADD was aborted: {out}");
+        let left = s.state(Some(&pod)).beyond(&base);
+        assert!(
+            left.contains_key("bandwidth records"),
+            "{step}: the record is written first: {left:?}"
+        );
+        if step == "ifb-in-container" {
+            assert!(
+                left.get("container links")
+                    .is_some_and(|l| l.iter().any(|n| n.ends_with(":ifb"))),
+                "{step}: the aborted ADD left its IFB in the container: {left:?}"
             );
         }
         let (ok, out) = s.rcni_run(&cid, &["gc", &s.net, "--valid", "live:eth0"]);

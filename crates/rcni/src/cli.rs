@@ -135,6 +135,9 @@ pub struct DoctorArgs {
     /// Remove the leaks found, through the plugins' own DEL and GC only.
     #[arg(long)]
     pub fix: bool,
+    /// State dir of `rcni pod` whose records are audited (a record without its netns).
+    #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
+    pub pod_state_dir: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -30,7 +30,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Conformance(c) => conformance(g, c),
         Command::Doctor(d) => match &d.command {
             Some(DoctorCommand::Explain { message }) => explain(g, message),
-            None => doctor(g, d.fix),
+            None => doctor(g, d),
         },
         Command::Pod(p) => crate::pod::run(g, p),
     }
@@ -280,9 +280,9 @@ fn conformance(g: &Global, c: &crate::cli::ConformanceArgs) -> Result<(), Failur
     }
 }
 
-fn doctor(g: &Global, fix: bool) -> Result<(), Failure> {
+fn doctor(g: &Global, d: &crate::cli::DoctorArgs) -> Result<(), Failure> {
     let rt = setup::runtime(g);
-    match crate::doctor::inspect(&g.conf_dir, &rt, fix, g.json) {
+    match crate::doctor::inspect(&g.conf_dir, &rt, &d.pod_state_dir, d.fix, g.json) {
         Ok(true) => Ok(()),
         Ok(false) => Err(Failure::Reported),
         Err(e) => Err(Failure::other("doctor", code::INTERNAL, e)),

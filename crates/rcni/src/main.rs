@@ -1,5 +1,6 @@
 //! `rcni`: the command line of the rcni CNI runtime.
 
+mod boot_gc;
 mod cli;
 mod commands;
 mod conformance;

@@ -1,8 +1,9 @@
 //! `rcni pod`: the pod-sandbox verbs of a CRI runtime (cni-sandbox) on the command line.
 //! Each invocation first finishes or undoes what killed invocations left (recovery), then
-//! runs its verb; namespaces are created and removed through cni-linux.
+//! runs its verb; namespaces are created and removed through cni-linux. The first
+//! invocation after the node started runs the full GC instead of the recovery ([`boot_gc`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
@@ -15,6 +16,7 @@ use cni_sandbox::{
 };
 use cni_types::code;
 
+use crate::boot_gc;
 use crate::cli::Global;
 use crate::failure::Failure;
 use crate::setup;
@@ -24,6 +26,10 @@ pub struct PodArgs {
     /// Directory of the sandbox records.
     #[arg(long, default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
+    /// Directory (tmpfs, cleared at boot) of the marker saying GC ran since the node started;
+    /// without the marker, the first run/stop/rm/ls runs `gc` first.
+    #[arg(long, default_value = boot_gc::DEFAULT_RUN_DIR)]
+    pub run_dir: PathBuf,
     /// conflist template for update-cidr (containerd's conf_template: {{.PodCIDR}},
     /// {{.PodCIDRRanges}}, {{.Routes}}).
     #[arg(long, value_name = "FILE")]
@@ -91,7 +97,7 @@ pub struct RunArgs {
 }
 
 /// cni-linux's named namespaces under /run/netns.
-struct LinuxNamespaces;
+pub(crate) struct LinuxNamespaces;
 
 impl Namespaces for LinuxNamespaces {
     fn create(&self, name: &str) -> Result<String, String> {
@@ -142,7 +148,10 @@ pub fn run(g: &Global, p: &PodArgs) -> Result<(), Failure> {
         p.verb,
         PodVerb::Run(_) | PodVerb::Stop { .. } | PodVerb::Rm { .. } | PodVerb::Ls
     ) {
-        recover(&sb);
+        let marker = boot_gc::marker(&p.run_dir, &p.state_dir);
+        if boot_gc::done(&marker) || !gc_on_start(&sb, &marker) {
+            recover(&sb);
+        }
     }
     match &p.verb {
         PodVerb::Run(r) => run_pod(g, &sb, r),
@@ -155,7 +164,7 @@ pub fn run(g: &Global, p: &PodArgs) -> Result<(), Failure> {
         PodVerb::Ls => list(g, &sb),
         PodVerb::Ready => ready(g, &sb),
         PodVerb::UpdateCidr { cidr } => cidr_update(g, p, cidr),
-        PodVerb::Gc => gc(g, &sb),
+        PodVerb::Gc => gc(g, &sb, &boot_gc::marker(&p.run_dir, &p.state_dir)),
     }
 }
 
@@ -174,6 +183,37 @@ fn recover(sb: &Sandboxes) {
             }
         }
         Err(e) => log::warn!("recovery: {e}"),
+    }
+}
+
+/// The first start after boot: the `gc` pass (recovery included) under the exclusive state
+/// lock, then the marker. `false` when the pass could not run (the marker stays absent, so
+/// the next start tries again).
+fn gc_on_start(sb: &Sandboxes, marker: &Path) -> bool {
+    match sb.gc() {
+        Ok(report) => {
+            log::info!(
+                "gc on start: {} network(s), {} interrupted run(s) undone, {} stop(s) finished",
+                report.networks.len(),
+                report.undone.len(),
+                report.finished.len()
+            );
+            for e in &report.errors {
+                log::warn!("gc on start: {e}");
+            }
+            mark(marker);
+            true
+        }
+        Err(e) => {
+            log::warn!("gc on start: {e}");
+            false
+        }
+    }
+}
+
+fn mark(marker: &Path) {
+    if let Err(e) = boot_gc::mark(marker) {
+        log::warn!("cannot write the gc marker {}: {e}", marker.display());
     }
 }
 
@@ -303,8 +343,9 @@ fn cidr_update(g: &Global, p: &PodArgs, cidr: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn gc(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
+fn gc(g: &Global, sb: &Sandboxes, marker: &Path) -> Result<(), Failure> {
     let report = sb.gc().map_err(|e| failed("gc", &e))?;
+    mark(marker);
     if g.json {
         print_json(&to_json(&report));
     } else {

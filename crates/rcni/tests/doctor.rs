@@ -183,7 +183,13 @@ impl Node {
 
     /// The audit's leaks that belong to this test (the machine may have others).
     fn audit(&self, fix: bool) -> (Vec<(String, String)>, Value) {
-        let mut args = vec!["--json", "doctor"];
+        let pod_state = self.sb.dir().join("pod-state");
+        let mut args = vec![
+            "--json",
+            "doctor",
+            "--pod-state-dir",
+            pod_state.to_str().unwrap(),
+        ];
         if fix {
             args.push("--fix");
         }
@@ -583,4 +589,80 @@ fn cached_cid(node: &Node, netns: &Path) -> String {
         .find(|v| v["netns"] == netns.to_str().unwrap())
         .map(|v| v["containerId"].as_str().unwrap().to_string())
         .unwrap_or_else(|| panic!("no cached attachment in {}", netns.display()))
+}
+
+// ---- rcni pod records ------------------------------------------------------------------------
+
+mod pod_env;
+
+/// A sandbox whose netns vanished behind `rcni pod`'s back is a finding naming `rcni pod rm`;
+/// `--fix` removes it (record, cache entries, lease) and leaves a live sandbox alone.
+#[test]
+fn doctor_finds_a_sandbox_without_its_netns_and_fix_removes_only_it() {
+    let Some(env) = pod_env::PodEnv::new(pod_env::Plugins::Rcni) else {
+        return;
+    };
+    env.write_conf("10-pods.conflist", &env.pods_conflist(35, 24, ""));
+    let live = env.new_id("live");
+    let live_ip = pod_env::ip_of(&env.run(&live, &[]));
+    let gone = env.new_id("gone");
+    env.run(&gone, &[]);
+    let del = Command::new("ip")
+        .args(["netns", "del", &pod_env::PodEnv::netns_name(&gone)])
+        .output()
+        .unwrap();
+    assert!(del.status.success());
+
+    let state = env.state.to_str().unwrap();
+    let doctor = |fix: bool| -> Value {
+        let mut args = vec!["--json", "doctor", "--pod-state-dir", state];
+        if fix {
+            args.push("--fix");
+        }
+        let out = env.rcni(&args);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let sandbox_findings = |v: &Value| -> Vec<Value> {
+        v["leaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == "sandbox-netns-gone")
+            .cloned()
+            .collect()
+    };
+
+    let report = doctor(false);
+    let found = sandbox_findings(&report);
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert_eq!(found[0]["object"], gone.as_str());
+    assert_eq!(
+        found[0]["remedy"],
+        format!("rcni pod --state-dir {state} rm {gone}")
+    );
+    // Read-only: the record is still there.
+    assert_eq!(env.record_files().len(), 2);
+
+    let fixed = doctor(true);
+    assert!(
+        fixed["fixed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["action"] == format!("rcni pod rm {gone}") && a["error"].is_null()),
+        "{fixed:#}"
+    );
+    assert!(sandbox_findings(&fixed).is_empty(), "{fixed:#}");
+    env.assert_only(&[(live.clone(), live_ip.clone())], "after doctor --fix");
+    assert_eq!(env.status(&live)["state"], "ready");
+    assert!(cni_testkit::ping(
+        &env.sb.host().name,
+        live_ip.parse::<std::net::IpAddr>().unwrap()
+    ));
 }

@@ -433,3 +433,58 @@ fn extra_networks_get_net1_with_rcni_plugins() {
 fn extra_networks_get_net1_with_go_plugins() {
     two_networks(Plugins::Go);
 }
+
+/// The first `rcni pod` after boot (no marker in the run dir) runs GC: a sandbox whose record
+/// vanished keeps its lease, veth and cache entries until then. With the marker present, a
+/// start only recovers and leaves them.
+fn gc_on_start(plugins: Plugins) {
+    let Some(env) = PodEnv::new(plugins) else {
+        return;
+    };
+    env.write_conf("10-pods.conflist", &env.pods_conflist(34, 24, ""));
+    let kept = env.new_id("kept");
+    let kept_ip = ip_of(&env.run(&kept, &[]));
+    let marker = env.run_files();
+    assert_eq!(
+        marker.len(),
+        1,
+        "the first start left its marker: {marker:?}"
+    );
+    assert!(marker[0].starts_with("pod-gc-"), "{marker:?}");
+    let leaked = env.new_id("leaked");
+    env.run(&leaked, &[]);
+    fs::remove_file(env.state.join(format!("{leaked}.json"))).unwrap();
+
+    // Marker present: nothing is collected.
+    env.pod_ok(&["ls"]);
+    assert_eq!(env.leases().len(), 2, "{}", env.label());
+    assert_eq!(env.cache_entries().len(), 4, "{}", env.label());
+    assert_eq!(env.host_veths(), 2, "{}", env.label());
+
+    // Marker gone (the node rebooted): `ls` collects the leak, keeps the recorded sandbox
+    // and writes the marker again.
+    fs::remove_file(env.run.join(&marker[0])).unwrap();
+    env.pod_ok(&["ls"]);
+    assert_eq!(env.run_files(), marker);
+    // The leaked sandbox's namespace is ours to remove (no record names it any more).
+    let del = std::process::Command::new("ip")
+        .args(["netns", "del", &PodEnv::netns_name(&leaked)])
+        .output()
+        .unwrap();
+    assert!(del.status.success());
+    env.assert_only(&[(kept.clone(), kept_ip.clone())], "after gc on start");
+    assert!(ping(
+        &env.sb.host().name,
+        kept_ip.parse::<std::net::IpAddr>().unwrap()
+    ));
+}
+
+#[test]
+fn gc_on_start_collects_what_no_record_names_with_rcni_plugins() {
+    gc_on_start(Plugins::Rcni);
+}
+
+#[test]
+fn gc_on_start_collects_what_no_record_names_with_go_plugins() {
+    gc_on_start(Plugins::Go);
+}

@@ -15,6 +15,7 @@ use super::conf::{ifb_name, Bandwidth, Limit, Subnets};
 use super::{host_handle, host_veth, netlink_error, required_prev};
 use crate::common::fault;
 use crate::common::nft_tag::AttachmentTag;
+use crate::common::sublink_record::{self, Record};
 use crate::common::undo::Undo;
 
 pub(super) fn tbf(limit: Limit) -> Result<TbfParams, CniError> {
@@ -116,8 +117,8 @@ fn add_root_shaping(
 
 /// Creates the IFB in the container's namespace and moves it to the host's with its
 /// attachment as alias in one request, so a killed ADD leaves either an IFB in the container's
-/// namespace (it goes with the namespace; DEL removes it too) or a tagged one in the host's
-/// (DEL removes it by name, GC by tag). EEXIST in the host namespace: the attachment is
+/// namespace (it goes with the namespace; DEL removes it, and GC through the attachment's
+/// record) or a tagged one in the host's (DEL removes it by name, GC by tag). EEXIST in the host namespace: the attachment is
 /// shaped already, and nothing is changed.
 fn create_tagged_ifb(
     host: &mut Handle,
@@ -141,6 +142,7 @@ fn create_tagged_ifb(
         other => other,
     }
     .map_err(|e| netlink_error("adding link", e))?;
+    fault::inject("bandwidth", "ifb-in-container")?;
     let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     if let Err(e) = inner.move_link_to_netns_with_alias(&spec.name, &host_ns, &tag.comment()) {
         let _ = inner.delete_link_by_name(&spec.name);
@@ -200,6 +202,16 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             None => 0,
             Some(_) => veth.txqlen.max(1000),
         };
+        // The record first: from the IFB's first instant in the container, GC can find it.
+        // A record already there is a live attachment's: not this call's to undo.
+        let dir = super::record_dir(args)?;
+        if sublink_record::write(&dir, &Record::of(args))? {
+            let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+            undo.push("bandwidth record".to_string(), move || {
+                sublink_record::remove(&dir, &tag).map_err(|e| e.msg)
+            });
+        }
+        fault::inject("bandwidth", "record")?;
         create_tagged_ifb(&mut host, args, &spec, txqlen)?;
         let name = ifb.clone();
         undo.push(format!("IFB {ifb}"), move || {

@@ -1,7 +1,8 @@
 //! DEL and GC. DEL removes the attachment's IFB by its name (its qdisc goes with it; the host
 //! veth's qdiscs go with the veth), and a killed ADD's IFB still in the container's namespace;
-//! it needs neither the netns nor valid limits. GC removes the IFBs of the network whose alias
-//! names an attachment missing from the valid list.
+//! it needs neither the netns nor valid limits; then the attachment's record. GC removes the
+//! IFBs of the network whose alias names an attachment missing from the valid list, and, in
+//! the recorded namespace of each such attachment, the IFB a killed ADD left there.
 
 use cni_linux::Handle;
 use cni_plugin::CmdArgs;
@@ -10,6 +11,8 @@ use cni_types::{CniError, GcAttachment};
 use super::conf::ifb_name;
 use super::{host_handle, netlink_error};
 use crate::common::nft_tag::AttachmentTag;
+use crate::common::sublink::gc_recorded_links;
+use crate::common::sublink_record;
 use crate::netns::{self, Opened};
 
 pub(super) fn del(args: &CmdArgs) -> Result<(), CniError> {
@@ -17,18 +20,18 @@ pub(super) fn del(args: &CmdArgs) -> Result<(), CniError> {
     host_handle()?
         .delete_link_by_name(&ifb)
         .map_err(|e| netlink_error(&format!("delete {ifb}"), e))?;
-    if args.netns.is_empty() {
-        return Ok(());
-    }
     // A vanished or unusable namespace took any IFB inside it along.
-    if let Ok(Opened::Ns(ns)) = netns::open(&args.netns) {
-        if let Ok(mut inner) = Handle::in_netns(&ns) {
-            inner
-                .delete_link_by_name(&ifb)
-                .map_err(|e| netlink_error(&format!("delete {ifb} in the container"), e))?;
+    if !args.netns.is_empty() {
+        if let Ok(Opened::Ns(ns)) = netns::open(&args.netns) {
+            if let Ok(mut inner) = Handle::in_netns(&ns) {
+                inner
+                    .delete_link_by_name(&ifb)
+                    .map_err(|e| netlink_error(&format!("delete {ifb} in the container"), e))?;
+            }
         }
     }
-    Ok(())
+    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    sublink_record::remove(&super::record_dir(args)?, &owner)
 }
 
 pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
@@ -56,5 +59,11 @@ pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
             }
         }
     }
+    // IFBs killed ADDs left in containers (not moved yet: no alias, the attachment's name).
+    let recorded = gc_recorded_links(args, &super::record_dir(args)?, |record, link| {
+        link.kind.as_deref() == Some("ifb")
+            && link.name == ifb_name(&record.network, &record.container_id)
+    });
+    errors.extend(recorded.err());
     crate::common::errors::combine(errors)
 }

@@ -37,7 +37,12 @@
 //!   as interface alias (the tag of `common::nft_tag`) in one request, so a killed ADD leaves
 //!   nothing DEL or GC cannot attribute; DEL also removes such an IFB left in the container's
 //!   namespace, and GC removes the tagged IFBs of the network's attachments not in the valid
-//!   list (Go's GC is a no-op; Go's IFBs carry no alias, so GC leaves those alone).
+//!   list (Go's GC is a no-op; Go's IFBs carry no alias, so GC leaves those alone);
+//! - before the IFB is created, ADD writes the attachment's record (network, container,
+//!   interface, netns path; `common::sublink_record`, in `dataDir`, default [`RECORD_DIR`]),
+//!   removed by DEL and by the undo of a failed ADD, so GC, which gets no netns, also enters
+//!   the namespace of an attachment missing from the valid list and deletes the IFB a killed
+//!   ADD left there before moving it (found by its name, derived from the attachment).
 
 pub mod add;
 pub mod check;
@@ -50,6 +55,14 @@ use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
 use crate::netns;
+
+/// Where the attachment records go when the config names no `dataDir`.
+pub const RECORD_DIR: &str = "/run/rcni/bandwidth";
+
+/// The directory of the attachment records (see [`add`]): `dataDir`, else [`RECORD_DIR`].
+fn record_dir(args: &CmdArgs) -> Result<std::path::PathBuf, CniError> {
+    crate::common::sublink_record::state_dir_or(&args.conf.raw, RECORD_DIR)
+}
 
 /// The bandwidth plugin.
 #[derive(Debug, Clone, Copy, Default)]

@@ -369,11 +369,30 @@ pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
 /// the record. Keeps going after a failure and reports every failure at the end.
 pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
     let dir = sublink_record::state_dir(&args.conf.raw)?;
+    gc_recorded_links(args, &dir, |record, link| {
+        let owner = record.tag();
+        link.name == owner.sublink_temp_name()
+            || link
+                .alias
+                .as_deref()
+                .is_some_and(|a| a.starts_with(&owner.prefix()))
+    })
+}
+
+/// For each record in `dir` of this network whose attachment is not in the valid list:
+/// enters its namespace (when it is still there), deletes the links `owns` says are that
+/// attachment's, then drops the record (kept when a deletion failed, so GC tries again).
+/// Keeps going after a failure and reports every failure at the end.
+pub fn gc_recorded_links(
+    args: &CmdArgs,
+    dir: &std::path::Path,
+    owns: impl Fn(&Record, &Link) -> bool,
+) -> Result<(), CniError> {
     let mut errors = Vec::new();
-    for record in sublink_record::stale(&dir, &args.conf.name, args.valid_attachments())? {
+    for record in sublink_record::stale(dir, &args.conf.name, args.valid_attachments())? {
         let tag = record.tag();
         let deleted = match netns::open(&record.netns) {
-            Ok(Opened::Ns(ns)) => delete_tagged_links(&ns, &tag),
+            Ok(Opened::Ns(ns)) => delete_owned_links(&ns, |l| owns(&record, l)),
             Ok(Opened::Gone(e)) => {
                 log::info!("GC: {}: {e}; its links went with it", record.netns);
                 Ok(())
@@ -381,7 +400,7 @@ pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
             Err(e) => Err(e),
         };
         match deleted {
-            Ok(()) => errors.extend(sublink_record::remove(&dir, &tag).err()),
+            Ok(()) => errors.extend(sublink_record::remove(dir, &tag).err()),
             Err(e) => errors.push(e),
         }
     }
@@ -396,20 +415,14 @@ pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
     combine(links.err().into_iter().chain(leases.err()).collect())
 }
 
-/// Deletes the links in `netns` that are `owner`'s: tagged with its alias or still under its
-/// temporary name.
-fn delete_tagged_links(netns: &NetNs, owner: &AttachmentTag) -> Result<(), CniError> {
-    let prefix = owner.prefix();
-    let temp = owner.sublink_temp_name();
+/// Deletes the links in `netns` that `owns` picks.
+fn delete_owned_links(netns: &NetNs, owns: impl Fn(&Link) -> bool) -> Result<(), CniError> {
     let mut h =
         Handle::in_netns(netns).or_internal("cannot open netlink in the container namespace")?;
     let links = h
         .links()
         .or_internal("failed to list the container's links")?;
-    for link in links
-        .iter()
-        .filter(|l| l.name == temp || l.alias.as_deref().is_some_and(|a| a.starts_with(&prefix)))
-    {
+    for link in links.iter().filter(|l| owns(l)) {
         match h.delete_link(link.index) {
             Err(e) if !e.is_not_found() => {
                 return Err(CniError::internal(format!(

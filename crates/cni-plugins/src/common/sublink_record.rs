@@ -60,10 +60,15 @@ impl Record {
 /// The state directory: the config's `dataDir` (an rcni key; Go keeps no such state), else
 /// [`DEFAULT_DIR`].
 pub fn state_dir(raw: &RawObject) -> Result<PathBuf, CniError> {
+    state_dir_or(raw, DEFAULT_DIR)
+}
+
+/// The config's `dataDir`, else `default` (for another plugin keeping such records).
+pub fn state_dir_or(raw: &RawObject, default: &str) -> Result<PathBuf, CniError> {
     Ok(PathBuf::from(
         field::<String>(raw, "dataDir")?
             .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| DEFAULT_DIR.to_string()),
+            .unwrap_or_else(|| default.to_string()),
     ))
 }
 

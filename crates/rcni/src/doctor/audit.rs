@@ -30,7 +30,7 @@ use cni_runtime::{CacheEntry, Network};
 /// One leaked object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// `cache-netns-gone`, `lease`, `veth`, `nft-rule`, `tuning-backup`.
+    /// `cache-netns-gone`, `lease`, `veth`, `nft-rule`, `tuning-backup`, `sandbox-netns-gone`.
     pub kind: &'static str,
     /// The object: a file path, an interface name, `table/chain handle N`.
     pub object: String,

@@ -1,12 +1,14 @@
 //! `rcni doctor`: diagnosis for operators. `explain` places an error message from kubelet
 //! events or runtime logs in its CNI lifecycle stage; without an argument the node is
 //! inspected read-only (configs, plugins, and the leak audit of `audit.rs`), and `--fix`
-//! removes the leaks through the plugins' DEL and GC (`fix.rs`).
+//! removes the leaks through the plugins' DEL and GC (`fix.rs`); `rcni pod` records without
+//! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`).
 
 mod audit;
 mod explain;
 mod fix;
 mod read;
+mod sandboxes;
 
 use std::path::Path;
 
@@ -62,15 +64,28 @@ fn config_problems(conf_dir: &Path, rt: &Runtime) -> Vec<Problem> {
 }
 
 /// Inspects the node; with `fix`, removes the leaks and inspects again. Returns whether the
-/// node is clean (no problem and no leak left).
-pub fn inspect(conf_dir: &Path, rt: &Runtime, fix: bool, json_out: bool) -> Result<bool, String> {
+/// node is clean (no problem and no leak left). Sandboxes are removed first: their DEL takes
+/// their cache entries with them, so the rest is judged again afterwards.
+pub fn inspect(
+    conf_dir: &Path,
+    rt: &Runtime,
+    pod_state_dir: &Path,
+    fix: bool,
+    json_out: bool,
+) -> Result<bool, String> {
     let problems = config_problems(conf_dir, rt);
-    let snap = Snapshot::read(conf_dir, rt.cache_dir())?;
-    let mut findings = judge(&snap);
+    let audit = || -> Result<Vec<Finding>, String> {
+        let mut f = sandboxes::audit(pod_state_dir)?;
+        f.extend(judge(&Snapshot::read(conf_dir, rt.cache_dir())?));
+        Ok(f)
+    };
+    let mut findings = audit()?;
     let mut applied = Vec::new();
     if fix && !findings.is_empty() {
-        applied = fix::apply(rt, &snap, &findings);
-        findings = judge(&Snapshot::read(conf_dir, rt.cache_dir())?);
+        applied = sandboxes::fix(rt, conf_dir, pod_state_dir, &findings);
+        let snap = Snapshot::read(conf_dir, rt.cache_dir())?;
+        applied.extend(fix::apply(rt, &snap, &judge(&snap)));
+        findings = audit()?;
     }
     if json_out {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied});

@@ -15,7 +15,7 @@
 
 mod checks;
 mod config;
-mod evidence;
+pub(crate) mod evidence;
 mod failures;
 mod http;
 mod lifecycle;

@@ -51,6 +51,8 @@ pub struct PodEnv {
     pub conf: PathBuf,
     pub state: PathBuf,
     pub cache: PathBuf,
+    /// `--run-dir`: the gc-on-start marker of this env (never the machine's /run/rcni).
+    pub run: PathBuf,
     pub ipam: PathBuf,
     /// The `--bin-dir` value.
     pub bin_dirs: String,
@@ -102,6 +104,7 @@ impl PodEnv {
             conf: dir.join("net.d"),
             state: dir.join("state"),
             cache: dir.join("cache"),
+            run: dir.join("run"),
             ipam: dir.join("ipam"),
             bin_dirs: format!("{}:{}", main_dir.display(), test_bin.display()),
             test_bin,
@@ -154,6 +157,23 @@ impl PodEnv {
     }
 
     fn command_with_bins(&self, bin_dirs: &str, args: &[&str]) -> Command {
+        let mut c = self.rcni_command(bin_dirs);
+        c.arg("pod")
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--run-dir")
+            .arg(&self.run)
+            .args(args);
+        c
+    }
+
+    /// `rcni <args>` (any verb) in the host namespace, with this env's dirs.
+    pub fn rcni(&self, args: &[&str]) -> Output {
+        let mut c = self.rcni_command(&self.bin_dirs);
+        c.args(args).output().unwrap()
+    }
+
+    fn rcni_command(&self, bin_dirs: &str) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--net={}", self.sb.host().path.display()))
             .arg(env!("CARGO_BIN_EXE_rcni"))
@@ -163,10 +183,6 @@ impl PodEnv {
             .arg(bin_dirs)
             .arg("--cache-dir")
             .arg(&self.cache)
-            .arg("pod")
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(args)
             .env_remove("CNI_ARGS")
             .env_remove("CAP_ARGS")
             .env_remove("NETCONFPATH")
@@ -275,6 +291,11 @@ impl PodEnv {
             .filter(|w| w.starts_with(&self.prefix))
             .map(String::from)
             .collect()
+    }
+
+    /// Files in the `--run-dir` (the gc-on-start marker).
+    pub fn run_files(&self) -> Vec<String> {
+        names_in(&self.run)
     }
 
     /// Records (and temp files) in the state dir.
