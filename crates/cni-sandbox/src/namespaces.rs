@@ -12,7 +12,8 @@ pub trait Namespaces: Send + Sync {
     fn create(&self, name: &str) -> Result<String, String>;
     /// Removes the namespace `name`; an already missing one is success.
     fn remove(&self, name: &str) -> Result<(), String>;
-    /// True when `path` exists (a DEL for a vanished namespace gets an empty `CNI_NETNS`).
+    /// True when `path` is a network namespace that still exists (a DEL for a vanished one,
+    /// or for a leftover plain file at its path, gets an empty `CNI_NETNS`).
     fn exists(&self, path: &str) -> bool {
         std::path::Path::new(path).exists()
     }

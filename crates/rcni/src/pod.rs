@@ -112,6 +112,13 @@ impl Namespaces for LinuxNamespaces {
             _ => Ok(()),
         }
     }
+
+    /// A path is only a namespace when it opens as one: a process killed between creating
+    /// the mount point and the bind mount (or between unmounting and unlinking it) leaves a
+    /// plain file there, and Go plugins fail DEL on such a path ("unknown FS magic").
+    fn exists(&self, path: &str) -> bool {
+        NetNs::open(std::path::Path::new(path)).is_ok()
+    }
 }
 
 fn failed(verb: &str, e: &SandboxError) -> Failure {

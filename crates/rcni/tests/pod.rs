@@ -175,6 +175,47 @@ fn netns_removed_before_stop_still_releases_everything_with_go_plugins() {
     netns_removed_before_stop(Plugins::Go);
 }
 
+/// A process killed between unmounting the pod's namespace and unlinking its path leaves a
+/// plain file there: stop treats it as a vanished namespace (empty `CNI_NETNS`, which Go's
+/// plugins accept; they refuse the file itself), and rm removes the file.
+fn netns_left_as_a_plain_file(plugins: Plugins) {
+    let Some(env) = PodEnv::new(plugins) else {
+        return;
+    };
+    env.write_conf("10-pods.conflist", &env.pods_conflist(36, 24, ""));
+    let id = env.new_id("plain");
+    env.run(&id, &["--port", "18086:80"]);
+    let path = format!("/run/netns/{}", PodEnv::netns_name(&id));
+    let umount = std::process::Command::new("umount")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(umount.status.success(), "{umount:?}");
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "a plain file is left at {path}"
+    );
+    env.pod_ok(&["stop", &id]);
+    assert!(env.leases().is_empty(), "{}", env.label());
+    assert!(env.cache_entries().is_empty(), "{}", env.label());
+    env.pod_ok(&["rm", &id]);
+    assert!(
+        !std::path::Path::new(&path).exists(),
+        "{path} removed by rm"
+    );
+    env.assert_only(&[], "after rm");
+}
+
+#[test]
+fn netns_left_as_a_plain_file_is_treated_as_gone_with_rcni_plugins() {
+    netns_left_as_a_plain_file(Plugins::Rcni);
+}
+
+#[test]
+fn netns_left_as_a_plain_file_is_treated_as_gone_with_go_plugins() {
+    netns_left_as_a_plain_file(Plugins::Go);
+}
+
 /// The conflist is deleted while the pod runs: stop uses the config in the record.
 fn conflist_removed_between_run_and_stop(plugins: Plugins) {
     let Some(env) = PodEnv::new(plugins) else {
