@@ -7,8 +7,18 @@ use crate::sys::*;
 use crate::transport::{SocketTransport, Transport};
 use crate::Error;
 
-/// How many times a dump interrupted by a concurrent ruleset change is attempted.
-const DUMP_ATTEMPTS: usize = 5;
+/// How many times a dump interrupted by a concurrent ruleset change is attempted: many
+/// plugins changing the ruleset at once can interrupt several immediate retries in a row.
+const DUMP_ATTEMPTS: usize = 40;
+
+/// A growing, jittered pause between dump attempts, so that concurrent retries spread out.
+fn pause_before_retry(attempt: usize) {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos() % 1000));
+    let step = attempt.min(10) as u64 * 500;
+    std::thread::sleep(std::time::Duration::from_micros(step + jitter));
+}
 
 /// An nf_tables / conntrack client bound to the network namespace its socket was opened in.
 ///
@@ -164,11 +174,12 @@ impl Nft {
     /// Runs a dump request and returns every object, retrying when a concurrent change
     /// interrupted it.
     pub(crate) fn dump(&mut self, msg: &NfMsg, what: &str) -> Result<Vec<DumpItem>, Error> {
-        for _ in 0..DUMP_ATTEMPTS {
+        for attempt in 0..DUMP_ATTEMPTS {
             if let Some(items) = self.dump_once(msg, what)? {
                 return Ok(items);
             }
             log::debug!("{what}: dump interrupted by a concurrent change, retrying");
+            pause_before_retry(attempt);
         }
         Err(Error::DumpInterrupted {
             what: what.to_string(),

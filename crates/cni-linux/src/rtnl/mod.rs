@@ -42,7 +42,19 @@ use netlink_packet_route::RouteNetlinkMessage;
 use crate::netns::NetNs;
 
 /// How many times an interrupted dump (`NLM_F_DUMP_INTR`) is attempted before giving up.
-const DUMP_ATTEMPTS: usize = 5;
+/// With 16 pods tearing down at once the link table changes constantly: five immediate
+/// retries were all interrupted (the pod soak), so retries are many and paced.
+const DUMP_ATTEMPTS: usize = 40;
+
+/// Waits a little longer after each interrupted dump, jittered so that concurrent plugins
+/// retrying the same dump do not collide again in lockstep.
+fn pause_before_retry(attempt: usize) {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos() % 1000));
+    let step = attempt.min(10) as u64 * 500;
+    std::thread::sleep(std::time::Duration::from_micros(step + jitter));
+}
 
 /// A netlink route client bound to the namespace its socket was created in.
 pub struct Handle {
@@ -93,12 +105,13 @@ impl Handle {
         &mut self,
         msg: RouteNetlinkMessage,
     ) -> Result<Vec<RouteNetlinkMessage>, Error> {
-        for _ in 0..DUMP_ATTEMPTS {
+        for attempt in 0..DUMP_ATTEMPTS {
             let reply = self.exchange(msg.clone(), NLM_F_DUMP)?;
             if !reply.interrupted {
                 return Ok(reply.messages);
             }
             log::debug!("netlink dump interrupted, retrying");
+            pause_before_retry(attempt);
         }
         Err(Error::DumpInterrupted {
             attempts: DUMP_ATTEMPTS,
