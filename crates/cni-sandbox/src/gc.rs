@@ -1,5 +1,5 @@
 //! GC: with every verb excluded (the state lock held exclusively), finish what killed
-//! processes left, then hand the runtime's GC the set of valid attachments (every network of
+//! processes left (after the plugins they started, which outlive them, have exited), then hand the runtime's GC the set of valid attachments (every network of
 //! every recorded sandbox) for every network the node knows: the conf dir's, the records'
 //! and the result cache's (a network whose file is gone still has leases to release).
 //! containerd has no GC at all (RC §2); this is how a node recovers leaked leases.
@@ -38,7 +38,7 @@ impl Sandboxes {
             undone,
             finished,
             mut errors,
-        } = self.recover_locked()?;
+        } = self.recover_locked(true)?;
         let swept = self.store.sweep();
         let (recs, bad) = self.store.records()?;
         if !bad.is_empty() {

@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cni_runtime::{
     default_ifname, discover, Attachment, Member, Network, Runtime, SandboxNetworks,
@@ -24,6 +25,9 @@ use crate::record::{
 use crate::request::{capability_args, cni_args, new_id, RunRequest};
 use crate::status::{pod_ips, SandboxStatus};
 use crate::store::{RecordStore, SandboxLock};
+
+/// How long gc waits for the surviving plugins of a killed verb (they hold its sandbox lock).
+pub const ORPHAN_WAIT: Duration = Duration::from_secs(120);
 
 /// The capability argument that marks an attachment as made by the sandboxes of one state dir.
 pub const STATE_MARK: &str = "rcni.dev/sandbox-state";
@@ -400,14 +404,34 @@ impl Sandboxes {
     /// running elsewhere (their lock is held) are left alone.
     pub fn recover(&self) -> Result<Recovery, SandboxError> {
         let _state = self.store.lock_state(false)?;
-        self.recover_locked()
+        self.recover_locked(false)
     }
 
-    pub(crate) fn recover_locked(&self) -> Result<Recovery, SandboxError> {
+    /// Recovery with the state lock held. With `exclusive` (gc holds it exclusively) no verb
+    /// is alive, so a sandbox lock that is held belongs to the plugins of a killed verb, which
+    /// outlive it: recovery waits for them (up to [`ORPHAN_WAIT`]) instead of racing their
+    /// ADD with its DEL.
+    pub(crate) fn recover_locked(&self, exclusive: bool) -> Result<Recovery, SandboxError> {
         let mut report = Recovery::default();
         let (recs, _) = self.store.records()?;
         for seen in recs.iter().filter(|r| needs_recovery(r)) {
-            let Some(lock) = self.store.lock_sandbox(&seen.id, false)? else {
+            let mut lock = self.store.lock_sandbox(&seen.id, false)?;
+            if lock.is_none() && exclusive {
+                log::warn!(
+                    "sandbox {}: waiting for the plugins of a killed run or stop to exit",
+                    seen.id
+                );
+                lock = self.store.lock_sandbox_within(&seen.id, ORPHAN_WAIT)?;
+                if lock.is_none() {
+                    report.errors.push(format!(
+                        "sandbox {}: still locked after {}s by the plugins of a killed verb; \
+                         left for the next gc",
+                        seen.id,
+                        ORPHAN_WAIT.as_secs()
+                    ));
+                }
+            }
+            let Some(lock) = lock else {
                 continue;
             };
             // Re-read under the lock: the owner may have finished meanwhile.

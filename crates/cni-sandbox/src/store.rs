@@ -7,14 +7,23 @@
 //!   records it takes as valid cannot grow under it.
 //! - `<dir>/locks/<id>`: held exclusively by the verb working on that sandbox. A record in a
 //!   transient state whose lock can be taken has no live owner: it was left by a crash.
+//!   The plugins the verb starts inherit this lock (its descriptor is not close-on-exec):
+//!   they run in process groups of their own and outlive a killed verb, finishing their ADD
+//!   or DEL after it died. Until the last of them exits the sandbox stays locked, so recovery
+//!   cannot DEL an attachment that a surviving plugin is still creating (which would leak
+//!   whatever that plugin writes after the DEL, such as a lease).
 //!
 //! Temp files are `.<id>.json.tmp-<pid>`: a writer killed before its rename leaves one that
 //! the next `gc` (which excludes every writer) removes.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 
 use crate::error::SandboxError;
 use crate::record::SandboxRecord;
@@ -24,6 +33,9 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/rcni/sandboxes";
 
 const RECORD_EXT: &str = "json";
 const TEMP_MARK: &str = ".tmp-";
+
+/// How often a held sandbox lock is tried again by [`RecordStore::lock_sandbox_within`].
+const LOCK_POLL: Duration = Duration::from_millis(10);
 
 /// The records under one state directory.
 #[derive(Debug, Clone)]
@@ -95,21 +107,49 @@ impl RecordStore {
     /// Takes the exclusive lock of sandbox `id`, waiting for a live holder; `None` with
     /// `wait == false` when another process holds it.
     pub fn lock_sandbox(&self, id: &str, wait: bool) -> Result<Option<SandboxLock>, SandboxError> {
+        if wait {
+            self.lock_sandbox_until(id, None)
+        } else {
+            self.lock_sandbox_until(id, Some(Instant::now()))
+        }
+    }
+
+    /// Takes the exclusive lock of sandbox `id`, trying for up to `limit` while another
+    /// process (or a plugin of a killed verb) holds it; `None` when it is still held then.
+    pub fn lock_sandbox_within(
+        &self,
+        id: &str,
+        limit: Duration,
+    ) -> Result<Option<SandboxLock>, SandboxError> {
+        self.lock_sandbox_until(id, Some(Instant::now() + limit))
+    }
+
+    /// The lock of `id`: blocking without a deadline, polling until it with one.
+    fn lock_sandbox_until(
+        &self,
+        id: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<SandboxLock>, SandboxError> {
         self.ensure_dirs()?;
         let path = self.dir.join("locks").join(id);
         loop {
             let file = open_lock_file(&path)?;
-            if wait {
-                file.lock()
-                    .map_err(|e| SandboxError::io("cannot lock", &path, e))?;
-            } else {
-                match file.try_lock() {
-                    Ok(()) => {}
-                    Err(fs::TryLockError::WouldBlock) => return Ok(None),
-                    Err(fs::TryLockError::Error(e)) => {
-                        return Err(SandboxError::io("cannot lock", &path, e))
+            match deadline {
+                None => file
+                    .lock()
+                    .map_err(|e| SandboxError::io("cannot lock", &path, e))?,
+                Some(deadline) => loop {
+                    match file.try_lock() {
+                        Ok(()) => break,
+                        Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                            std::thread::sleep(LOCK_POLL);
+                        }
+                        Err(fs::TryLockError::WouldBlock) => return Ok(None),
+                        Err(fs::TryLockError::Error(e)) => {
+                            return Err(SandboxError::io("cannot lock", &path, e))
+                        }
                     }
-                }
+                },
             }
             // The holder we waited for may have removed the file: then this lock guards
             // nothing and the current file (if any) must be locked instead.
@@ -118,7 +158,10 @@ impl RecordStore {
                 .map_err(|e| SandboxError::io("cannot stat", &path, e))?;
             match fs::metadata(&path) {
                 Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
-                    return Ok(Some(SandboxLock { file, path }))
+                    // Plugins started while it is held inherit it (see the module comment).
+                    fcntl(file.as_fd(), FcntlArg::F_SETFD(FdFlag::empty()))
+                        .map_err(|e| SandboxError::io("cannot share lock", &path, e.into()))?;
+                    return Ok(Some(SandboxLock { file, path }));
                 }
                 _ => continue,
             }

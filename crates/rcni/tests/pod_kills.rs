@@ -1,6 +1,6 @@
 //! Crashes and load for `rcni pod`:
-//! - `rcni pod run` and `rcni pod stop` killed with SIGKILL (with their plugins: the whole
-//!   process group) at seeded random instants, each followed by `rcni pod gc`: afterwards the
+//! - `rcni pod run` and `rcni pod stop` killed with SIGKILL at seeded random instants (the
+//!   plugins they started live on in process groups of their own and finish after the kill), each followed by `rcni pod gc`: afterwards the
 //!   node holds exactly what the ready sandboxes account for (leases, veths, cache entries,
 //!   namespaces, rules, records), and two long-lived pods still reach each other (ping and
 //!   HTTP) after every recovery.
@@ -54,7 +54,9 @@ impl Rng {
 }
 
 /// Starts `rcni pod <args>` and SIGKILLs its process group after `delay` (if still running).
-/// Returns true when the kill landed before the process finished.
+/// Returns true when the kill landed before the process finished. The plugins rcni started
+/// run in process groups of their own (as under a CRI runtime that is restarted): they
+/// survive the kill and finish on their own, which `rcni pod gc` must wait for.
 fn kill_after(env: &PodEnv, args: &[&str], delay: Duration) -> bool {
     let mut child = env.spawn(args);
     let deadline = Instant::now() + delay;
@@ -64,7 +66,8 @@ fn kill_after(env: &PodEnv, args: &[&str], delay: Duration) -> bool {
         }
         std::thread::sleep(Duration::from_micros(500));
     }
-    // The child leads its own process group (`PodEnv::spawn`): this reaches its plugins too.
+    // The child leads its own process group (`PodEnv::spawn`): nsenter and rcni, not the
+    // plugins (cni-invoke gives each its own group).
     let pgid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     assert!(pgid.as_raw() > 1);
     let killed = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL).is_ok();
@@ -95,6 +98,87 @@ fn assert_pods_talk(env: &PodEnv, a: &(String, String), b: &(String, String), co
         "{}: {context}: HTTP b -> a: {body:?}",
         env.label()
     );
+}
+
+/// A plugin whose ADD stops half-way until `$dir/slow-go` exists (after saying so in
+/// `$dir/slow-started`), then takes a "lease" `$dir/slow-leases/<id>-<ifname>` and prints a
+/// result; its DEL releases the lease. `$dir/slow-done` marks the lease taken (before the
+/// result, which a killed caller's closed pipe answers with SIGPIPE).
+const SLOW_PLUGIN: &str = r#"#!/bin/sh
+cat >/dev/null
+dir=$(dirname "$0")
+lease="$dir/slow-leases/$CNI_CONTAINERID-$CNI_IFNAME"
+case "$CNI_COMMAND" in
+ADD)
+  touch "$dir/slow-started"
+  while [ ! -e "$dir/slow-go" ]; do sleep 0.05; done
+  mkdir -p "$dir/slow-leases" && echo "$CNI_CONTAINERID" > "$lease"
+  touch "$dir/slow-done"
+  echo '{"cniVersion":"1.0.0","ips":[{"address":"198.18.45.2/24"}]}' ;;
+DEL) rm -f "$lease" ;;
+VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}' ;;
+esac
+exit 0
+"#;
+
+/// The root cause of the soak's leaked host-local lease (issue 11): `rcni pod run` killed
+/// while a plugin's ADD is under way; the plugin survives (its own process group) and takes
+/// its lease after the kill. `gc` must not DEL the attachment before that plugin has exited
+/// (it would find nothing to release, and the lease taken afterwards would stay forever):
+/// it waits, then undoes the run, and nothing is left.
+#[test]
+fn gc_waits_for_the_surviving_plugin_of_a_killed_run_before_undoing_it() {
+    let Some(env) = PodEnv::new(Plugins::Rcni) else {
+        return;
+    };
+    let slow = env.test_bin.join("slow");
+    std::fs::write(&slow, SLOW_PLUGIN).unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.write_conf(
+        "10-slow.conflist",
+        r#"{"cniVersion":"1.0.0","name":"slow","plugins":[{"type":"slow"}]}"#,
+    );
+    let flag = |name: &str| env.test_bin.join(name);
+    let id = env.new_id("orphan");
+    let mut run = env.spawn(&["run", "pod", "--id", &id]);
+    while !flag("slow-started").exists() {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "run ended before its plugin started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pgid = nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap());
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    run.wait().unwrap();
+    assert!(!flag("slow-done").exists(), "the plugin finished too early");
+
+    // gc either says it waits for the surviving plugin, or (the bug) is done without it.
+    let mut gc = env.spawn_stderr(&["gc"]);
+    let mut said = String::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(gc.stderr.take().unwrap())) {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("waiting for the plugins") {
+            break;
+        }
+    }
+    std::fs::write(flag("slow-go"), "").unwrap();
+    let status = gc.wait().unwrap();
+    while !flag("slow-done").exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(status.success(), "gc failed: {said}");
+    let leases = std::fs::read_dir(env.test_bin.join("slow-leases"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(
+        leases, 0,
+        "a lease taken after gc's DEL was left behind (gc said: {said})"
+    );
+    assert_eq!(env.status(&id)["state"], serde_json::Value::Null);
+    env.assert_only(&[], "after gc");
 }
 
 fn kills(plugins: Plugins) {

@@ -226,6 +226,15 @@ impl PodEnv {
             .unwrap()
     }
 
+    /// `rcni pod <args>` with its stderr piped to the caller.
+    pub fn spawn_stderr(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Runs a sandbox with `--id`; returns its `--json` status.
     pub fn run(&self, id: &str, extra: &[&str]) -> Value {
         let mut args = vec!["--json", "run", "pod", "--id", id];
