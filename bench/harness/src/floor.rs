@@ -1,7 +1,11 @@
 //! Figure 3: the kernel floor. The kernel objects of a bridge attachment made in-process through
 //! rcni's netlink layer, with no plugin process and no IPAM: veth pair with the peer created in
-//! the pod, host end on the bridge and up, pod address, link up, default route. DEL deletes the
-//! pod's interface. This is the least any bridge plugin can cost.
+//! the pod, host end on the bridge and up, pod address, link up, default route, and the
+//! per-interface sysctls a bridge ADD must write (host `accept_ra`, pod `accept_dad` and
+//! `arp_notify`). Opening the pod's namespace takes one namespace thread (the type check of a
+//! bind-mounted path) and its socket plus sysctls a second, as in the plugin. DEL deletes the
+//! pod's interface. This is the least any bridge plugin can cost; the plugin's extra work
+//! (config, bridge and gateway look-ups, the port-state check, the lease file) is not in it.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
@@ -10,7 +14,8 @@ use anyhow::{Context, Result};
 use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::link::{BridgeSpec, LinkSpec};
 use cni_linux::rtnl::route::Route;
-use cni_linux::{Handle, NetNs};
+use cni_linux::rtnl::SocketTransport;
+use cni_linux::{sysctl, Handle, NetNs};
 use ipnet::IpNet;
 
 use crate::ns::NamedNs;
@@ -52,15 +57,22 @@ fn one(bridge: u32, i: usize) -> Result<(f64, f64)> {
     let started = Instant::now();
     let ns = NetNs::open(&pod.path)?;
     let mut host = Handle::new()?;
-    host.create_veth(
+    let hv = host.create_veth_returning_local(
         &LinkSpec::named(&host_name),
         &LinkSpec::named("eth0"),
         Some(&ns),
     )?;
-    let hv = host.link_by_name(&host_name)?;
     host.set_link_master(hv.index, Some(bridge))?;
     host.set_link_up(hv.index)?;
-    let mut inside = Handle::in_netns(&ns)?;
+    // The sysctls every bridge ADD owes (Go's): accept_ra=0 on the host end, DAD off and
+    // arp_notify on in the pod, written from the one thread that also opens the pod's socket.
+    sysctl::write(&sysctl::iface_key("ipv6", &host_name, "accept_ra"), "0")?;
+    let socket = ns.run(|| -> Result<SocketTransport> {
+        sysctl::write(&sysctl::iface_key("ipv6", "eth0", "accept_dad"), "0")?;
+        sysctl::write(&sysctl::iface_key("ipv4", "eth0", "arp_notify"), "1")?;
+        Ok(SocketTransport::open()?)
+    })??;
+    let mut inside = Handle::with_transport(Box::new(socket));
     let eth0 = inside.link_by_name("eth0")?;
     inside.add_address(eth0.index, addr, AddAddressOptions::default())?;
     inside.set_link_up(eth0.index)?;
