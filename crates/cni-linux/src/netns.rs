@@ -16,8 +16,10 @@
 //! touched), requires nsfs or procfs, and only then opens the file and checks that it is a
 //! *network* namespace. The type check is what `NS_GET_NSTYPE` would answer, found without
 //! an ioctl (the workspace forbids `unsafe`): the kernel's name for the handle
-//! (`net:[<inode>]`) when it gives one, else a `setns(CLONE_NEWNET)` on a throwaway thread,
-//! which the kernel refuses with EINVAL for anything but a network namespace.
+//! (`net:[<inode>]`) when it gives one, else (a bind-mounted namespace, the usual CNI_NETNS) an
+//! RTM_GETNSID request naming the file by descriptor, which the kernel refuses with EINVAL for
+//! anything but a network namespace (a `setns(CLONE_NEWNET)` on a throwaway thread, the same
+//! check, only where that request cannot be made).
 //!
 //! [`NetNs::create_named`] and [`NetNs::delete_named`] manage persistent named namespaces the way
 //! `ip netns add`/`ip netns delete` do (a bind mount under `/run/netns`); they are meant for the
@@ -304,9 +306,32 @@ fn namespace_kind(name: &str) -> Option<String> {
     (plain && inode.bytes().all(|b| b.is_ascii_digit())).then(|| kind.to_string())
 }
 
-/// Joins `file` as a network namespace on a throwaway thread: the kernel's own type check
-/// (EINVAL for anything that is not a network namespace). The calling thread never moves.
+/// The kernel's own type check of `file`: EINVAL for anything that is not a network namespace.
+/// Asked over netlink (RTM_GETNSID names a namespace by file descriptor; it only reads an id,
+/// never assigns one), which costs a plugin a round trip instead of a thread; where that
+/// request cannot be made, by joining `file` on a throwaway thread. The calling thread never
+/// moves.
 fn probe_network_namespace(file: &File) -> Result<(), Errno> {
+    use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
+    use netlink_packet_route::RouteNetlinkMessage;
+
+    let fd = u32::try_from(file.as_raw_fd()).map_err(|_| Errno::EBADF)?;
+    let mut request = NsidMessage::default();
+    request.attributes.push(NsidAttribute::Fd(fd));
+    let asked =
+        crate::rtnl::Handle::new().and_then(|mut h| h.get(RouteNetlinkMessage::GetNsId(request)));
+    match asked {
+        Ok(_) => Ok(()),
+        Err(crate::rtnl::Error::Kernel(k)) => Err(Errno::from_raw(k.errno)),
+        Err(e) => {
+            log::debug!("RTM_GETNSID failed ({e}); checking the namespace type on a thread");
+            probe_on_thread(file)
+        }
+    }
+}
+
+/// [`probe_network_namespace`] by `setns(CLONE_NEWNET)` on a throwaway thread.
+fn probe_on_thread(file: &File) -> Result<(), Errno> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| setns(file.as_fd(), CloneFlags::CLONE_NEWNET))

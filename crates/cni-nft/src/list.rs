@@ -223,6 +223,9 @@ impl Nft {
                     }
                 }
             }
+            if batch.is_empty() {
+                return Ok(0);
+            }
             match self.commit(&batch) {
                 Ok(()) => return Ok(batch.len()),
                 Err(e) if e.is_not_found() && attempt < 2 => continue,

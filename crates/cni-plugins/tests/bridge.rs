@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 const NET: &str = "brnet";
 const BR: &str = "br0";
-const SUBNET: &str = "10.44.0.0/24";
+const SUBNET: &str = "198.18.44.0/24";
 
 fn slave_data(l: &Value) -> Value {
     l["linkinfo"]["info_slave_data"].clone()
@@ -68,15 +68,15 @@ fn add_check_del_with_gateway() {
     assert_eq!(ifaces[2]["name"], "eth0");
     assert_eq!(ifaces[2]["sandbox"], pod.path.to_str().unwrap());
     assert_eq!(r["ips"][0]["interface"], 2);
-    assert_eq!(r["ips"][0]["address"], "10.44.0.2/24");
-    assert_eq!(r["ips"][0]["gateway"], "10.44.0.1");
+    assert_eq!(r["ips"][0]["address"], "198.18.44.2/24");
+    assert_eq!(r["ips"][0]["gateway"], "198.18.44.1");
 
     // Kernel: bridge with the gateway, host port, container address, sysctls.
     let br = link(env.host(), BR);
     assert_eq!(br["linkinfo"]["info_kind"], "bridge");
     assert_eq!(br["address"], ifaces[0]["mac"]);
     assert!(flags(&br).contains(&"UP".to_string()));
-    assert_eq!(addrs_of(env.host(), BR), ["10.44.0.1/24"]);
+    assert_eq!(addrs_of(env.host(), BR), ["198.18.44.1/24"]);
     let port = link(env.host(), &veth);
     assert_eq!(port["master"], BR);
     assert_eq!(port["address"], ifaces[1]["mac"]);
@@ -86,7 +86,7 @@ fn add_check_del_with_gateway() {
     let eth0 = link(&pod.name, "eth0");
     assert_eq!(eth0["address"], ifaces[2]["mac"]);
     assert_eq!(eth0["linkinfo"]["info_kind"], "veth");
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.44.0.2/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.44.2/24"]);
     assert_eq!(sysctl(&env, env.host(), "net.ipv4.ip_forward"), "1");
     assert_eq!(
         sysctl(&env, env.host(), &format!("net.ipv6.conf.{BR}.accept_ra")),
@@ -104,7 +104,7 @@ fn add_check_del_with_gateway() {
         sysctl(&env, &pod.name, "net.ipv6.conf.eth0.accept_dad"),
         "0"
     );
-    assert_eq!(env.leases(NET), ["10.44.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.44.2"]);
 
     // CHECK passes, then fails once the address is removed by hand.
     let check = Env::with_prev(&conf, &r);
@@ -113,7 +113,7 @@ fn add_check_del_with_gateway() {
     env.sb
         .exec_in(
             &pod.name,
-            ["ip", "addr", "del", "10.44.0.2/24", "dev", "eth0"],
+            ["ip", "addr", "del", "198.18.44.2/24", "dev", "eth0"],
         )
         .unwrap()
         .assert_success();
@@ -122,7 +122,7 @@ fn add_check_del_with_gateway() {
         !out.success(),
         "CHECK must fail without the address:\n{out}"
     );
-    assert!(out.stdout.contains("10.44.0.2"), "{out}");
+    assert!(out.stdout.contains("198.18.44.2"), "{out}");
 
     // DEL twice: the pair and the lease are gone, the bridge (shared) stays.
     for _ in 0..2 {
@@ -167,31 +167,31 @@ fn default_gateway_routes_and_dns() {
         NET,
         BR,
         SUBNET,
-        json!({"isDefaultGateway": true, "dns": {"nameservers": ["10.44.0.53"], "search": ["svc"]}}),
+        json!({"isDefaultGateway": true, "dns": {"nameservers": ["198.18.44.53"], "search": ["svc"]}}),
     );
     let r = env.add("bridge", &pod, "c1", &conf);
     assert_eq!(
         r["routes"],
-        json!([{"dst": "0.0.0.0/0", "gw": "10.44.0.1"}]),
+        json!([{"dst": "0.0.0.0/0", "gw": "198.18.44.1"}]),
         "{r}"
     );
     assert_eq!(
         r["dns"],
-        json!({"nameservers": ["10.44.0.53"], "search": ["svc"]})
+        json!({"nameservers": ["198.18.44.53"], "search": ["svc"]})
     );
     let routes = main_routes(&pod.name, IpFamily::V4);
     assert!(
-        routes.contains(&"default via 10.44.0.1 dev eth0".to_string()),
+        routes.contains(&"default via 198.18.44.1 dev eth0".to_string()),
         "{routes:?}"
     );
     assert!(
         routes
             .iter()
-            .any(|r| r.starts_with("10.44.0.0/24 dev eth0")),
+            .any(|r| r.starts_with("198.18.44.0/24 dev eth0")),
         "{routes:?}"
     );
     // isDefaultGateway implies isGateway.
-    assert_eq!(addrs_of(env.host(), BR), ["10.44.0.1/24"]);
+    assert_eq!(addrs_of(env.host(), BR), ["198.18.44.1/24"]);
     let check = Env::with_prev(&conf, &r);
     env.run("bridge", &env.call("CHECK", &pod, "c1", &check.to_string()))
         .assert_success();
@@ -303,7 +303,7 @@ fn two_pods_ping_and_http() {
         &env,
         "isonet",
         "br1",
-        "10.45.0.0/24",
+        "198.18.45.0/24",
         json!({"portIsolation": true}),
     );
     let rc = env.add("bridge", &c, "cc", &iso);
@@ -534,16 +534,16 @@ fn dual_stack_without_dad_delay() {
     let env = Env::new();
     let pod = env.pod();
     let mut conf = bridge_conf(&env, NET, BR, SUBNET, json!({"isDefaultGateway": true}));
-    conf["ipam"]["ranges"] = json!([[{"subnet": SUBNET}], [{"subnet": "fd44::/64"}]]);
+    conf["ipam"]["ranges"] = json!([[{"subnet": SUBNET}], [{"subnet": "2001:2:0:44::/64"}]]);
     let started = std::time::Instant::now();
     let r = env.add("bridge", &pod, "c1", &conf);
     let took = started.elapsed();
     assert_eq!(r["ips"].as_array().unwrap().len(), 2, "{r}");
-    assert_eq!(r["ips"][1]["gateway"], "fd44::1");
-    assert!(addrs_of(&pod.name, "eth0").contains(&"fd44::2/64".to_string()));
+    assert_eq!(r["ips"][1]["gateway"], "2001:2:0:44::1");
+    assert!(addrs_of(&pod.name, "eth0").contains(&"2001:2:0:44::2/64".to_string()));
     let mut br_addrs = addrs_of(env.host(), BR);
     br_addrs.sort();
-    assert_eq!(br_addrs, ["10.44.0.1/24", "fd44::1/64"]);
+    assert_eq!(br_addrs, ["198.18.44.1/24", "2001:2:0:44::1/64"]);
     assert_eq!(
         sysctl(&env, env.host(), "net.ipv6.conf.all.forwarding"),
         "1"
@@ -554,7 +554,7 @@ fn dual_stack_without_dad_delay() {
     );
     let v6 = main_routes(&pod.name, IpFamily::V6);
     assert!(
-        v6.contains(&"default via fd44::1 dev eth0".to_string()),
+        v6.contains(&"default via 2001:2:0:44::1 dev eth0".to_string()),
         "{v6:?}"
     );
     // No tentative addresses were waited for (DAD is off in the container, as in Go).
@@ -563,7 +563,7 @@ fn dual_stack_without_dad_delay() {
     env.run("bridge", &env.call("CHECK", &pod, "c1", &check.to_string()))
         .assert_success();
     // The bridge's gateway address does DAD (as in Go), so it may answer only after ~1 s.
-    let gw6: IpAddr = "fd44::1".parse().unwrap();
+    let gw6: IpAddr = "2001:2:0:44::1".parse().unwrap();
     assert!((0..10).any(|_| ping(&pod.name, gw6) || {
         std::thread::sleep(std::time::Duration::from_millis(300));
         false
@@ -578,7 +578,7 @@ fn force_address_replaces_a_conflicting_gateway() {
         .unwrap()
         .assert_success();
     env.sb
-        .exec_host(["ip", "addr", "add", "10.99.0.1/16", "dev", BR])
+        .exec_host(["ip", "addr", "add", "198.19.99.1/16", "dev", BR])
         .unwrap()
         .assert_success();
     let pod = env.pod();
@@ -587,7 +587,7 @@ fn force_address_replaces_a_conflicting_gateway() {
     assert!(!out.success());
     assert!(
         out.stdout
-            .contains("already has an IP address different from 10.44.0.1/24"),
+            .contains("already has an IP address different from 198.18.44.1/24"),
         "{out}"
     );
     // The failed ADD left nothing of its own: no pair, no lease.
@@ -603,7 +603,7 @@ fn force_address_replaces_a_conflicting_gateway() {
         json!({"isGateway": true, "forceAddress": true}),
     );
     env.add("bridge", &pod, "c1", &forced);
-    assert_eq!(addrs_of(env.host(), BR), ["10.44.0.1/24"]);
+    assert_eq!(addrs_of(env.host(), BR), ["198.18.44.1/24"]);
 }
 
 #[test]
@@ -704,7 +704,7 @@ fn fault_ipam_exhausted() {
     let env = Env::new();
     let first = env.pod();
     // A /30 has exactly one allocatable address besides the gateway.
-    let conf = bridge_conf(&env, NET, BR, "10.46.0.0/30", json!({"isGateway": true}));
+    let conf = bridge_conf(&env, NET, BR, "198.18.46.0/30", json!({"isGateway": true}));
     let r = env.add("bridge", &first, "c1", &conf);
     let kept_port = host_veth(&r);
     let pod = env.pod();
@@ -719,7 +719,7 @@ fn fault_ipam_exhausted() {
         [kept_port],
         "only the first pod's port remains"
     );
-    assert_eq!(env.leases(NET), ["10.46.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.46.2"]);
 }
 
 #[test]
@@ -734,7 +734,7 @@ fn repeated_add_of_the_same_attachment_fails_and_keeps_the_first() {
         "second ADD of the same interface must fail:\n{out}"
     );
     assert_eq!(host_ports(&env), [host_veth(&r)]);
-    assert_eq!(env.leases(NET), ["10.44.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.44.2"]);
     let check = Env::with_prev(&conf, &r);
     env.run("bridge", &env.call("CHECK", &pod, "c1", &check.to_string()))
         .assert_success();
@@ -846,7 +846,7 @@ fn differential_same_config_through_go_and_rcni() {
         json!({"isDefaultGateway": true, "mtu": 1400, "hairpinMode": true}),
         // portIsolation is left out: Debian's Go bridge (v1.1.1) predates it (v1.7.0).
         json!({"promiscMode": true}),
-        json!({"isDefaultGateway": true, "ipam": {"ranges": [[{"subnet": SUBNET}], [{"subnet": "fd44::/64"}]]}}),
+        json!({"isDefaultGateway": true, "ipam": {"ranges": [[{"subnet": SUBNET}], [{"subnet": "2001:2:0:44::/64"}]]}}),
     ];
     for extra in configs {
         let mut shapes = Vec::new();
@@ -904,7 +904,7 @@ fn mixed_chain_rcni_host_local_under_go_bridge() {
     let pod = env.pod();
     let conf = bridge_conf(&env, NET, BR, SUBNET, json!({"isGateway": true}));
     let r = env.add("bridge", &pod, "c1", &conf);
-    assert_eq!(r["ips"][0]["address"], "10.44.0.2/24");
+    assert_eq!(r["ips"][0]["address"], "198.18.44.2/24");
     assert!(ping(env.host(), container_ip(&r)));
     env.run("bridge", &env.call("DEL", &pod, "c1", &conf.to_string()))
         .assert_success();
@@ -998,7 +998,7 @@ fn concurrent_adds_share_one_bridge() {
     ips.dedup();
     assert_eq!(ips.len(), 4, "{ips:?}");
     assert_eq!(host_ports(&env).len(), 4);
-    assert_eq!(addrs_of(env.host(), BR), ["10.44.0.1/24"]);
+    assert_eq!(addrs_of(env.host(), BR), ["198.18.44.1/24"]);
     assert!(ping(&pods[0].name, container_ip(&results[3])));
 }
 

@@ -28,7 +28,7 @@ fn bridge_conf(lab: &Lab, ip_masq: bool) -> Value {
         "ipMasq": ip_masq,
         "ipam": {
             "type": "host-local",
-            "ranges": [[{"subnet": "10.190.0.0/24"}], [{"subnet": "fd00:190::/64"}]],
+            "ranges": [[{"subnet": "198.18.190.0/24"}], [{"subnet": "2001:2:0:190::/64"}]],
             "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
             "dataDir": lab.sb.dir().join("ipam"),
         }

@@ -44,7 +44,7 @@ fn pod_traffic_leaves_with_the_host_address_until_teardown() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let conf = lab.bridge_conf(NET, "cni0", "198.18.88.0/24", None);
     let (pod, res) = lab.add_pod("m1", &conf);
     let addr = pod_net(&res);
 
@@ -95,10 +95,10 @@ fn gc_keeps_valid_attachments_and_other_networks() {
             NET,
             "keep",
             "eth0",
-            &[ip("10.1.0.2/24"), ip("fd00:1::2/64")],
+            &[ip("198.18.1.2/24"), ip("2001:2:0:1::2/64")],
         )?;
-        masquerade::setup_masquerade(NET, "gone", "eth0", &[ip("10.1.0.3/24")])?;
-        masquerade::setup_masquerade("other", "gone", "eth0", &[ip("10.2.0.3/24")])
+        masquerade::setup_masquerade(NET, "gone", "eth0", &[ip("198.18.1.3/24")])?;
+        masquerade::setup_masquerade("other", "gone", "eth0", &[ip("198.18.2.3/24")])
     })
     .unwrap();
     let host = lab.host().name.clone();
@@ -128,12 +128,12 @@ fn macspoofchk_drops_frames_with_a_foreign_source_mac() {
         return;
     }
     let lab = Lab::new();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let conf = lab.bridge_conf(NET, "cni0", "198.18.88.0/24", None);
     let (pod, res) = lab.add_pod("s1", &conf);
     let ifaces = res["interfaces"].as_array().unwrap();
     let host_veth = ifaces[1]["name"].as_str().unwrap().to_string();
     let mac = ifaces[2]["mac"].as_str().unwrap().to_string();
-    let gw: std::net::IpAddr = "10.88.0.1".parse().unwrap();
+    let gw: std::net::IpAddr = "198.18.88.1".parse().unwrap();
     assert!(cni_testkit::ping(&pod.name, gw));
 
     in_host(&lab, || {
@@ -179,7 +179,7 @@ fn concurrent_setup_and_teardown_keep_one_rule_per_live_attachment() {
                     let ns = NetNs::open(host_ns).unwrap();
                     let net = if i % 3 == 0 { "masq-a" } else { "masq-b" };
                     let cid = format!("c{i}");
-                    let ip: IpNet = format!("10.50.{}.{}/16", i / 200, 2 + i % 200)
+                    let ip: IpNet = format!("198.19.{}.{}/16", i / 200, 2 + i % 200)
                         .parse()
                         .unwrap();
                     ns.run(|| {

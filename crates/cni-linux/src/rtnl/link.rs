@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsFd, AsRawFd};
 
-use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL};
 use netlink_packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoBridgePort,
     InfoData, InfoKind, InfoPortData, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo,
@@ -349,15 +349,12 @@ impl Handle {
         }
     }
 
-    /// Creates a veth pair: `local` in this handle's namespace and `peer` in `peer_netns`
-    /// (created there directly, never visible here), or here too when `peer_netns` is `None`.
-    /// Fails with EEXIST (see [`Error::is_exists`]) if a name is taken.
-    pub fn create_veth(
-        &mut self,
+    /// The request that creates a veth pair.
+    fn veth_message(
         local: &LinkSpec,
         peer: &LinkSpec,
         peer_netns: Option<&NetNs>,
-    ) -> Result<(), Error> {
+    ) -> Result<RouteNetlinkMessage, Error> {
         check_name(&local.name)?;
         check_name(&peer.name)?;
         let mut peer_attrs = spec_attributes(peer);
@@ -369,10 +366,44 @@ impl Handle {
             LinkInfo::Kind(InfoKind::Veth),
             LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(link_message(0, peer_attrs)))),
         ]));
-        self.execute(
-            RouteNetlinkMessage::NewLink(link_message(0, attrs)),
-            NLM_F_CREATE | NLM_F_EXCL,
-        )
+        Ok(RouteNetlinkMessage::NewLink(link_message(0, attrs)))
+    }
+
+    /// Creates a veth pair: `local` in this handle's namespace and `peer` in `peer_netns`
+    /// (created there directly, never visible here), or here too when `peer_netns` is `None`.
+    /// Fails with EEXIST (see [`Error::is_exists`]) if a name is taken.
+    pub fn create_veth(
+        &mut self,
+        local: &LinkSpec,
+        peer: &LinkSpec,
+        peer_netns: Option<&NetNs>,
+    ) -> Result<(), Error> {
+        let msg = Self::veth_message(local, peer, peer_netns)?;
+        self.execute(msg, NLM_F_CREATE | NLM_F_EXCL)
+    }
+
+    /// [`Handle::create_veth`] that also returns the local end as the kernel made it, saving
+    /// the look-up a caller would need for its index. The kernel echoes a new link to a
+    /// request with `NLM_F_ECHO` since Linux 6.1; on older kernels (no echo) it is looked up
+    /// by name, in a second round trip.
+    pub fn create_veth_returning_local(
+        &mut self,
+        local: &LinkSpec,
+        peer: &LinkSpec,
+        peer_netns: Option<&NetNs>,
+    ) -> Result<Link, Error> {
+        let msg = Self::veth_message(local, peer, peer_netns)?;
+        let reply = self.exchange(msg, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK | NLM_F_ECHO)?;
+        let echoed = reply.messages.into_iter().find_map(|m| match m {
+            RouteNetlinkMessage::NewLink(link) => {
+                Some(Link::from_message(link)).filter(|l| l.name == local.name)
+            }
+            _ => None,
+        });
+        match echoed {
+            Some(link) => Ok(link),
+            None => self.link_by_name(&local.name),
+        }
     }
 
     /// Creates an IFB (intermediate functional block) device, administratively up, with the

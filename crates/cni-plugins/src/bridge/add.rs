@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use cni_linux::rtnl::link::{BridgePortOptions, BridgeSpec, Link, LinkSpec};
+use cni_linux::rtnl::SocketTransport;
 use cni_linux::{sysctl, Handle, NetNs, NetlinkError};
 use cni_plugin::{ipam, CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult};
@@ -15,7 +16,7 @@ use super::conf::BridgeConf;
 use super::gateway::{calc_gateways, ensure_addr, Gateways};
 use super::vlan;
 use crate::common::fault;
-use crate::common::iface_config::{configure_iface, ConfigureOptions};
+use crate::common::iface_config::{configure_link, needs_namespace_thread, ConfigureOptions};
 use crate::common::link_info::{interface_of, mac_string};
 use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
@@ -38,8 +39,6 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
-    let mut in_container =
-        Handle::in_netns(&netns).or_internal("cannot open netlink in the container namespace")?;
     phase_trace::mark("netns");
 
     let bridge = ensure_bridge(&mut host, &conf)?;
@@ -47,24 +46,30 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let mut undo = Undo::new();
 
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
-    let pair = veth::create_pair_with_master(
+    let host_end = veth::create_tagged_host_end(
         &mut host,
-        Target::Netns(&netns, &mut in_container),
+        &netns,
         &ContainerEnd {
             name: &args.ifname,
             mtu: conf.mtu,
             mac: conf.mac,
             owner: Some(&owner),
         },
+        &owner,
         Some(bridge.index),
     )?;
-    let host_veth = pair.host.name.clone();
+    let host_veth = host_end.name.clone();
     veth::push_undo(&mut undo, &host_veth);
     fault::inject("bridge", "veth")?;
     phase_trace::mark("veth");
+    let mut in_container = enter_container(&netns, &args.ifname, &conf)?;
+    let container_end = in_container
+        .link_by_name(&args.ifname)
+        .or_internal(&format!("failed to look up {:?}", args.ifname))?;
+    phase_trace::mark("container netns");
     configure_host_port(
         &mut host,
-        &pair.host,
+        &host_end,
         &bridge,
         &PortConfig {
             hairpin: conf.hairpin_mode,
@@ -81,8 +86,8 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let mut result = CniResult::new(args.version);
     result.interfaces = vec![
         interface_of(&bridge, ""),
-        interface_of(&pair.host, ""),
-        interface_of(&pair.container, &args.netns),
+        interface_of(&host_end, ""),
+        interface_of(&container_end, &args.netns),
     ];
 
     if conf.macspoofchk {
@@ -101,13 +106,13 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         let container = ContainerSide {
             netns: &netns,
             handle: &mut in_container,
+            link: &container_end,
         };
         apply_ipam(args, &conf, container, ctx, &mut result, &mut undo)?;
     } else if !conf.disable_container_interface {
         // Layer 2 only: the container end still has to come up.
         in_container
-            .link_by_name(&args.ifname)
-            .and_then(|link| in_container.set_link_up(link.index))
+            .set_link_up(container_end.index)
             .or_internal(&format!("failed to set {:?} up", args.ifname))?;
     }
 
@@ -138,10 +143,11 @@ struct HostSide<'h> {
     bridge: &'h Link,
 }
 
-/// The container's namespace and a netlink handle already open in it.
+/// The container's namespace, a netlink handle already open in it, and the container end.
 struct ContainerSide<'c> {
     netns: &'c NetNs,
     handle: &'c mut Handle,
+    link: &'c Link,
 }
 
 /// §3.1 step 9: the IPAM lease (undone by IPAM DEL), gateways, the container's addresses and
@@ -165,7 +171,7 @@ fn apply_ipam<'a>(
         return Err(CniError::internal("IPAM plugin returned missing IP config"));
     }
     let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
-    configure_container(container, &args.ifname, result, conf.enable_dad)?;
+    configure_container(container, result, conf.enable_dad)?;
     fault::inject("bridge", "container")?;
     phase_trace::mark("container");
     if conf.is_gateway {
@@ -315,35 +321,51 @@ fn set_port_flags(h: &mut Handle, port: &Link, cfg: &PortConfig<'_>) -> Result<(
     })
 }
 
-/// Container-side settings (§3.1 step 9.3): DAD sysctls, `arp_notify`, then the IPAM result.
-/// The sysctls need a thread inside the namespace; the netlink work reuses the handle that is
-/// already open there.
+/// The one thread this ADD runs in the container's namespace, right after the pair is made:
+/// the container end's sysctls of §3.1 step 9.3 (DAD, `arp_notify`; for a layer-3 attachment,
+/// as in Go; failures ignored as in Go, IPv6 may be off), and the netlink socket every later
+/// container-side step uses from the calling thread. (Go writes the sysctls after IPAM; they
+/// only need the interface, which is still down then.)
+fn enter_container(netns: &NetNs, ifname: &str, conf: &BridgeConf) -> Result<Handle, CniError> {
+    let (layer3, enable_dad) = (conf.layer3, conf.enable_dad);
+    let socket = netns
+        .run(move || {
+            if layer3 {
+                if enable_dad {
+                    let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "enhanced_dad"), "1");
+                    let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "1");
+                } else {
+                    let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "0");
+                }
+                let _ = sysctl::write(&sysctl::iface_key("ipv4", ifname, "arp_notify"), "1");
+            }
+            SocketTransport::open()
+        })
+        .or_internal("cannot enter the container namespace")?
+        .or_internal("cannot open netlink in the container namespace")?;
+    Ok(Handle::with_transport(Box::new(socket)))
+}
+
+/// The IPAM result on the container end (§3.1 step 9.3), through the handle open in its
+/// namespace; on a thread inside it only when IPv6 needs its sysctls.
 fn configure_container(
     container: ContainerSide<'_>,
-    ifname: &str,
     result: &CniResult,
     enable_dad: bool,
 ) -> Result<(), CniError> {
-    let ContainerSide { netns, handle } = container;
+    let ContainerSide {
+        netns,
+        handle,
+        link,
+    } = container;
+    let opts = ConfigureOptions {
+        ipv6_nodad: !enable_dad,
+    };
+    if !needs_namespace_thread(result) {
+        return configure_link(handle, link, result, opts);
+    }
     netns
-        .run(move || -> Result<(), CniError> {
-            // Failures of these writes are ignored, as in Go (IPv6 may be off).
-            if enable_dad {
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "enhanced_dad"), "1");
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "1");
-            } else {
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "0");
-            }
-            let _ = sysctl::write(&sysctl::iface_key("ipv4", ifname, "arp_notify"), "1");
-            configure_iface(
-                handle,
-                ifname,
-                result,
-                ConfigureOptions {
-                    ipv6_nodad: !enable_dad,
-                },
-            )
-        })
+        .run(move || configure_link(handle, link, result, opts))
         .or_internal("cannot enter the container namespace")?
 }
 

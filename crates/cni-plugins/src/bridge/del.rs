@@ -1,5 +1,6 @@
-//! bridge DEL (PL §3.6): the masquerade teardown, delete the container interface (its host
-//! peer goes with it), then IPAM DEL, then the spoof-check teardown. Both teardowns select rules
+//! bridge DEL (PL §3.6): the masquerade teardown (on its own thread, alongside the rest),
+//! delete the container interface (its host peer goes with it), then IPAM DEL, then the
+//! spoof-check teardown. Both teardowns select rules
 //! by attachment, so they need neither the addresses nor the netns (no #810 leak).
 //!
 //! Idempotent and best effort: an empty CNI_NETNS, a namespace that is gone, or an interface
@@ -18,17 +19,26 @@ use crate::netns::{self, Opened};
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
-    let mut errors: Vec<CniError> = Vec::new();
     phase_trace::mark("conf");
-    // First, so that its socket's closing wait overlaps the veth deletion (see Teardown).
-    let mut masq_teardown = None;
-    if conf.layer3 && conf.ip_masq {
-        match masquerade::start_teardown(&args.conf.name, &args.container_id, &args.ifname) {
-            Ok(t) => masq_teardown = Some(t),
-            Err(e) => errors.push(e),
+    std::thread::scope(|scope| {
+        // On its own thread, so that it overlaps the veth deletion.
+        let masq = (conf.layer3 && conf.ip_masq).then(|| {
+            masquerade::spawn_teardown(scope, &args.conf.name, &args.container_id, &args.ifname)
+        });
+        let mut errors = delete_links_and_lease(args, &conf);
+        if let Some(masq) = masq {
+            if let Err(e) = masquerade::join_teardown(masq) {
+                errors.push(e);
+            }
         }
-    }
+        phase_trace::mark("masq");
+        combine(errors)
+    })
+}
 
+/// Everything of the DEL but masquerading; returns the errors of the steps that failed.
+fn delete_links_and_lease(args: &CmdArgs, conf: &BridgeConf) -> Vec<CniError> {
+    let mut errors: Vec<CniError> = Vec::new();
     if !args.netns.is_empty() {
         match netns::open(&args.netns) {
             Ok(Opened::Ns(ns)) => {
@@ -60,7 +70,5 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
             log::warn!("spoof check teardown: {}", e.msg);
         }
     }
-    drop(masq_teardown);
-    phase_trace::mark("masq");
-    combine(errors)
+    errors
 }

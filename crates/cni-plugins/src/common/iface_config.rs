@@ -1,12 +1,14 @@
 //! Applying an IPAM result to one interface: Go's `ipam.ConfigureIface` (PL §0.4).
 //!
 //! [`configure_iface`] must run on a thread inside the interface's namespace (inside
-//! [`cni_linux::NetNs::run`]), because it writes that namespace's sysctls.
+//! [`cni_linux::NetNs::run`]) when it writes that namespace's sysctls (for IPv6 addresses, see
+//! [`needs_namespace_thread`]).
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use cni_linux::rtnl::addr::AddAddressOptions;
+use cni_linux::rtnl::link::Link;
 use cni_linux::rtnl::route::{Route as KernelRoute, RouteScope};
 use cni_linux::{sysctl, Handle};
 use cni_types::{CniError, CniResult};
@@ -33,13 +35,30 @@ pub fn configure_iface(
     result: &CniResult,
     opts: ConfigureOptions,
 ) -> Result<(), CniError> {
-    if result.interfaces.is_empty() {
-        return Err(CniError::internal("no interfaces to configure"));
-    }
     let link = h
         .link_by_name(ifname)
         .map_err(|e| CniError::internal(format!("failed to lookup {ifname:?}: {e}")))?;
+    configure_link(h, &link, result, opts)
+}
 
+/// True when [`configure_link`] writes sysctls (it enables IPv6 for an IPv6 address), so it
+/// must run on a thread inside the link's namespace; without IPv6 addresses a handle open in
+/// that namespace is enough.
+pub fn needs_namespace_thread(result: &CniResult) -> bool {
+    result.ips.iter().any(|ip| !ip.is_ipv4())
+}
+
+/// [`configure_iface`] for a link already looked up.
+pub fn configure_link(
+    h: &mut Handle,
+    link: &Link,
+    result: &CniResult,
+    opts: ConfigureOptions,
+) -> Result<(), CniError> {
+    let ifname = link.name.as_str();
+    if result.interfaces.is_empty() {
+        return Err(CniError::internal("no interfaces to configure"));
+    }
     let mut v4gw: Option<IpAddr> = None;
     let mut v6gw: Option<IpAddr> = None;
     let mut ipv6_enabled = false;

@@ -82,6 +82,19 @@ fn skeleton(batch: &mut Batch) -> Result<(), cni_nft::Error> {
     Ok(())
 }
 
+/// [`Skeleton::in_place`] in one dump instead of four: `postrouting` holding exactly its
+/// marked fixed rules means the table and both chains exist, since only [`skeleton`] writes
+/// that marker and its last rule goes to `masq_checks` (the kernel keeps a chain that a rule
+/// refers to).
+fn skeleton_in_place(nft: &mut Nft) -> Result<bool, cni_nft::Error> {
+    let rules = nft.list_rules(FAMILY, TABLE, POSTROUTING_CHAIN)?;
+    let expected = SKELETON.fixed.iter().map(|(_, n)| n).sum::<usize>();
+    Ok(rules.len() == expected
+        && rules
+            .iter()
+            .all(|r| r.comment.as_deref() == Some(SKELETON.marker)))
+}
+
 /// The masquerade rule of one container address: everything leaving the subnet is
 /// masqueraded (multicast was skipped by `postrouting`).
 fn address_rule(addr: &IpNet, comment: &str) -> Result<Rule, cni_nft::Error> {
@@ -135,7 +148,7 @@ pub fn setup_masquerade(
 
 fn try_setup(nft: &mut Nft, tag: &AttachmentTag, ips: &[IpNet]) -> Result<(), cni_nft::Error> {
     let mut batch = Batch::new();
-    if !SKELETON.in_place(nft)? {
+    if !skeleton_in_place(nft)? {
         skeleton(&mut batch)?;
     }
     for stale in nft.list_rules(FAMILY, TABLE, CHECKS_CHAIN)? {
@@ -176,11 +189,32 @@ pub fn start_teardown(
 ) -> Result<Teardown, CniError> {
     let tag = AttachmentTag::new(network, container_id, ifname);
     let mut nft = open_host("ipMasq teardown")?;
-    super::nft_tag::delete_selected(&mut nft, &[(FAMILY, TABLE)], &[CHECKS_CHAIN], &|r| {
-        tag.owns(r)
-    })
-    .map_err(|e| nft_error("removing ipMasq rules", e))?;
+    // A missing table lists no rules and commits nothing: no separate look for the table.
+    retry_transient(|| nft.delete_rules_where(FAMILY, TABLE, &[CHECKS_CHAIN], |r| tag.owns(r)))
+        .map_err(|e| nft_error("removing ipMasq rules", e))?;
     Ok(Teardown(nft))
+}
+
+/// [`teardown_masquerade`] on a thread of `scope`, for a DEL: the nf_tables transaction and
+/// its socket's closing wait (see [`Teardown`]) run while the caller deletes the veth, whose
+/// own kernel waits take longer, so masquerading adds next to nothing to the DEL. The caller
+/// collects the outcome with [`join_teardown`].
+pub fn spawn_teardown<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    network: &'scope str,
+    container_id: &'scope str,
+    ifname: &'scope str,
+) -> std::thread::ScopedJoinHandle<'scope, Result<(), CniError>> {
+    scope.spawn(move || teardown_masquerade(network, container_id, ifname))
+}
+
+/// The outcome of a [`spawn_teardown`]; a panic on its thread goes on in the caller.
+pub fn join_teardown(
+    handle: std::thread::ScopedJoinHandle<'_, Result<(), CniError>>,
+) -> Result<(), CniError> {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Removes the masquerade rules of `network` whose attachment is not in `valid`.

@@ -60,41 +60,34 @@ pub enum Target<'h> {
 /// removes both ends.
 pub fn create_pair(
     host: &mut Handle,
-    target: Target<'_>,
-    end: &ContainerEnd<'_>,
-) -> Result<VethPair, CniError> {
-    create_pair_with_master(host, target, end, None)
-}
-
-/// [`create_pair`] whose host end is also enslaved to `master` (a bridge's index). With an
-/// owner the host end is renamed, tagged, enslaved and set up in one request, one netlink
-/// round trip less than [`create_pair`] followed by a separate enslave.
-pub fn create_pair_with_master(
-    host: &mut Handle,
     mut target: Target<'_>,
     end: &ContainerEnd<'_>,
-    master: Option<u32>,
 ) -> Result<VethPair, CniError> {
     let container_spec = LinkSpec {
         name: end.name.to_string(),
         mtu: end.mtu,
         mac: end.mac,
     };
+    if let (Target::Netns(ns, in_container), Some(owner)) = (&mut target, end.owner) {
+        let host_link = create_tagged_host_end(host, ns, end, owner, None)?;
+        return match in_container.link_by_name(end.name) {
+            Ok(container) => Ok(VethPair {
+                host: host_link,
+                container,
+            }),
+            Err(e) => {
+                let _ = host.delete_link_by_name(&host_link.name);
+                Err(CniError::internal(format!(
+                    "failed to look up {:?}: {e}",
+                    end.name
+                )))
+            }
+        };
+    }
     let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
-    // A tagged host end is already up (and enslaved) after its rename.
-    let (host_name, up_and_enslaved) = match (&mut target, end.owner) {
-        (Target::Netns(ns, _), Some(owner)) => (
-            create_tagged(host, ns, &container_spec, end.mtu, mac, owner, master)?,
-            true,
-        ),
-        (Target::Netns(ns, _), None) => (
-            create_untagged(host, Some(ns), &container_spec, end.mtu, mac)?,
-            false,
-        ),
-        (Target::Host, _) => (
-            create_untagged(host, None, &container_spec, end.mtu, mac)?,
-            false,
-        ),
+    let host_name = match &target {
+        Target::Netns(ns, _) => create_untagged(host, Some(ns), &container_spec, end.mtu, mac)?,
+        Target::Host => create_untagged(host, None, &container_spec, end.mtu, mac)?,
     };
 
     let finish = |host: &mut Handle, target: &mut Target<'_>| -> Result<VethPair, CniError> {
@@ -106,16 +99,9 @@ pub fn create_pair_with_master(
         let mut host_link = host
             .link_by_name(&host_name)
             .or_internal(&format!("failed to lookup {host_name:?}"))?;
-        if !up_and_enslaved {
-            if let Some(m) = master {
-                host.set_link_master(host_link.index, Some(m))
-                    .or_internal(&format!("failed to connect {host_name:?} to its bridge"))?;
-                host_link.master = Some(m);
-            }
-            host.set_link_up(host_link.index)
-                .or_internal(&format!("failed to set {host_name:?} up"))?;
-            host_link.up = true;
-        }
+        host.set_link_up(host_link.index)
+            .or_internal(&format!("failed to set {host_name:?} up"))?;
+        host_link.up = true;
         // We want to own the routes of this interface; failures are ignored as in Go.
         let _ = sysctl::write(&sysctl::iface_key("ipv6", &host_name, "accept_ra"), "0");
         Ok(VethPair {
@@ -140,10 +126,46 @@ fn container_name_taken(container: &str, host: &str) -> CniError {
     ))
 }
 
-/// Makes the pair under `owner`'s temporary host name, then renames the host end to a random
-/// Go-style name and tags it in one request. Returns the host end's final name. A temporary
-/// link of the same attachment is a killed ADD's leftover (a finished ADD renames it), so it
-/// is removed and the creation retried.
+/// Makes a pair with the container end `end` directly in `container_ns` and the host end tagged
+/// as `owner`'s (see the module comment), enslaved to `master` when given, up, and with
+/// `accept_ra=0`. Returns the host end; the container end is not looked up. On failure nothing
+/// of the pair is left.
+pub fn create_tagged_host_end(
+    host: &mut Handle,
+    container_ns: &NetNs,
+    end: &ContainerEnd<'_>,
+    owner: &AttachmentTag,
+    master: Option<u32>,
+) -> Result<Link, CniError> {
+    let container = LinkSpec {
+        name: end.name.to_string(),
+        mtu: end.mtu,
+        mac: end.mac,
+    };
+    let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
+    let mut link = create_tagged(host, container_ns, &container, end.mtu, mac, owner)?;
+    let temp = link.name.clone();
+    match rename_and_tag(host, link.index, &temp, &owner.comment(), master) {
+        Ok(name) => link.name = name,
+        Err(e) => {
+            let _ = delete(host, &temp);
+            return Err(e);
+        }
+    }
+    // The rename request also set these.
+    link.alias = Some(owner.comment());
+    link.up = true;
+    if master.is_some() {
+        link.master = master;
+    }
+    // We want to own the routes of this interface; failures are ignored as in Go.
+    let _ = sysctl::write(&sysctl::iface_key("ipv6", &link.name, "accept_ra"), "0");
+    Ok(link)
+}
+
+/// Makes the pair under `owner`'s temporary host name and returns that host end as the kernel
+/// reports it. A temporary link of the same attachment is a killed ADD's leftover (a finished
+/// ADD renames it), so it is removed and the creation retried.
 fn create_tagged(
     host: &mut Handle,
     container_ns: &NetNs,
@@ -151,44 +173,37 @@ fn create_tagged(
     mtu: Option<u32>,
     mac: Option<MacAddr>,
     owner: &AttachmentTag,
-    master: Option<u32>,
-) -> Result<String, CniError> {
+) -> Result<Link, CniError> {
     let temp = LinkSpec {
         name: owner.temp_link_name(),
         mtu,
         mac,
     };
-    let mut made = host.create_veth(&temp, container, Some(container_ns));
+    let mut made = host.create_veth_returning_local(&temp, container, Some(container_ns));
     if matches!(&made, Err(e) if e.is_exists()) && host.link_by_name(&temp.name).is_ok() {
         delete(host, &temp.name).map_err(CniError::internal)?;
-        made = host.create_veth(&temp, container, Some(container_ns));
+        made = host.create_veth_returning_local(&temp, container, Some(container_ns));
     }
     match made {
-        Ok(()) => {}
-        Err(e) if e.is_exists() => {
-            return Err(container_name_taken(container.name.as_str(), &temp.name))
+        Ok(link) => Ok(link),
+        Err(e) if e.is_exists() => Err(container_name_taken(container.name.as_str(), &temp.name)),
+        Err(e) => {
+            // Created, but the look-up after it failed (a kernel without NLM_F_ECHO).
+            let _ = delete(host, &temp.name);
+            Err(CniError::internal(format!("failed to make veth pair: {e}")))
         }
-        Err(e) => return Err(CniError::internal(format!("failed to make veth pair: {e}"))),
     }
-    let tagged = rename_and_tag(host, &temp.name, &owner.comment(), master);
-    if tagged.is_err() {
-        let _ = delete(host, &temp.name);
-    }
-    tagged
 }
 
-/// Renames the temporary host end to a random Go-style name, tags it, enslaves it to
-/// `master` when given and sets it up, in one request per name tried.
+/// Renames the temporary host end `temp` (at `index`) to a random Go-style name, tags it,
+/// enslaves it to `master` when given and sets it up, in one request per name tried.
 fn rename_and_tag(
     host: &mut Handle,
+    index: u32,
     temp: &str,
     alias: &str,
     master: Option<u32>,
 ) -> Result<String, CniError> {
-    let index = host
-        .link_by_name(temp)
-        .or_internal(&format!("failed to look up {temp:?}"))?
-        .index;
     for _ in 0..NAME_ATTEMPTS {
         let name = random::veth_name().or_internal("failed to generate random veth name")?;
         match host.rename_link_with_alias_up(index, &name, alias, master) {
