@@ -253,7 +253,7 @@ fn every_config_error() {
             matches!(e, ConfigError::WrongType { .. })
         }),
         (
-            with_ipam(json!({"subnet": "198.18.128.0/24", "gateway": "10.0.0"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "gateway": "198.18.128"})),
             |e| matches!(e, ConfigError::InvalidIp { .. }),
         ),
         (
@@ -536,7 +536,8 @@ fn malformed_json_is_a_decoding_error() {
 #[test]
 fn invalid_cni_args_ip() {
     let value = with_ipam(json!({"subnet": "198.18.128.0/24"}));
-    let error = HostLocalConfig::parse(value.to_string().as_bytes(), Some("10.0.0.x")).unwrap_err();
+    let error =
+        HostLocalConfig::parse(value.to_string().as_bytes(), Some("198.18.128.x")).unwrap_err();
     assert!(matches!(error, ConfigError::InvalidRequestedIp { .. }));
 }
 

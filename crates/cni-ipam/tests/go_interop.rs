@@ -261,7 +261,7 @@ fn go_waiting_on_the_lock_is_seen() {
             .reserve(
                 &format!("r{}", n + 1),
                 "eth0",
-                ip(&format!("10.9.0.{}", 100 + n)),
+                ip(&format!("198.19.16.{}", 100 + n)),
                 0
             )
             .unwrap());
