@@ -20,7 +20,7 @@ use crate::stop;
 
 pub const FIGURE: &str = "host-local scale";
 const NETWORK: &str = "hlscale";
-const SUBNET_BASE: Ipv4Addr = Ipv4Addr::new(10, 247, 0, 0);
+const SUBNET_BASE: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 0);
 const OPS: [&str; 3] = ["ADD", "CHECK", "DEL"];
 
 /// Lease counts and timed rounds per count.

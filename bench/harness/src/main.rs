@@ -31,6 +31,8 @@ use report::Report;
 
 struct Options {
     quick: bool,
+    /// The figures to run (every one when empty), by [`STEPS`] name.
+    only: Vec<String>,
     out: PathBuf,
     rcni_plugins: PathBuf,
     rcni_cli: PathBuf,
@@ -40,6 +42,7 @@ struct Options {
 fn parse_args() -> Result<Options> {
     let mut o = Options {
         quick: false,
+        only: Vec::new(),
         out: PathBuf::from("bench/out"),
         rcni_plugins: PathBuf::from("target/release/rcni-plugins"),
         rcni_cli: PathBuf::from("target/release/rcni"),
@@ -51,11 +54,16 @@ fn parse_args() -> Result<Options> {
         match a.as_str() {
             "--quick" => o.quick = true,
             "--out" => o.out = value()?.into(),
+            "--only" => o.only.extend(parse_only(&value()?)?),
             "--rcni-plugins" => o.rcni_plugins = value()?.into(),
             "--rcni" => o.rcni_cli = value()?.into(),
             "--go-dir" => o.go_dir = value()?.into(),
             "-h" | "--help" => {
-                println!("usage: rcni-bench [--quick] [--out DIR] [--rcni-plugins BIN] [--rcni BIN] [--go-dir DIR]");
+                println!(
+                    "usage: rcni-bench [--quick] [--only FIGURE[,FIGURE]] [--out DIR] \
+                     [--rcni-plugins BIN] [--rcni BIN] [--go-dir DIR]\nfigures: {}",
+                    STEPS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+                );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (see --help)"),
@@ -113,8 +121,80 @@ fn main() {
     }
 }
 
+/// One step of the run: its `--only` name and the figures (`"figure"` in results.jsonl) it
+/// produces.
+struct Step {
+    name: &'static str,
+    figures: &'static [&'static str],
+}
+
+const STEPS: &[Step] = &[
+    Step {
+        name: "startup",
+        figures: &["startup"],
+    },
+    Step {
+        name: "latency",
+        figures: &["latency"],
+    },
+    Step {
+        name: "kernel-floor",
+        figures: &["kernel floor"],
+    },
+    Step {
+        name: "phases",
+        figures: &["phases"],
+    },
+    Step {
+        name: "runtime",
+        figures: &["runtime"],
+    },
+    Step {
+        name: "churn",
+        figures: &["churn"],
+    },
+    Step {
+        name: "pods",
+        figures: &["pods"],
+    },
+    Step {
+        name: "resources",
+        figures: &["size", "resources"],
+    },
+    Step {
+        name: "host-local-scale",
+        figures: &[hostlocal_scale::FIGURE],
+    },
+    Step {
+        name: "portmap-scale",
+        figures: &[portmap_scale::FIGURE],
+    },
+];
+
+/// The step names of an `--only` value: comma-separated step or figure names, spaces and
+/// dashes alike (`host-local-scale`, `"host-local scale"`, `size`).
+fn parse_only(value: &str) -> Result<Vec<String>> {
+    value
+        .split(',')
+        .map(|w| w.trim().replace(' ', "-"))
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            STEPS
+                .iter()
+                .find(|s| s.name == w || s.figures.iter().any(|f| f.replace(' ', "-") == w))
+                .map(|s| s.name.to_string())
+                .with_context(|| {
+                    let names: Vec<_> = STEPS.iter().map(|s| s.name).collect();
+                    format!("unknown figure {w:?} (one of: {})", names.join(", "))
+                })
+        })
+        .collect()
+}
+
 fn run() -> Result<()> {
+    let started = std::time::Instant::now();
     let o = parse_args()?;
+    let wanted = |name: &str| o.only.is_empty() || o.only.iter().any(|n| n == name);
     let (runs_version, runs_latency, churn_n) = if o.quick { (5, 3, 4) } else { (300, 60, 100) };
     let work = tempdir()?;
     let rcni = Impl {
@@ -133,53 +213,83 @@ fn run() -> Result<()> {
     }
     let rcni_cli = std::fs::canonicalize(&o.rcni_cli).unwrap_or(o.rcni_cli.clone());
     let out = std::env::current_dir()?.join(&o.out);
+    // What bench/run checks for afterwards: the figures of the steps asked for.
+    std::fs::create_dir_all(&out)?;
+    let expected: String = STEPS
+        .iter()
+        .filter(|s| wanted(s.name))
+        .flat_map(|s| s.figures.iter().map(|f| format!("{f}\n")))
+        .collect();
+    std::fs::write(out.join("figures.txt"), expected)?;
 
     let load_start = loadavg();
     let host = ns::NamedNs::create("host")?;
     ns::enter(&host)?;
     let mut report = Report::default();
-    if std::env::var("RCNI_BENCH_ONLY").as_deref() == Ok("portmap-scale") {
+    let step = |name: &str| {
+        let run = wanted(name);
+        if run {
+            eprintln!(
+                "rcni-bench: {name} (at {:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        run
+    };
+    if step("startup") {
+        startup::measure(&mut report, &rcni, &go, runs_version)?;
+    }
+    if step("latency") {
+        latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
+    }
+    if step("kernel-floor") {
+        floor::measure(&mut report, runs_latency)?;
+    }
+    if step("phases") {
+        phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
+    }
+    if step("runtime") {
+        overhead::measure(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
+    }
+    if step("churn") {
+        churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
+    }
+    if step("pods") {
+        let (pods_n, pods_c) = if o.quick { (6, 3) } else { (100, 16) };
+        pods::measure(&mut report, &rcni_cli, &rcni, &go, pods_n, pods_c, &work.0)?;
+    }
+    if step("resources") {
+        resources::measure(&mut report, &rcni, &go, &work.0)?;
+    }
+    if step("host-local-scale") {
+        if let Err(e) = hostlocal_scale::measure(&mut report, &rcni, &go, o.quick, &work.0) {
+            report.add_row(hostlocal_scale::failed_row(&e));
+        }
+    }
+    if step("portmap-scale") {
         portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
-        report.write(&out)?;
-        print!("{}", report.markdown());
-        return Ok(());
     }
-    eprintln!("rcni-bench: figure 1 (startup)");
-    startup::measure(&mut report, &rcni, &go, runs_version)?;
-    eprintln!("rcni-bench: figure 2 (attachment latency)");
-    latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
-    eprintln!("rcni-bench: figure 3 (kernel floor)");
-    floor::measure(&mut report, runs_latency)?;
-    phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
-    overhead::measure(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
-    eprintln!("rcni-bench: figure 4 (churn)");
-    churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
-    eprintln!("rcni-bench: figure pods (100 sandboxes at once through rcni pod)");
-    let (pods_n, pods_c) = if o.quick { (6, 3) } else { (100, 16) };
-    pods::measure(&mut report, &rcni_cli, &rcni, &go, pods_n, pods_c, &work.0)?;
-    eprintln!("rcni-bench: figure 5 (resources)");
-    resources::measure(&mut report, &rcni, &go, &work.0)?;
-    eprintln!(
-        "rcni-bench: figure {} (host-local at 0..10k leases)",
-        hostlocal_scale::FIGURE
-    );
-    if let Err(e) = hostlocal_scale::measure(&mut report, &rcni, &go, o.quick, &work.0) {
-        report.add_row(hostlocal_scale::failed_row(&e));
-    }
-    eprintln!("rcni-bench: figure 6 (portmap scale)");
-    portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
     let leftovers = ns::links_with_prefix("veth");
+    let took = started.elapsed().as_secs_f64();
     report.notes.push(format!(
         "Machine load (1/5/15 min) at start: {load_start}; at end: {}. Runs: {runs_version} VERSION, \
          {runs_latency} attachments per chain, churn {churn_n}. Times are medians, spawn to exit. \
          rcni/Go below 1 means rcni is faster for ms, and above 1 means rcni does more for att/s. \
-         Leftover host veths after all figures: {}.",
+         Leftover host veths after all figures: {}. Figures: {}. Total duration: {:.0} min {:.0} s.",
         loadavg(),
-        leftovers.len()
+        leftovers.len(),
+        if o.only.is_empty() { "all".to_string() } else { o.only.join(", ") },
+        (took / 60.0).floor(),
+        took % 60.0,
     ));
     report.write(&out)?;
     print!("{}", report.markdown());
-    eprintln!("rcni-bench: wrote {}", out.display());
+    eprintln!(
+        "rcni-bench: wrote {} after {:.0} min {:.0} s",
+        out.display(),
+        (took / 60.0).floor(),
+        took % 60.0
+    );
     if !leftovers.is_empty() {
         bail!("leftover host interfaces: {leftovers:?}");
     }
@@ -198,5 +308,18 @@ fn tempdir() -> Result<TempDir> {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_takes_step_and_figure_names() {
+        let got = parse_only("host-local-scale, portmap scale,size").unwrap();
+        assert_eq!(got, ["host-local-scale", "portmap-scale", "resources"]);
+        assert!(parse_only("nonsense").is_err());
+        assert!(parse_only("").unwrap().is_empty());
     }
 }

@@ -21,7 +21,7 @@ use crate::report::Report;
 use crate::stats::{median, ms};
 use crate::stop;
 
-const FIGURE: &str = "portmap scale";
+pub const FIGURE: &str = "portmap scale";
 const NET: &str = "pmscale";
 const OPS: [&str; 3] = ["ADD", "CHECK", "DEL"];
 

@@ -244,17 +244,17 @@ mod tests {
         // Go assigns every matching key in turn, so the last one wins even when an earlier
         // spelling repeats.
         let obj = doc(
-            r#"{"Subnet": "10.0.0.0/8", "SUBNET": "10.1.0.0/16", "Subnet": "10.2.0.0/16", "other": 1}"#,
+            r#"{"Subnet": "198.18.0.0/15", "SUBNET": "198.18.144.0/20", "Subnet": "198.18.160.0/20", "other": 1}"#,
         );
         assert_eq!(
             obj.cidr("subnet").unwrap(),
-            Some("10.2.0.0/16".parse().unwrap())
+            Some("198.18.160.0/20".parse().unwrap())
         );
         assert!(obj.get("missing").is_none());
-        let escaped = doc(r#"{"sub\u006eet": "10.3.0.0/16"}"#);
+        let escaped = doc(r#"{"sub\u006eet": "198.18.176.0/20"}"#);
         assert_eq!(
             escaped.cidr("subnet").unwrap(),
-            Some("10.3.0.0/16".parse().unwrap())
+            Some("198.18.176.0/20".parse().unwrap())
         );
     }
 

@@ -77,10 +77,10 @@ mod tests {
 
     #[test]
     fn mapped_addresses_become_ipv4() {
-        assert_eq!(canonical(ip("::ffff:10.1.2.3")), ip("10.1.2.3"));
-        assert_eq!(go_string(ip("::ffff:10.1.2.3")), "10.1.2.3");
+        assert_eq!(canonical(ip("::ffff:198.18.146.3")), ip("198.18.146.3"));
+        assert_eq!(go_string(ip("::ffff:198.18.146.3")), "198.18.146.3");
         // IPv4-compatible (deprecated) addresses are not mapped; Go keeps them as IPv6 too.
-        assert_eq!(canonical(ip("::10.1.2.3")), ip("::a01:203"));
+        assert_eq!(canonical(ip("::198.18.146.3")), ip("::c612:9203"));
     }
 
     #[test]
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn next_ip_wraps_and_carries() {
-        assert_eq!(next_ip(ip("10.0.0.255")), ip("10.0.1.0"));
+        assert_eq!(next_ip(ip("198.18.128.255")), ip("198.18.129.0"));
         assert_eq!(next_ip(ip("255.255.255.255")), ip("0.0.0.0"));
         assert_eq!(next_ip(ip("fd00::ffff")), ip("fd00::1:0"));
         assert_eq!(
@@ -111,15 +111,15 @@ mod tests {
     #[test]
     fn optional_prefix_is_dropped() {
         assert_eq!(
-            parse_ip_with_optional_prefix("10.0.0.5/24"),
-            Some(ip("10.0.0.5"))
+            parse_ip_with_optional_prefix("198.18.128.5/24"),
+            Some(ip("198.18.128.5"))
         );
         assert_eq!(
-            parse_ip_with_optional_prefix("10.0.0.5"),
-            Some(ip("10.0.0.5"))
+            parse_ip_with_optional_prefix("198.18.128.5"),
+            Some(ip("198.18.128.5"))
         );
-        assert_eq!(parse_ip_with_optional_prefix("10.0.0.5/33"), None);
+        assert_eq!(parse_ip_with_optional_prefix("198.18.128.5/33"), None);
         assert_eq!(parse_ip_with_optional_prefix(""), None);
-        assert_eq!(parse_ip_with_optional_prefix(" 10.0.0.5"), None);
+        assert_eq!(parse_ip_with_optional_prefix(" 198.18.128.5"), None);
     }
 }

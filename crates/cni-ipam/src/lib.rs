@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), cni_ipam::IpamError> {
-//! let stdin = br#"{"cniVersion":"1.0.0","name":"net","ipam":{"type":"host-local","subnet":"10.88.0.0/16"}}"#;
+//! let stdin = br#"{"cniVersion":"1.0.0","name":"net","ipam":{"type":"host-local","subnet":"198.19.128.0/20"}}"#;
 //! let config = cni_ipam::HostLocalConfig::parse(stdin, None)?;
 //! let ipam = cni_ipam::HostLocal::new(&config)?;
 //! let allocations = ipam.allocate("ctr1", "eth0", &config.requested_ips)?;

@@ -20,8 +20,8 @@
 //! network's lock:
 //!
 //! ```text
-//! +10.1.0.5 9f1c2e3d4b5a6978      a lease of the owner whose key is 9f1c…
-//! -10.1.0.5 9f1c2e3d4b5a6978      that lease removed
+//! +198.18.144.5 9f1c2e3d4b5a6978      a lease of the owner whose key is 9f1c…
+//! -198.18.144.5 9f1c2e3d4b5a6978      that lease removed
 //! ```
 //!
 //! `stamp` (`v1 <mtime> <ctime> <inode>`) is replaced last, after the buckets it covers, and
@@ -395,20 +395,20 @@ mod tests {
     fn replay_of_one_owner_and_of_all() {
         let (a, b) = (owner_key("a\r\neth0"), owner_key("b\r\neth0"));
         let changes = [
-            Change::Added(ip("10.0.0.2"), a),
-            Change::Added(ip("10.0.0.3"), b),
+            Change::Added(ip("198.18.128.2"), a),
+            Change::Added(ip("198.18.128.3"), b),
             Change::Added(ip("fd00::2"), a),
-            Change::Removed(ip("10.0.0.2"), a),
-            Change::Added(ip("10.0.0.4"), a),
+            Change::Removed(ip("198.18.128.2"), a),
+            Change::Added(ip("198.18.128.4"), a),
         ];
         let j = journal_of(Path::new("/nonexistent"), &changes);
-        assert_eq!(j.addresses_of(a), [ip("fd00::2"), ip("10.0.0.4")]);
-        assert_eq!(j.addresses_of(b), [ip("10.0.0.3")]);
+        assert_eq!(j.addresses_of(a), [ip("fd00::2"), ip("198.18.128.4")]);
+        assert_eq!(j.addresses_of(b), [ip("198.18.128.3")]);
         assert!(j.addresses_of(owner_key("c")).is_empty());
         let all: String = changes.iter().map(Change::line).collect();
         let (live, lines) = replay(all.as_bytes());
         assert_eq!((live.len(), lines), (3, 5));
-        assert_eq!(live[&ip("10.0.0.3")], b);
+        assert_eq!(live[&ip("198.18.128.3")], b);
     }
 
     #[test]
@@ -446,17 +446,17 @@ mod tests {
         assert!(index.load(&current()).is_none(), "missing");
         let x = owner_key("x");
         let mut live = BTreeMap::new();
-        live.insert(ip("10.0.0.2"), x);
+        live.insert(ip("198.18.128.2"), x);
         index.rewrite(&net, &live).unwrap();
         let j = index.load(&current()).expect("fresh after rewrite");
-        assert_eq!(j.addresses_of(x), [ip("10.0.0.2")]);
+        assert_eq!(j.addresses_of(x), [ip("198.18.128.2")]);
         index
-            .append(&net, &j, &[Change::Added(ip("10.0.0.3"), x)])
+            .append(&net, &j, &[Change::Added(ip("198.18.128.3"), x)])
             .unwrap();
         let j = index.load(&current()).expect("fresh after append");
         assert_eq!(j.addresses_of(x).len(), 2);
         // Any entry change in the directory makes it stale.
-        fs::write(net.join("10.0.0.9"), "y").unwrap();
+        fs::write(net.join("198.18.128.9"), "y").unwrap();
         assert!(index.load(&current()).is_none(), "stale");
         index.rewrite(&net, &live).unwrap();
         let stamp = dir.path().join(".rcni-index.net").join(STAMP_FILE);
@@ -479,7 +479,7 @@ mod tests {
             let j = index
                 .load(&Stamp::of(&fs::metadata(&net).unwrap()))
                 .unwrap();
-            let addr = IpAddr::from([10, 0, 0, n]);
+            let addr = IpAddr::from([198, 18, 128, n]);
             index
                 .append(
                     &net,

@@ -50,11 +50,12 @@ mod tests {
 
     #[test]
     fn parses_every_keyword() {
-        let text = "# comment\n; also comment\nnameserver 10.0.0.1\nnameserver  fd00::1 extra\r\n\
+        let text =
+            "# comment\n; also comment\nnameserver 198.18.128.1\nnameserver  fd00::1 extra\r\n\
                     domain a.example\ndomain b.example\nsearch x.example y.example\nsearch z\n\
-                    options ndots:5 timeout:1\noptions\nnameserver\nsortlist 10.0.0.0\n\n   \n";
+                    options ndots:5 timeout:1\noptions\nnameserver\nsortlist 198.18.128.0\n\n   \n";
         let dns = parse_resolv_conf_text(text);
-        assert_eq!(dns.nameservers, ["10.0.0.1", "fd00::1"]);
+        assert_eq!(dns.nameservers, ["198.18.128.1", "fd00::1"]);
         assert_eq!(dns.domain.as_deref(), Some("b.example"));
         assert_eq!(dns.search, ["x.example", "y.example", "z"]);
         assert_eq!(dns.options, ["ndots:5", "timeout:1"]);

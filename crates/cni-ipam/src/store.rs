@@ -713,7 +713,7 @@ mod tests {
     #[test]
     fn create_whole_is_exclusive_and_leaves_one_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("10.0.0.2");
+        let path = dir.path().join("198.18.128.2");
         create_whole(dir.path(), &path, b"a\r\neth0").unwrap();
         let err = create_whole(dir.path(), &path, b"b\r\neth0").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);

@@ -14,7 +14,7 @@ use serde_json::json;
 fn small(dir: &Path) -> HostLocal {
     single(
         dir,
-        json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.10", "rangeEnd": "10.0.0.12"}),
+        json!({"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.10", "rangeEnd": "198.18.128.12"}),
     )
 }
 
@@ -26,12 +26,12 @@ fn one(ipam: &HostLocal, id: &str) -> std::net::IpAddr {
 fn round_robin_does_not_reuse_a_freed_address_until_wrap() {
     let dir = tempfile::tempdir().unwrap();
     let ipam = small(dir.path());
-    assert_eq!(one(&ipam, "a"), ip("10.0.0.10"));
-    assert_eq!(one(&ipam, "b"), ip("10.0.0.11"));
+    assert_eq!(one(&ipam, "a"), ip("198.18.128.10"));
+    assert_eq!(one(&ipam, "b"), ip("198.18.128.11"));
     ipam.release("a", "eth0").unwrap();
-    assert_eq!(one(&ipam, "c"), ip("10.0.0.12"));
+    assert_eq!(one(&ipam, "c"), ip("198.18.128.12"));
     // Wraps around to the start, where the freed address is.
-    assert_eq!(one(&ipam, "d"), ip("10.0.0.10"));
+    assert_eq!(one(&ipam, "d"), ip("198.18.128.10"));
 }
 
 #[test]
@@ -44,7 +44,7 @@ fn exhaustion_names_the_range_set() {
     let error = ipam.allocate("d", "eth0", &[]).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "failed to allocate for range 0: no IP addresses available in range set: 10.0.0.10-10.0.0.12"
+        "failed to allocate for range 0: no IP addresses available in range set: 198.18.128.10-198.18.128.12"
     );
     assert_eq!(error.cni_code(), 999);
     assert!(matches!(
@@ -58,7 +58,7 @@ fn gateway_network_and_broadcast_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let ipam = single(
         dir.path(),
-        json!({"subnet": "10.0.0.0/29", "rangeStart": "10.0.0.0", "rangeEnd": "10.0.0.7", "gateway": "10.0.0.4"}),
+        json!({"subnet": "198.18.128.0/29", "rangeStart": "198.18.128.0", "rangeEnd": "198.18.128.7", "gateway": "198.18.128.4"}),
     );
     let got: Vec<_> = ["a", "b", "c", "d", "e"]
         .iter()
@@ -67,11 +67,11 @@ fn gateway_network_and_broadcast_are_skipped() {
     assert_eq!(
         got,
         [
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            ip("10.0.0.3"),
-            ip("10.0.0.5"),
-            ip("10.0.0.6")
+            ip("198.18.128.1"),
+            ip("198.18.128.2"),
+            ip("198.18.128.3"),
+            ip("198.18.128.5"),
+            ip("198.18.128.6")
         ]
     );
     assert!(ipam.allocate("f", "eth0", &[]).is_err());
@@ -83,18 +83,25 @@ fn ranges_of_a_set_are_walked_in_order_and_wrap() {
     let ipam = HostLocal::new(&config(
         dir.path(),
         json!([[
-            {"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.100", "rangeEnd": "10.0.0.101"},
-            {"subnet": "10.0.5.0/24", "rangeStart": "10.0.5.1", "rangeEnd": "10.0.5.2", "gateway": "10.0.5.254"}
+            {"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.100", "rangeEnd": "198.18.128.101"},
+            {"subnet": "198.18.133.0/24", "rangeStart": "198.18.133.1", "rangeEnd": "198.18.133.2", "gateway": "198.18.133.254"}
         ]]),
     ))
     .unwrap();
     let got: Vec<_> = ["a", "b", "c"].iter().map(|id| one(&ipam, id)).collect();
-    assert_eq!(got, [ip("10.0.0.100"), ip("10.0.0.101"), ip("10.0.5.1")]);
+    assert_eq!(
+        got,
+        [
+            ip("198.18.128.100"),
+            ip("198.18.128.101"),
+            ip("198.18.133.1")
+        ]
+    );
     let d = ipam.allocate("d", "eth0", &[]).unwrap();
-    assert_eq!(d[0].address.to_string(), "10.0.5.2/24");
-    assert_eq!(d[0].gateway, Some(ip("10.0.5.254")));
+    assert_eq!(d[0].address.to_string(), "198.18.133.2/24");
+    assert_eq!(d[0].gateway, Some(ip("198.18.133.254")));
     ipam.release("a", "eth0").unwrap();
-    assert_eq!(one(&ipam, "e"), ip("10.0.0.100"));
+    assert_eq!(one(&ipam, "e"), ip("198.18.128.100"));
 }
 
 #[test]
@@ -102,7 +109,7 @@ fn repeated_add_is_idempotent() {
     let dir = tempfile::tempdir().unwrap();
     let ipam = HostLocal::new(&config(
         dir.path(),
-        json!([[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd00::/64"}]]),
+        json!([[{"subnet": "198.18.144.0/24"}], [{"subnet": "fd00::/64"}]]),
     ))
     .unwrap();
     let first = ipam.allocate("ctr", "eth0", &[]).unwrap();
@@ -119,18 +126,23 @@ fn repeated_add_is_idempotent() {
 fn requested_address_is_honoured_once() {
     let dir = tempfile::tempdir().unwrap();
     let ipam = small(dir.path());
-    let got = ipam.allocate("a", "eth0", &[ip("10.0.0.11")]).unwrap();
-    assert_eq!(addrs(&got), [ip("10.0.0.11")]);
+    let got = ipam.allocate("a", "eth0", &[ip("198.18.128.11")]).unwrap();
+    assert_eq!(addrs(&got), [ip("198.18.128.11")]);
     // The same request again by the same attachment is idempotent ...
-    assert_eq!(ipam.allocate("a", "eth0", &[ip("10.0.0.11")]).unwrap(), got);
+    assert_eq!(
+        ipam.allocate("a", "eth0", &[ip("198.18.128.11")]).unwrap(),
+        got
+    );
     // ... by another one it is refused.
-    let error = ipam.allocate("b", "eth0", &[ip("10.0.0.11")]).unwrap_err();
+    let error = ipam
+        .allocate("b", "eth0", &[ip("198.18.128.11")])
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "failed to allocate for range 0: requested IP address 10.0.0.11 is not available in range set 10.0.0.10-10.0.0.12"
+        "failed to allocate for range 0: requested IP address 198.18.128.11 is not available in range set 198.18.128.10-198.18.128.12"
     );
     // Round robin continues after the requested address.
-    assert_eq!(one(&ipam, "c"), ip("10.0.0.12"));
+    assert_eq!(one(&ipam, "c"), ip("198.18.128.12"));
 }
 
 #[test]
@@ -138,7 +150,7 @@ fn failed_add_releases_what_it_created() {
     let dir = tempfile::tempdir().unwrap();
     let ipam = HostLocal::new(&config(
         dir.path(),
-        json!([[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd00::/126"}]]),
+        json!([[{"subnet": "198.18.144.0/24"}], [{"subnet": "fd00::/126"}]]),
     ))
     .unwrap();
     // fd00::/126 has exactly two addresses to give: ::2 and ::3.
@@ -167,12 +179,15 @@ fn failed_add_releases_what_it_created() {
 #[test]
 fn failed_retry_keeps_the_leases_of_the_earlier_add() {
     let dir = tempfile::tempdir().unwrap();
-    let v4_only =
-        HostLocal::new(&config(dir.path(), json!([[{"subnet": "10.1.0.0/24"}]]))).unwrap();
+    let v4_only = HostLocal::new(&config(
+        dir.path(),
+        json!([[{"subnet": "198.18.144.0/24"}]]),
+    ))
+    .unwrap();
     let earlier = v4_only.allocate("ctr", "eth0", &[]).unwrap();
     let dual = HostLocal::new(&config(
         dir.path(),
-        json!([[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd00::/64"}]]),
+        json!([[{"subnet": "198.18.144.0/24"}], [{"subnet": "fd00::/64"}]]),
     ))
     .unwrap();
     dual.allocate("ctr", "eth0", &[ip("fd00::1")]).unwrap_err();
@@ -186,7 +201,7 @@ fn failed_retry_keeps_the_leases_of_the_earlier_add() {
 #[test]
 fn legacy_lease_files() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "10.0.0.10", b"ctr1");
+    write(dir.path(), "198.18.128.10", b"ctr1");
     let ipam = small(dir.path());
     // Found by CHECK for any interface of that container.
     assert_eq!(
@@ -200,57 +215,57 @@ fn legacy_lease_files() {
     assert!(
         error
             .to_string()
-            .contains("10.0.0.10 has been allocated to ctr1"),
+            .contains("198.18.128.10 has been allocated to ctr1"),
         "{error}"
     );
     // Another container skips the address.
-    assert_eq!(one(&ipam, "ctr2"), ip("10.0.0.11"));
+    assert_eq!(one(&ipam, "ctr2"), ip("198.18.128.11"));
     // DEL falls back to the legacy file when no current-format file matches.
-    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("10.0.0.10")]);
+    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("198.18.128.10")]);
 }
 
 #[test]
 fn release_prefers_current_format_files() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "10.0.0.10", b"ctr1\r\neth0");
-    write(dir.path(), "10.0.0.11", b"ctr1");
-    write(dir.path(), "10.0.0.12", b"ctr1\r\neth1");
+    write(dir.path(), "198.18.128.10", b"ctr1\r\neth0");
+    write(dir.path(), "198.18.128.11", b"ctr1");
+    write(dir.path(), "198.18.128.12", b"ctr1\r\neth1");
     let ipam = small(dir.path());
-    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("10.0.0.10")]);
-    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("10.0.0.11")]);
-    assert!(files(dir.path()).contains_key("10.0.0.12"));
+    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("198.18.128.10")]);
+    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("198.18.128.11")]);
+    assert!(files(dir.path()).contains_key("198.18.128.12"));
 }
 
 #[test]
 fn odd_lease_contents() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "10.0.0.10", b"ctr1\r\neth0\n");
-    write(dir.path(), "10.0.0.11", b"\x00\xffgarbage\nmore");
-    write(dir.path(), "10.0.0.12", b"");
+    write(dir.path(), "198.18.128.10", b"ctr1\r\neth0\n");
+    write(dir.path(), "198.18.128.11", b"\x00\xffgarbage\nmore");
+    write(dir.path(), "198.18.128.12", b"");
     let ipam = small(dir.path());
     // A trailing newline still matches, for CHECK and for an idempotent ADD.
     assert_eq!(ipam.check("ctr1", "eth0").unwrap().len(), 1);
     assert_eq!(
         addrs(&ipam.allocate("ctr1", "eth0", &[]).unwrap()),
-        [ip("10.0.0.10")]
+        [ip("198.18.128.10")]
     );
     // Garbage and empty files are someone's reservations: never handed out, never matched.
     assert!(ipam.allocate("ctr2", "eth0", &[]).is_err());
     assert!(ipam.check("garbage", "eth0").is_err());
-    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("10.0.0.10")]);
+    assert_eq!(ipam.release("ctr1", "eth0").unwrap(), [ip("198.18.128.10")]);
     // GC removes them because no valid attachment owns them.
     let released: Vec<_> = ipam.gc(&[]).unwrap().into_iter().map(|l| l.ip).collect();
-    assert_eq!(released, [ip("10.0.0.11"), ip("10.0.0.12")]);
+    assert_eq!(released, [ip("198.18.128.11"), ip("198.18.128.12")]);
 }
 
 #[test]
 fn a_directory_named_like_an_address_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(NETWORK).join("10.0.0.10")).unwrap();
+    std::fs::create_dir_all(dir.path().join(NETWORK).join("198.18.128.10")).unwrap();
     let ipam = small(dir.path());
-    assert_eq!(one(&ipam, "a"), ip("10.0.0.11"));
+    assert_eq!(one(&ipam, "a"), ip("198.18.128.11"));
     ipam.gc(&[]).unwrap();
-    assert!(dir.path().join(NETWORK).join("10.0.0.10").is_dir());
+    assert!(dir.path().join(NETWORK).join("198.18.128.10").is_dir());
 }
 
 #[test]
@@ -264,11 +279,14 @@ fn check_and_check_addresses() {
         "host-local: Failed to find address added by container ctr"
     );
     one(&ipam, "ctr");
-    assert_eq!(ipam.check("ctr", "eth0").unwrap()[0].ip, ip("10.0.0.10"));
-    ipam.check_addresses("ctr", "eth0", &[ip("10.0.0.10")])
+    assert_eq!(
+        ipam.check("ctr", "eth0").unwrap()[0].ip,
+        ip("198.18.128.10")
+    );
+    ipam.check_addresses("ctr", "eth0", &[ip("198.18.128.10")])
         .unwrap();
     let error = ipam
-        .check_addresses("ctr", "eth0", &[ip("10.0.0.11")])
+        .check_addresses("ctr", "eth0", &[ip("198.18.128.11")])
         .unwrap_err();
     assert!(matches!(error, IpamError::AddressNotReserved { .. }));
     assert_eq!(error.cni_code(), 3);
@@ -278,34 +296,34 @@ fn check_and_check_addresses() {
 #[test]
 fn gc_keeps_valid_attachments_and_foreign_files() {
     let dir = tempfile::tempdir().unwrap();
-    let ipam = single(dir.path(), json!({"subnet": "10.0.0.0/24"}));
+    let ipam = single(dir.path(), json!({"subnet": "198.18.128.0/24"}));
     for id in ["keep", "drop"] {
         one(&ipam, id);
     }
-    write(dir.path(), "10.0.0.50", b"legacykeep");
-    write(dir.path(), "10.0.0.51", b"legacydrop");
+    write(dir.path(), "198.18.128.50", b"legacykeep");
+    write(dir.path(), "198.18.128.51", b"legacydrop");
     write(dir.path(), "README", b"drop");
-    write(dir.path(), "last_reserved_ip.7", b"10.0.0.9");
+    write(dir.path(), "last_reserved_ip.7", b"198.18.128.9");
     let valid = [
         ("keep".to_string(), "eth0".to_string()),
         ("legacykeep".to_string(), "eth3".to_string()),
     ];
     let mut released: Vec<_> = ipam.gc(&valid).unwrap().into_iter().map(|l| l.ip).collect();
     released.sort();
-    assert_eq!(released, [ip("10.0.0.3"), ip("10.0.0.51")]);
+    assert_eq!(released, [ip("198.18.128.3"), ip("198.18.128.51")]);
     let names: Vec<String> = files(dir.path()).into_keys().collect();
     assert_eq!(
         names,
         [
-            "10.0.0.2",
-            "10.0.0.50",
+            "198.18.128.2",
+            "198.18.128.50",
             "README",
             "last_reserved_ip.0",
             "last_reserved_ip.7",
             "lock"
         ]
     );
-    assert_eq!(files(dir.path())["last_reserved_ip.0"], b"10.0.0.3");
+    assert_eq!(files(dir.path())["last_reserved_ip.0"], b"198.18.128.3");
     // A valid attachment with another interface name does not keep a current-format lease.
     let released = ipam
         .gc(&[("keep".to_string(), "eth1".to_string())])
@@ -316,8 +334,8 @@ fn gc_keeps_valid_attachments_and_foreign_files() {
 #[test]
 fn status_reports_exhaustion() {
     let dir = tempfile::tempdir().unwrap();
-    // 10.0.0.0/30: .1 is the gateway, .3 the broadcast address, so only .2 can be handed out.
-    let ipam = single(dir.path(), json!({"subnet": "10.0.0.0/30"}));
+    // 198.18.128.0/30: .1 is the gateway, .3 the broadcast address, so only .2 can be handed out.
+    let ipam = single(dir.path(), json!({"subnet": "198.18.128.0/30"}));
     ipam.status().unwrap();
     one(&ipam, "a");
     let error = ipam.status().unwrap_err();
@@ -329,11 +347,11 @@ fn status_reports_exhaustion() {
     ipam.release("a", "eth0").unwrap();
     ipam.status().unwrap();
     // Leases outside the bounds (left by an older config) do not count.
-    write(dir.path(), "10.0.0.9", b"x\r\neth0");
+    write(dir.path(), "198.18.128.9", b"x\r\neth0");
     ipam.status().unwrap();
     // The status probe leaves nothing behind.
     let names: Vec<String> = files(dir.path()).into_keys().collect();
-    assert_eq!(names, ["10.0.0.9", "last_reserved_ip.0", "lock"]);
+    assert_eq!(names, ["198.18.128.9", "last_reserved_ip.0", "lock"]);
 }
 
 #[test]
@@ -341,7 +359,7 @@ fn data_dir_that_is_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, b"").unwrap();
-    let ipam = single(&file, json!({"subnet": "10.0.0.0/24"}));
+    let ipam = single(&file, json!({"subnet": "198.18.128.0/24"}));
     let error = ipam.allocate("a", "eth0", &[]).unwrap_err();
     assert!(matches!(error, IpamError::Io { .. }), "{error}");
     assert_eq!(error.cni_code(), 5);
@@ -357,7 +375,7 @@ fn data_dir_that_is_a_file() {
 /// exists but accepts no new files, and nothing can be created directly under `/proc`.
 #[test]
 fn data_dir_on_procfs() {
-    let ranges = json!([[{"subnet": "10.0.0.0/24"}]]);
+    let ranges = json!([[{"subnet": "198.18.128.0/24"}]]);
     let existing = HostLocal::from_parts(
         config(Path::new("/"), ranges.clone()).range_sets,
         "self",
@@ -436,7 +454,7 @@ fn lock_is_a_flock_on_the_lock_file() {
     assert!(matches!(error, IpamError::LockTimeout { .. }), "{error}");
     assert_eq!(error.cni_code(), 11);
     holder.unlock().unwrap();
-    assert_eq!(one(&ipam, "b"), ip("10.0.0.11"));
+    assert_eq!(one(&ipam, "b"), ip("198.18.128.11"));
 }
 
 #[test]
@@ -444,7 +462,7 @@ fn resolv_conf_from_config() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("resolv.conf");
     std::fs::write(&path, "nameserver 1.1.1.1\nsearch a b\n").unwrap();
-    let value = json!({"name": "n", "ipam": {"subnet": "10.0.0.0/24", "resolvConf": path}});
+    let value = json!({"name": "n", "ipam": {"subnet": "198.18.128.0/24", "resolvConf": path}});
     let config = cni_ipam::HostLocalConfig::parse(value.to_string().as_bytes(), None).unwrap();
     let dns = cni_ipam::parse_resolv_conf(config.resolv_conf.as_deref().unwrap()).unwrap();
     assert_eq!(dns.nameservers, ["1.1.1.1"]);

@@ -39,7 +39,7 @@ fn addr(ipv6: bool, block: usize, host_bits: u32, offset: u32) -> IpAddr {
     if ipv6 {
         IpAddr::V6(Ipv6Addr::from(0xfd00_u128 << 112 | u128::from(value)))
     } else {
-        IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | value))
+        IpAddr::V4(Ipv4Addr::from(0xc612_8000 | value))
     }
 }
 

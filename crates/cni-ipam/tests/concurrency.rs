@@ -16,7 +16,7 @@ fn threads_never_share_an_address() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 20;
     let dir = tempfile::tempdir().unwrap();
-    let ranges = json!([[{"subnet": "10.7.0.0/24"}], [{"subnet": "fd07::/120"}]]);
+    let ranges = json!([[{"subnet": "198.18.240.0/24"}], [{"subnet": "fd07::/120"}]]);
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {

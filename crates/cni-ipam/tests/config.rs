@@ -32,17 +32,20 @@ fn ranges(subnet_specs: Value) -> Value {
 #[test]
 fn legacy_range_defaults() {
     let config = parse(with_ipam(
-        json!({"type": "host-local", "subnet": "10.1.2.0/24"}),
+        json!({"type": "host-local", "subnet": "198.18.146.0/24"}),
     ))
     .unwrap();
     assert_eq!(config.name, "net1");
     assert_eq!(config.data_dir, PathBuf::from("/var/lib/cni/networks"));
     assert_eq!(config.resolv_conf, None);
     let range = &config.range_sets[0].ranges()[0];
-    assert_eq!(range.range_start, ip("10.1.2.1"));
-    assert_eq!(range.range_end, ip("10.1.2.254"));
-    assert_eq!(range.gateway, ip("10.1.2.1"));
-    assert_eq!(config.range_sets[0].to_string(), "10.1.2.1-10.1.2.254");
+    assert_eq!(range.range_start, ip("198.18.146.1"));
+    assert_eq!(range.range_end, ip("198.18.146.254"));
+    assert_eq!(range.gateway, ip("198.18.146.1"));
+    assert_eq!(
+        config.range_sets[0].to_string(),
+        "198.18.146.1-198.18.146.254"
+    );
 }
 
 #[test]
@@ -59,11 +62,11 @@ fn range_set_order_is_ip_ranges_then_legacy_then_ranges() {
     let value = json!({
         "cniVersion": "1.0.0",
         "name": "net1",
-        "runtimeConfig": {"ipRanges": [[{"subnet": "10.9.0.0/24"}]]},
+        "runtimeConfig": {"ipRanges": [[{"subnet": "198.19.16.0/24"}]]},
         "ipam": {
             "type": "host-local",
-            "subnet": "10.1.0.0/24",
-            "ranges": [[{"subnet": "10.2.0.0/24"}], [{"subnet": "fd00::/64"}]]
+            "subnet": "198.18.144.0/24",
+            "ranges": [[{"subnet": "198.18.160.0/24"}], [{"subnet": "fd00::/64"}]]
         }
     });
     let config = parse(value).unwrap();
@@ -74,7 +77,12 @@ fn range_set_order_is_ip_ranges_then_legacy_then_ranges() {
         .collect();
     assert_eq!(
         subnets,
-        ["10.9.0.0/24", "10.1.0.0/24", "10.2.0.0/24", "fd00::/64"]
+        [
+            "198.19.16.0/24",
+            "198.18.144.0/24",
+            "198.18.160.0/24",
+            "fd00::/64"
+        ]
     );
 }
 
@@ -83,10 +91,10 @@ fn go_json_leniency() {
     let value = json!({
         "cniVersion": "0.4.0",
         "Name": "net1",
-        "RuntimeConfig": {"IPs": ["10.1.0.7/24"]},
+        "RuntimeConfig": {"IPs": ["198.18.144.7/24"]},
         "IPAM": {
             "Type": "host-local",
-            "Subnet": "10.1.0.0/24",
+            "Subnet": "198.18.144.0/24",
             "gateway": "",
             "rangeStart": "",
             "DataDir": "",
@@ -98,8 +106,8 @@ fn go_json_leniency() {
     let config = parse(value).unwrap();
     assert_eq!(config.data_dir, PathBuf::from("/var/lib/cni/networks"));
     assert_eq!(config.resolv_conf, None);
-    assert_eq!(config.requested_ips, [ip("10.1.0.7")]);
-    assert_eq!(config.range_sets[0].ranges()[0].gateway, ip("10.1.0.1"));
+    assert_eq!(config.requested_ips, [ip("198.18.144.7")]);
+    assert_eq!(config.range_sets[0].ranges()[0].gateway, ip("198.18.144.1"));
     assert_eq!(
         config.routes,
         [Route {
@@ -116,26 +124,26 @@ fn go_json_leniency() {
 
 #[test]
 fn last_duplicate_key_wins() {
-    let text = br#"{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.1.0.0/24","subnet":"10.2.0.0/24"}}"#;
+    let text = br#"{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"198.18.144.0/24","subnet":"198.18.160.0/24"}}"#;
     let config = HostLocalConfig::parse(text, None).unwrap();
     assert_eq!(
         config.range_sets[0].ranges()[0].subnet.to_string(),
-        "10.2.0.0/24"
+        "198.18.160.0/24"
     );
 }
 
 #[test]
 fn routes_keep_every_field_and_host_bits() {
     let config = parse(with_ipam(json!({
-        "subnet": "10.1.0.0/24",
+        "subnet": "198.18.144.0/24",
         "routes": [
-            {"dst": "192.168.7.9/16", "gw": "10.1.0.254", "mtu": 1400, "advmss": 1360, "priority": 5, "table": 7, "scope": 253}
+            {"dst": "192.168.7.9/16", "gw": "198.18.144.254", "mtu": 1400, "advmss": 1360, "priority": 5, "table": 7, "scope": 253}
         ]
     })))
     .unwrap();
     let route = &config.routes[0];
     assert_eq!(route.dst.to_string(), "192.168.7.9/16");
-    assert_eq!(route.gw, Some(ip("10.1.0.254")));
+    assert_eq!(route.gw, Some(ip("198.18.144.254")));
     assert_eq!(
         (route.mtu, route.advmss, route.priority),
         (Some(1400), Some(1360), Some(5))
@@ -146,7 +154,7 @@ fn routes_keep_every_field_and_host_bits() {
 #[test]
 fn data_dir_and_resolv_conf() {
     let config = parse(with_ipam(json!({
-        "subnet": "10.1.0.0/24", "dataDir": "/tmp/x", "resolvConf": "/etc/resolv.conf"
+        "subnet": "198.18.144.0/24", "dataDir": "/tmp/x", "resolvConf": "/etc/resolv.conf"
     })))
     .unwrap();
     assert_eq!(config.data_dir, PathBuf::from("/tmp/x"));
@@ -157,18 +165,19 @@ fn data_dir_and_resolv_conf() {
 fn requested_ips_in_go_order_without_prefix_or_duplicates() {
     let value = json!({
         "cniVersion": "1.0.0", "name": "n",
-        "args": {"cni": {"ips": ["10.1.0.8", "fd00::8/64"]}},
-        "runtimeConfig": {"ips": ["10.1.0.8/24", "::ffff:10.1.0.9"]},
-        "ipam": {"subnet": "10.1.0.0/24"}
+        "args": {"cni": {"ips": ["198.18.144.8", "fd00::8/64"]}},
+        "runtimeConfig": {"ips": ["198.18.144.8/24", "::ffff:198.18.144.9"]},
+        "ipam": {"subnet": "198.18.144.0/24"}
     });
-    let config = HostLocalConfig::parse(value.to_string().as_bytes(), Some("10.1.0.7/24")).unwrap();
+    let config =
+        HostLocalConfig::parse(value.to_string().as_bytes(), Some("198.18.144.7/24")).unwrap();
     assert_eq!(
         config.requested_ips,
         [
-            ip("10.1.0.7"),
-            ip("10.1.0.8"),
+            ip("198.18.144.7"),
+            ip("198.18.144.8"),
             ip("fd00::8"),
-            ip("10.1.0.9")
+            ip("198.18.144.9")
         ]
     );
     // An empty CNI_ARGS `IP=` requests nothing.
@@ -178,7 +187,8 @@ fn requested_ips_in_go_order_without_prefix_or_duplicates() {
 
 #[test]
 fn multiple_sets_per_family_need_cni_0_3_0() {
-    let ipam = json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "10.2.0.0/24"}]]});
+    let ipam =
+        json!({"ranges": [[{"subnet": "198.18.144.0/24"}], [{"subnet": "198.18.160.0/24"}]]});
     for version in ["0.2.0", "0.1.0", "", "garbage"] {
         let value = json!({"cniVersion": version, "name": "n", "ipam": ipam});
         assert!(
@@ -192,7 +202,7 @@ fn multiple_sets_per_family_need_cni_0_3_0() {
     }
     // One set per family is fine at any version.
     let dual = json!({"cniVersion": "0.2.0", "name": "n",
-        "ipam": {"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd00::/64"}]]}});
+        "ipam": {"ranges": [[{"subnet": "198.18.144.0/24"}], [{"subnet": "fd00::/64"}]]}});
     assert!(parse(dual).is_ok());
 }
 
@@ -210,48 +220,48 @@ fn every_config_error() {
             matches!(e, ConfigError::WrongType { .. })
         }),
         (
-            json!({"name": "n", "ipam": {"type": 5, "subnet": "10.0.0.0/8"}}),
+            json!({"name": "n", "ipam": {"type": 5, "subnet": "198.18.0.0/15"}}),
             |e| matches!(e, ConfigError::WrongType { .. }),
         ),
-        (json!({"ipam": {"subnet": "10.0.0.0/8"}}), |e| {
+        (json!({"ipam": {"subnet": "198.18.0.0/15"}}), |e| {
             matches!(e, ConfigError::InvalidNetworkName { .. })
         }),
         (
-            json!({"name": "../etc", "ipam": {"subnet": "10.0.0.0/8"}}),
+            json!({"name": "../etc", "ipam": {"subnet": "198.18.0.0/15"}}),
             |e| matches!(e, ConfigError::InvalidNetworkName { .. }),
         ),
         (
-            json!({"name": "a/b", "ipam": {"subnet": "10.0.0.0/8"}}),
+            json!({"name": "a/b", "ipam": {"subnet": "198.18.0.0/15"}}),
             |e| matches!(e, ConfigError::InvalidNetworkName { .. }),
         ),
         (with_ipam(json!({"type": "host-local"})), |e| {
             matches!(e, ConfigError::NoRanges)
         }),
-        (with_ipam(json!({"rangeStart": "10.0.0.5"})), |e| {
+        (with_ipam(json!({"rangeStart": "198.18.128.5"})), |e| {
             matches!(e, ConfigError::NoRanges)
         }),
         (with_ipam(json!({"subnet": ""})), |e| {
             matches!(e, ConfigError::InvalidCidr { .. })
         }),
-        (with_ipam(json!({"subnet": "10.0.0.0"})), |e| {
+        (with_ipam(json!({"subnet": "198.18.128.0"})), |e| {
             matches!(e, ConfigError::InvalidCidr { .. })
         }),
-        (with_ipam(json!({"subnet": "10.0.0.0/33"})), |e| {
+        (with_ipam(json!({"subnet": "198.18.128.0/33"})), |e| {
             matches!(e, ConfigError::InvalidCidr { .. })
         }),
         (with_ipam(json!({"subnet": 10})), |e| {
             matches!(e, ConfigError::WrongType { .. })
         }),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "gateway": "10.0.0"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "gateway": "198.18.128"})),
             |e| matches!(e, ConfigError::InvalidIp { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "x"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "rangeStart": "x"})),
             |e| matches!(e, ConfigError::InvalidIp { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeEnd": "10.0.0.256"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "rangeEnd": "198.18.128.256"})),
             |e| matches!(e, ConfigError::InvalidIp { .. }),
         ),
         (ranges(json!([[]])), |e| {
@@ -263,21 +273,21 @@ fn every_config_error() {
         (ranges(json!("x")), |e| {
             matches!(e, ConfigError::WrongType { .. })
         }),
-        (ranges(json!([[{"rangeStart": "10.0.0.1"}]])), |e| {
+        (ranges(json!([[{"rangeStart": "198.18.128.1"}]])), |e| {
             matches!(e, ConfigError::MissingSubnet { set: 0, range: 0 })
         }),
         (
-            ranges(json!([[{"subnet": "10.0.0.0/24"}, {"gateway": "10.1.0.1"}]])),
+            ranges(json!([[{"subnet": "198.18.128.0/24"}, {"gateway": "198.18.144.1"}]])),
             |e| matches!(e, ConfigError::MissingSubnet { set: 0, range: 1 }),
         ),
         (
-            ranges(json!([[{"subnet": "10.0.0.0/24"}, {"subnet": "fd00::/64"}]])),
+            ranges(json!([[{"subnet": "198.18.128.0/24"}, {"subnet": "fd00::/64"}]])),
             |e| matches!(e, ConfigError::MixedFamilies { set: 0 }),
         ),
-        (with_ipam(json!({"subnet": "10.0.0.0/31"})), |e| {
+        (with_ipam(json!({"subnet": "198.18.128.0/31"})), |e| {
             matches!(e, ConfigError::SubnetTooSmall { .. })
         }),
-        (with_ipam(json!({"subnet": "10.0.0.0/32"})), |e| {
+        (with_ipam(json!({"subnet": "198.18.128.0/32"})), |e| {
             matches!(e, ConfigError::SubnetTooSmall { .. })
         }),
         (with_ipam(json!({"subnet": "fd00::/127"})), |e| {
@@ -286,55 +296,56 @@ fn every_config_error() {
         (with_ipam(json!({"subnet": "fd00::/128"})), |e| {
             matches!(e, ConfigError::SubnetTooSmall { .. })
         }),
-        (with_ipam(json!({"subnet": "::ffff:10.0.0.0/120"})), |e| {
-            matches!(e, ConfigError::SubnetFamilyMismatch { .. })
-        }),
-        (with_ipam(json!({"subnet": "10.0.0.1/24"})), |e| {
+        (
+            with_ipam(json!({"subnet": "::ffff:198.18.128.0/120"})),
+            |e| matches!(e, ConfigError::SubnetFamilyMismatch { .. }),
+        ),
+        (with_ipam(json!({"subnet": "198.18.128.1/24"})), |e| {
             matches!(e, ConfigError::HostBitsSet { .. })
         }),
         (with_ipam(json!({"subnet": "fd00::1/64"})), |e| {
             matches!(e, ConfigError::HostBitsSet { .. })
         }),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.1.5"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "rangeStart": "198.18.129.5"})),
             |e| matches!(e, ConfigError::RangeStartOutside { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "fd00::5"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "rangeStart": "fd00::5"})),
             |e| matches!(e, ConfigError::RangeStartOutside { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeEnd": "10.0.1.5"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "rangeEnd": "198.18.129.5"})),
             |e| matches!(e, ConfigError::RangeEndOutside { .. }),
         ),
         (
             with_ipam(
-                json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.50", "rangeEnd": "10.0.0.40"}),
+                json!({"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.50", "rangeEnd": "198.18.128.40"}),
             ),
             |e| matches!(e, ConfigError::RangeStartAfterEnd { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.255"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.255"})),
             |e| matches!(e, ConfigError::RangeStartAfterEnd { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "gateway": "fd00::1"})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "gateway": "fd00::1"})),
             |e| matches!(e, ConfigError::GatewayFamilyMismatch { .. }),
         ),
         (
             ranges(json!([[
-                {"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.10", "rangeEnd": "10.0.0.20"},
-                {"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.20", "rangeEnd": "10.0.0.30"}
+                {"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.10", "rangeEnd": "198.18.128.20"},
+                {"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.20", "rangeEnd": "198.18.128.30"}
             ]])),
             |e| matches!(e, ConfigError::RangesOverlap { set: 0, .. }),
         ),
         (
-            ranges(json!([[{"subnet": "10.0.0.0/16"}, {"subnet": "10.0.5.0/24"}]])),
+            ranges(json!([[{"subnet": "198.18.128.0/20"}, {"subnet": "198.18.133.0/24"}]])),
             |e| matches!(e, ConfigError::RangesOverlap { set: 0, .. }),
         ),
         (
             ranges(
-                json!([[{"subnet": "10.0.0.0/24"}], [{"subnet": "fd00::/64"}], [{"subnet": "10.0.0.0/25"}]]),
+                json!([[{"subnet": "198.18.128.0/24"}], [{"subnet": "fd00::/64"}], [{"subnet": "198.18.128.0/25"}]]),
             ),
             |e| {
                 matches!(
@@ -348,8 +359,8 @@ fn every_config_error() {
         ),
         (
             json!({"cniVersion": "1.0.0", "name": "n",
-                   "runtimeConfig": {"ipRanges": [[{"subnet": "10.0.0.0/24"}]]},
-                   "ipam": {"subnet": "10.0.0.0/24"}}),
+                   "runtimeConfig": {"ipRanges": [[{"subnet": "198.18.128.0/24"}]]},
+                   "ipam": {"subnet": "198.18.128.0/24"}}),
             |e| {
                 matches!(
                     e,
@@ -361,47 +372,47 @@ fn every_config_error() {
             },
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "routes": [{"gw": "10.0.0.1"}]})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "routes": [{"gw": "198.18.128.1"}]})),
             |e| matches!(e, ConfigError::MissingRouteDst { index: 0 }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "routes": [{"dst": ""}]})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "routes": [{"dst": ""}]})),
             |e| matches!(e, ConfigError::InvalidCidr { .. }),
         ),
         (
             with_ipam(
-                json!({"subnet": "10.0.0.0/24", "routes": [{"dst": "0.0.0.0/0", "mtu": 1.5}]}),
+                json!({"subnet": "198.18.128.0/24", "routes": [{"dst": "0.0.0.0/0", "mtu": 1.5}]}),
             ),
             |e| matches!(e, ConfigError::InvalidInteger { .. }),
         ),
         (
             with_ipam(
-                json!({"subnet": "10.0.0.0/24", "routes": [{"dst": "0.0.0.0/0", "table": "7"}]}),
+                json!({"subnet": "198.18.128.0/24", "routes": [{"dst": "0.0.0.0/0", "table": "7"}]}),
             ),
             |e| matches!(e, ConfigError::WrongType { .. }),
         ),
         (
-            with_ipam(json!({"subnet": "10.0.0.0/24", "routes": {"dst": "0.0.0.0/0"}})),
+            with_ipam(json!({"subnet": "198.18.128.0/24", "routes": {"dst": "0.0.0.0/0"}})),
             |e| matches!(e, ConfigError::WrongType { .. }),
         ),
         (
-            json!({"name": "n", "runtimeConfig": {"ips": ["nope"]}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            json!({"name": "n", "runtimeConfig": {"ips": ["nope"]}, "ipam": {"subnet": "198.18.128.0/24"}}),
             |e| matches!(e, ConfigError::InvalidRequestedIp { .. }),
         ),
         (
-            json!({"name": "n", "args": {"cni": {"ips": [""]}}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            json!({"name": "n", "args": {"cni": {"ips": [""]}}, "ipam": {"subnet": "198.18.128.0/24"}}),
             |e| matches!(e, ConfigError::InvalidRequestedIp { .. }),
         ),
         (
-            json!({"name": "n", "args": {"cni": {"ips": [null]}}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            json!({"name": "n", "args": {"cni": {"ips": [null]}}, "ipam": {"subnet": "198.18.128.0/24"}}),
             |e| matches!(e, ConfigError::InvalidRequestedIp { .. }),
         ),
         (
-            json!({"name": "n", "runtimeConfig": {"ips": [7]}, "ipam": {"subnet": "10.0.0.0/24"}}),
+            json!({"name": "n", "runtimeConfig": {"ips": [7]}, "ipam": {"subnet": "198.18.128.0/24"}}),
             |e| matches!(e, ConfigError::WrongType { .. }),
         ),
         (
-            json!({"name": "n", "runtimeConfig": 3, "ipam": {"subnet": "10.0.0.0/24"}}),
+            json!({"name": "n", "runtimeConfig": 3, "ipam": {"subnet": "198.18.128.0/24"}}),
             |e| matches!(e, ConfigError::WrongType { .. }),
         ),
     ];
@@ -417,18 +428,18 @@ fn every_config_error() {
 // spelling is repeated after a different one.
 #[test]
 fn last_matching_key_wins_across_spellings() {
-    let text = br#"{"cniVersion":"1.0.0","name":"n","ipam":{"Subnet":"10.7.0.0/24","subnet":"10.8.0.0/24","Subnet":"10.9.0.0/24"}}"#;
+    let text = br#"{"cniVersion":"1.0.0","name":"n","ipam":{"Subnet":"198.18.240.0/24","subnet":"198.19.0.0/24","Subnet":"198.19.16.0/24"}}"#;
     let config = HostLocalConfig::parse(text, None).unwrap();
     assert_eq!(
         config.range_sets[0].ranges()[0].subnet.to_string(),
-        "10.9.0.0/24"
+        "198.19.16.0/24"
     );
 }
 
 /// A `ranges` config with `extra` spliced into the top level, `ipam`, a range and a route.
 fn spliced(top: &str, ipam: &str, range: &str, route: &str) -> String {
     format!(
-        r#"{{"cniVersion":"1.0.0","name":"n"{top},"ipam":{{"type":"host-local"{ipam},"ranges":[[{{"subnet":"10.1.0.0/24"{range}}}]],"routes":[{{"dst":"0.0.0.0/0"{route}}}]}}}}"#
+        r#"{{"cniVersion":"1.0.0","name":"n"{top},"ipam":{{"type":"host-local"{ipam},"ranges":[[{{"subnet":"198.18.144.0/24"{range}}}]],"routes":[{{"dst":"0.0.0.0/0"{route}}}]}}}}"#
     )
 }
 
@@ -524,22 +535,23 @@ fn malformed_json_is_a_decoding_error() {
 
 #[test]
 fn invalid_cni_args_ip() {
-    let value = with_ipam(json!({"subnet": "10.0.0.0/24"}));
-    let error = HostLocalConfig::parse(value.to_string().as_bytes(), Some("10.0.0.x")).unwrap_err();
+    let value = with_ipam(json!({"subnet": "198.18.128.0/24"}));
+    let error =
+        HostLocalConfig::parse(value.to_string().as_bytes(), Some("198.18.128.x")).unwrap_err();
     assert!(matches!(error, ConfigError::InvalidRequestedIp { .. }));
 }
 
 #[test]
 fn go_error_messages_are_kept_where_go_has_them() {
-    let e = err(with_ipam(json!({"subnet": "10.0.0.0/32"})));
+    let e = err(with_ipam(json!({"subnet": "198.18.128.0/32"})));
     assert_eq!(
         e.to_string(),
-        "invalid range set 0: Network 10.0.0.0/32 too small to allocate from"
+        "invalid range set 0: Network 198.18.128.0/32 too small to allocate from"
     );
-    let e = err(with_ipam(json!({"subnet": "10.0.0.1/24"})));
+    let e = err(with_ipam(json!({"subnet": "198.18.128.1/24"})));
     assert_eq!(
         e.to_string(),
-        "invalid range set 0: Network has host bits set. For a subnet mask of length 24 the network address is 10.0.0.0"
+        "invalid range set 0: Network has host bits set. For a subnet mask of length 24 the network address is 198.18.128.0"
     );
     let e = err(with_ipam(json!({"type": "host-local"})));
     assert_eq!(e.to_string(), "no IP ranges specified");
@@ -551,22 +563,22 @@ fn requested_ip_errors_surface_at_add() {
     let dir = tempfile::tempdir().unwrap();
     let base = json!({"cniVersion": "1.0.0", "name": "n", "ipam": {
         "dataDir": dir.path(),
-        "ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.10", "rangeEnd": "10.0.0.255"}],
+        "ranges": [[{"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.10", "rangeEnd": "198.18.128.255"}],
                    [{"subnet": "fd00::/120"}]]}});
     let cases: Vec<(Vec<&str>, Expect)> = vec![
-        (vec!["10.0.0.5"], |e| {
+        (vec!["198.18.128.5"], |e| {
             matches!(e, ConfigError::RequestedIpNotInRange { .. })
         }),
-        (vec!["10.9.0.5"], |e| {
+        (vec!["198.19.16.5"], |e| {
             matches!(e, ConfigError::RequestedIpNotInRange { .. })
         }),
-        (vec!["10.0.0.20", "10.0.0.21"], |e| {
+        (vec!["198.18.128.20", "198.18.128.21"], |e| {
             matches!(e, ConfigError::RequestedIpsShareRangeSet { set: 0, .. })
         }),
         (vec!["fd00::1"], |e| {
             matches!(e, ConfigError::RequestedIpIsGateway { .. })
         }),
-        (vec!["10.0.0.255"], |e| {
+        (vec!["198.18.128.255"], |e| {
             matches!(e, ConfigError::RequestedIpReserved { .. })
         }),
     ];
@@ -600,9 +612,9 @@ mod never_panics {
             any::<i64>().prop_map(Value::from),
             (-1e6f64..1e6).prop_map(Value::from),
             prop_oneof![
-                Just("10.0.0.0/24".to_string()),
+                Just("198.18.128.0/24".to_string()),
                 Just("fd00::/64".to_string()),
-                Just("10.0.0.5".to_string()),
+                Just("198.18.128.5".to_string()),
                 Just(String::new()),
                 "[0-9a-f:./]{0,20}",
             ]
@@ -646,8 +658,8 @@ mod never_panics {
             let doc = json!({"cniVersion": "1.0.0", "name": "n", "ipam": ipam,
                              "runtimeConfig": runtime, "args": args});
             let text = doc.to_string();
-            let _ = HostLocalConfig::parse(text.as_bytes(), Some("10.0.0.9"));
-            let _ = StaticConfig::parse(text.as_bytes(), Some("10.0.0.9/24"), Some("10.0.0.1"));
+            let _ = HostLocalConfig::parse(text.as_bytes(), Some("198.18.128.9"));
+            let _ = StaticConfig::parse(text.as_bytes(), Some("198.18.128.9/24"), Some("198.18.128.1"));
             let _ = HostLocalConfig::parse(&bytes, None);
             let _ = StaticConfig::parse(&bytes, None, None);
         }

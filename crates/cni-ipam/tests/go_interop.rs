@@ -32,7 +32,7 @@ fn net_config(data_dir: &Path) -> Value {
         "cniVersion": "1.0.0",
         "name": NETWORK,
         "type": "bridge",
-        "ipam": {"type": "host-local", "dataDir": data_dir, "ranges": [[{"subnet": "10.9.0.0/24"}]]}
+        "ipam": {"type": "host-local", "dataDir": data_dir, "ranges": [[{"subnet": "198.19.16.0/24"}]]}
     })
 }
 
@@ -106,29 +106,29 @@ fn alternating_with_go_keeps_round_robin_and_recognises_leases() {
 
     assert_eq!(
         go_ip(&go(&binary, "ADD", "goctr1", &config)),
-        ip("10.9.0.2")
+        ip("198.19.16.2")
     );
-    assert_eq!(files(dir.path())["10.9.0.2"], b"goctr1\r\neth0");
+    assert_eq!(files(dir.path())["198.19.16.2"], b"goctr1\r\neth0");
     // We continue after Go's last_reserved_ip.0 ...
     assert_eq!(
         ipam.allocate("rsctr1", "eth0", &[]).unwrap()[0]
             .address
             .addr(),
-        ip("10.9.0.3")
+        ip("198.19.16.3")
     );
     // ... and Go continues after ours.
     assert_eq!(
         go_ip(&go(&binary, "ADD", "goctr2", &config)),
-        ip("10.9.0.4")
+        ip("198.19.16.4")
     );
 
     // Go's CHECK finds our lease, Go's DEL removes it.
     go(&binary, "CHECK", "rsctr1", &config);
     go(&binary, "DEL", "rsctr1", &config);
-    assert!(!files(dir.path()).contains_key("10.9.0.3"));
+    assert!(!files(dir.path()).contains_key("198.19.16.3"));
     // Our CHECK and DEL work on Go's leases.
     ipam.check("goctr1", "eth0").unwrap();
-    assert_eq!(ipam.release("goctr1", "eth0").unwrap(), [ip("10.9.0.2")]);
+    assert_eq!(ipam.release("goctr1", "eth0").unwrap(), [ip("198.19.16.2")]);
     assert!(ipam.check("goctr1", "eth0").is_err());
 }
 
@@ -261,7 +261,7 @@ fn go_waiting_on_the_lock_is_seen() {
             .reserve(
                 &format!("r{}", n + 1),
                 "eth0",
-                ip(&format!("10.9.0.{}", 100 + n)),
+                ip(&format!("198.19.16.{}", 100 + n)),
                 0
             )
             .unwrap());

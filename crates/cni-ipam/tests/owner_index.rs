@@ -11,7 +11,7 @@ use common::{files, ip, single, write, NETWORK};
 use serde_json::json;
 
 fn store(dir: &Path) -> HostLocal {
-    single(dir, json!({"subnet": "10.7.0.0/24"}))
+    single(dir, json!({"subnet": "198.18.240.0/24"}))
 }
 
 fn index_path(dir: &Path) -> PathBuf {
@@ -28,9 +28,9 @@ fn index_lives_outside_the_network_directory() {
     let ipam = store(dir.path());
     one(&ipam, "a");
     let names: Vec<String> = files(dir.path()).into_keys().collect();
-    assert_eq!(names, ["10.7.0.2", "last_reserved_ip.0", "lock"]);
+    assert_eq!(names, ["198.18.240.2", "last_reserved_ip.0", "lock"]);
     let index = index_text(dir.path());
-    assert!(index.contains("+10.7.0.2 "), "{index}");
+    assert!(index.contains("+198.18.240.2 "), "{index}");
     let stamp = std::fs::read_to_string(index_path(dir.path()).join("stamp")).unwrap();
     assert!(stamp.starts_with("v1 "), "{stamp}");
 }
@@ -64,7 +64,7 @@ fn a_fresh_index_answers_without_reading_other_leases() {
     std::fs::write(dir.path().join(NETWORK).join(b.to_string()), "x\r\neth0").unwrap();
     assert!(ipam.check("x", "eth0").is_err());
     // Once the entries change (here a new file), everything is read again.
-    write(dir.path(), "10.7.0.200", b"y\r\neth0");
+    write(dir.path(), "198.18.240.200", b"y\r\neth0");
     ipam.check("x", "eth0").unwrap();
     ipam.check("y", "eth0").unwrap();
 }
@@ -103,7 +103,7 @@ fn damaged_index_is_ignored() {
         std::fs::write(
             &bucket,
             [
-                &b"\xff\x00garbage\n+10.7.0.99 zz\n"[..],
+                &b"\xff\x00garbage\n+198.18.240.99 zz\n"[..],
                 &std::fs::read(&bucket).unwrap(),
             ]
             .concat(),
@@ -179,13 +179,16 @@ fn leases_written_by_others_are_found_after_any_change() {
     let ipam = store(dir.path());
     one(&ipam, "a");
     // As another implementation would, without our index: current and legacy formats.
-    write(dir.path(), "10.7.0.50", b"c\r\neth0");
-    assert_eq!(one(&ipam, "c"), ip("10.7.0.50"));
-    write(dir.path(), "10.7.0.51", b"legacy");
+    write(dir.path(), "198.18.240.50", b"c\r\neth0");
+    assert_eq!(one(&ipam, "c"), ip("198.18.240.50"));
+    write(dir.path(), "198.18.240.51", b"legacy");
     assert!(ipam.allocate("legacy", "eth0", &[]).is_err(), "duplicate");
-    assert_eq!(ipam.release("legacy", "eth1").unwrap(), [ip("10.7.0.51")]);
+    assert_eq!(
+        ipam.release("legacy", "eth1").unwrap(),
+        [ip("198.18.240.51")]
+    );
     // Removed by someone else: no longer held.
-    std::fs::remove_file(dir.path().join(NETWORK).join("10.7.0.50")).unwrap();
+    std::fs::remove_file(dir.path().join(NETWORK).join("198.18.240.50")).unwrap();
     assert!(ipam.check("c", "eth0").is_err());
 }
 
@@ -253,7 +256,7 @@ fn gc_and_status_keep_the_index_right() {
 #[test]
 fn many_operations_keep_the_index_small() {
     let dir = tempfile::tempdir().unwrap();
-    let ipam = single(dir.path(), json!({"subnet": "10.7.0.0/22"}));
+    let ipam = single(dir.path(), json!({"subnet": "198.18.240.0/22"}));
     for n in 0..40 {
         one(&ipam, &format!("keep{n}"));
     }

@@ -30,30 +30,35 @@ fn order(set: &RangeSet, last: Option<&str>) -> Vec<IpAddr> {
 fn membership_is_by_allocation_bounds() {
     let range = Range::canonicalize(
         0,
-        &spec("10.0.0.0/24", Some("10.0.0.10"), Some("10.0.0.20"), None),
+        &spec(
+            "198.18.128.0/24",
+            Some("198.18.128.10"),
+            Some("198.18.128.20"),
+            None,
+        ),
     )
     .unwrap();
-    assert!(range.contains(ip("10.0.0.10")));
-    assert!(range.contains(ip("10.0.0.20")));
-    assert!(range.contains(ip("::ffff:10.0.0.15")));
-    assert!(!range.contains(ip("10.0.0.9")));
-    assert!(!range.contains(ip("10.0.0.21")));
+    assert!(range.contains(ip("198.18.128.10")));
+    assert!(range.contains(ip("198.18.128.20")));
+    assert!(range.contains(ip("::ffff:198.18.128.15")));
+    assert!(!range.contains(ip("198.18.128.9")));
+    assert!(!range.contains(ip("198.18.128.21")));
     assert!(!range.contains(ip("fd00::10")));
-    assert_eq!(range.to_string(), "10.0.0.10-10.0.0.20");
+    assert_eq!(range.to_string(), "198.18.128.10-198.18.128.20");
 }
 
 #[test]
 fn start_can_equal_gateway_and_is_then_skipped() {
-    let s = set(&[spec("10.0.0.0/29", None, None, None)]);
-    assert_eq!(s.ranges()[0].range_start, ip("10.0.0.1"));
+    let s = set(&[spec("198.18.128.0/29", None, None, None)]);
+    assert_eq!(s.ranges()[0].range_start, ip("198.18.128.1"));
     assert_eq!(
         order(&s, None),
         [
-            ip("10.0.0.2"),
-            ip("10.0.0.3"),
-            ip("10.0.0.4"),
-            ip("10.0.0.5"),
-            ip("10.0.0.6")
+            ip("198.18.128.2"),
+            ip("198.18.128.3"),
+            ip("198.18.128.4"),
+            ip("198.18.128.5"),
+            ip("198.18.128.6")
         ]
     );
     assert_eq!(s.capacity(), 5);
@@ -61,50 +66,63 @@ fn start_can_equal_gateway_and_is_then_skipped() {
 
 #[test]
 fn order_resumes_after_the_hint_and_ends_with_it() {
-    let s = set(&[spec("10.0.0.0/29", None, None, None)]);
+    let s = set(&[spec("198.18.128.0/29", None, None, None)]);
     assert_eq!(
-        order(&s, Some("10.0.0.4")),
+        order(&s, Some("198.18.128.4")),
         [
-            ip("10.0.0.5"),
-            ip("10.0.0.6"),
-            ip("10.0.0.2"),
-            ip("10.0.0.3"),
-            ip("10.0.0.4")
+            ip("198.18.128.5"),
+            ip("198.18.128.6"),
+            ip("198.18.128.2"),
+            ip("198.18.128.3"),
+            ip("198.18.128.4")
         ]
     );
     // A hint outside the set restarts at the first range's start.
-    assert_eq!(order(&s, Some("10.9.9.9"))[0], ip("10.0.0.2"));
+    assert_eq!(order(&s, Some("198.19.25.9"))[0], ip("198.18.128.2"));
 }
 
 #[test]
 fn order_crosses_ranges_and_wraps() {
     let s = set(&[
-        spec("10.0.0.0/24", Some("10.0.0.20"), Some("10.0.0.21"), None),
-        spec("10.0.1.0/24", Some("10.0.1.5"), Some("10.0.1.6"), None),
+        spec(
+            "198.18.128.0/24",
+            Some("198.18.128.20"),
+            Some("198.18.128.21"),
+            None,
+        ),
+        spec(
+            "198.18.129.0/24",
+            Some("198.18.129.5"),
+            Some("198.18.129.6"),
+            None,
+        ),
     ]);
     assert_eq!(
-        order(&s, Some("10.0.0.21")),
+        order(&s, Some("198.18.128.21")),
         [
-            ip("10.0.1.5"),
-            ip("10.0.1.6"),
-            ip("10.0.0.20"),
-            ip("10.0.0.21")
+            ip("198.18.129.5"),
+            ip("198.18.129.6"),
+            ip("198.18.128.20"),
+            ip("198.18.128.21")
         ]
     );
-    assert_eq!(s.to_string(), "10.0.0.20-10.0.0.21,10.0.1.5-10.0.1.6");
+    assert_eq!(
+        s.to_string(),
+        "198.18.128.20-198.18.128.21,198.18.129.5-198.18.129.6"
+    );
     assert_eq!(s.capacity(), 4);
 }
 
 #[test]
 fn single_address_that_is_the_gateway_yields_nothing() {
     let s = set(&[spec(
-        "10.0.0.0/24",
-        Some("10.0.0.1"),
-        Some("10.0.0.1"),
+        "198.18.128.0/24",
+        Some("198.18.128.1"),
+        Some("198.18.128.1"),
         None,
     )]);
     assert!(order(&s, None).is_empty());
-    assert!(order(&s, Some("10.0.0.1")).is_empty());
+    assert!(order(&s, Some("198.18.128.1")).is_empty());
     assert_eq!(s.capacity(), 0);
 }
 
@@ -140,21 +158,21 @@ fn huge_ranges_do_not_overflow() {
 #[test]
 fn overlap_is_on_bounds_not_subnets() {
     let a = set(&[spec(
-        "10.0.0.0/24",
-        Some("10.0.0.1"),
-        Some("10.0.0.100"),
+        "198.18.128.0/24",
+        Some("198.18.128.1"),
+        Some("198.18.128.100"),
         None,
     )]);
     let b = set(&[spec(
-        "10.0.0.0/24",
-        Some("10.0.0.101"),
-        Some("10.0.0.200"),
+        "198.18.128.0/24",
+        Some("198.18.128.101"),
+        Some("198.18.128.200"),
         None,
     )]);
     let c = set(&[spec(
-        "10.0.0.0/16",
-        Some("10.0.0.50"),
-        Some("10.0.0.60"),
+        "198.18.128.0/20",
+        Some("198.18.128.50"),
+        Some("198.18.128.60"),
         None,
     )]);
     let v6 = set(&[spec("fd00::/64", None, None, None)]);
@@ -165,8 +183,18 @@ fn overlap_is_on_bounds_not_subnets() {
     RangeSet::canonicalize(
         0,
         &[
-            spec("10.0.0.0/24", Some("10.0.0.1"), Some("10.0.0.100"), None),
-            spec("10.0.0.0/24", Some("10.0.0.101"), Some("10.0.0.200"), None),
+            spec(
+                "198.18.128.0/24",
+                Some("198.18.128.1"),
+                Some("198.18.128.100"),
+                None,
+            ),
+            spec(
+                "198.18.128.0/24",
+                Some("198.18.128.101"),
+                Some("198.18.128.200"),
+                None,
+            ),
         ],
     )
     .unwrap();

@@ -14,7 +14,7 @@ use serde_json::json;
 const CHILD_ENV: &str = "RCNI_IPAM_READ_ONLY_DIR";
 
 fn range() -> serde_json::Value {
-    json!({"subnet": "10.3.0.0/24"})
+    json!({"subnet": "198.18.176.0/24"})
 }
 
 /// Runs inside the namespace: reads work, writes fail cleanly.
@@ -76,6 +76,6 @@ fn read_only_data_dir() {
     // The child really ran the checks (libtest reports one passed test).
     assert!(String::from_utf8_lossy(&output.stdout).contains("1 passed"));
     // Outside the namespace the directory is still writable and untouched.
-    assert!(dir.path().join(NETWORK).join("10.3.0.2").is_file());
+    assert!(dir.path().join(NETWORK).join("198.18.176.2").is_file());
     single(dir.path(), range()).status().unwrap();
 }

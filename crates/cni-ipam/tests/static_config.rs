@@ -24,11 +24,11 @@ fn base() -> Value {
         "ipam": {
             "type": "static",
             "addresses": [
-                {"address": "10.10.0.5/24", "gateway": "10.10.0.1"},
+                {"address": "198.19.32.5/24", "gateway": "198.19.32.1"},
                 {"address": "fd00::5/64"}
             ],
             "routes": [{"dst": "0.0.0.0/0"}],
-            "dns": {"nameservers": ["10.10.0.1"], "domain": "example.com", "search": ["example.com"], "options": ["ndots:2"]}
+            "dns": {"nameservers": ["198.19.32.1"], "domain": "example.com", "search": ["example.com"], "options": ["ndots:2"]}
         }
     })
 }
@@ -47,12 +47,12 @@ fn configured_addresses_routes_and_dns() {
     assert_eq!(
         config.addresses,
         [
-            address("10.10.0.5/24", Some("10.10.0.1")),
+            address("198.19.32.5/24", Some("198.19.32.1")),
             address("fd00::5/64", None)
         ]
     );
     assert_eq!(config.routes[0].dst.to_string(), "0.0.0.0/0");
-    assert_eq!(config.dns.nameservers, ["10.10.0.1"]);
+    assert_eq!(config.dns.nameservers, ["198.19.32.1"]);
     assert_eq!(config.dns.domain.as_deref(), Some("example.com"));
     assert_eq!(config.dns.search, ["example.com"]);
     assert_eq!(config.dns.options, ["ndots:2"]);
@@ -73,17 +73,17 @@ fn empty_address_list_is_not_an_error() {
 fn cni_args_append_and_fill_gateways() {
     let config = parse(
         &base(),
-        Some("10.20.0.7/16, 10.30.0.7/24"),
-        Some("10.20.0.1,10.10.0.254"),
+        Some("198.19.64.7/20, 198.19.80.7/24"),
+        Some("198.19.64.1,198.19.32.254"),
     )
     .unwrap();
     assert_eq!(
         config.addresses,
         [
-            address("10.10.0.5/24", Some("10.10.0.254")),
+            address("198.19.32.5/24", Some("198.19.32.254")),
             address("fd00::5/64", None),
-            address("10.20.0.7/16", Some("10.20.0.1")),
-            address("10.30.0.7/24", None),
+            address("198.19.64.7/20", Some("198.19.64.1")),
+            address("198.19.80.7/24", None),
         ]
     );
 }
@@ -91,30 +91,33 @@ fn cni_args_append_and_fill_gateways() {
 #[test]
 fn args_then_runtime_config_replace_addresses() {
     let mut value = base();
-    value["args"] = json!({"cni": {"ips": ["10.40.0.4/24"]}});
-    let config = parse(&value, Some("10.20.0.7/16"), None).unwrap();
-    assert_eq!(config.addresses, [address("10.40.0.4/24", None)]);
-    value["RuntimeConfig"] = json!({"ips": ["10.50.0.5/24", "fd00::50/64"]});
+    value["args"] = json!({"cni": {"ips": ["198.19.96.4/24"]}});
+    let config = parse(&value, Some("198.19.64.7/20"), None).unwrap();
+    assert_eq!(config.addresses, [address("198.19.96.4/24", None)]);
+    value["RuntimeConfig"] = json!({"ips": ["198.19.112.5/24", "fd00::50/64"]});
     let config = parse(&value, None, None).unwrap();
     assert_eq!(
         config.addresses,
-        [address("10.50.0.5/24", None), address("fd00::50/64", None)]
+        [
+            address("198.19.112.5/24", None),
+            address("fd00::50/64", None)
+        ]
     );
 }
 
 #[test]
 fn errors() {
     let mut bad_address = base();
-    bad_address["ipam"]["addresses"][0]["address"] = json!("10.10.0.5");
+    bad_address["ipam"]["addresses"][0]["address"] = json!("198.19.32.5");
     let mut missing_address = base();
-    missing_address["ipam"]["addresses"][0] = json!({"gateway": "10.10.0.1"});
+    missing_address["ipam"]["addresses"][0] = json!({"gateway": "198.19.32.1"});
     let mut bad_runtime = base();
-    bad_runtime["runtimeConfig"] = json!({"ips": ["10.1.1.1"]});
+    bad_runtime["runtimeConfig"] = json!({"ips": ["198.18.145.1"]});
     let mut two_v4_old = base();
     two_v4_old["cniVersion"] = json!("0.2.0");
-    two_v4_old["ipam"]["addresses"][1]["address"] = json!("10.11.0.5/24");
+    two_v4_old["ipam"]["addresses"][1]["address"] = json!("198.19.48.5/24");
     let mut bad_dns = base();
-    bad_dns["ipam"]["dns"]["nameservers"] = json!("10.0.0.1");
+    bad_dns["ipam"]["dns"]["nameservers"] = json!("198.18.128.1");
     let no_ipam = json!({"name": "n"});
 
     let cases: Vec<(Value, Option<&str>, Option<&str>)> = vec![
@@ -124,7 +127,7 @@ fn errors() {
         (two_v4_old, None, None),
         (bad_dns, None, None),
         (no_ipam, None, None),
-        (base(), Some("10.0.0.1"), None),
+        (base(), Some("198.18.128.1"), None),
         (base(), None, Some("not-an-ip")),
     ];
     for (value, ip_arg, gw_arg) in cases {
@@ -138,7 +141,7 @@ fn check_compares_gateways_of_configured_addresses_only() {
     let config = parse(&base(), None, None).unwrap();
     config
         .check(&[
-            (ip("10.10.0.5"), Some(ip("10.10.0.1"))),
+            (ip("198.19.32.5"), Some(ip("198.19.32.1"))),
             (ip("fd00::5"), None),
         ])
         .unwrap();
@@ -149,8 +152,11 @@ fn check_compares_gateways_of_configured_addresses_only() {
         .check(&[(ip("fd00::5"), Some(ip("fd00::1")))])
         .unwrap();
     let error = config
-        .check(&[(ip("10.10.0.5"), Some(ip("10.10.0.9")))])
+        .check(&[(ip("198.19.32.5"), Some(ip("198.19.32.9")))])
         .unwrap_err();
-    assert_eq!(error.to_string(), "static: Failed to match addr 10.10.0.5");
-    assert!(config.check(&[(ip("10.10.0.5"), None)]).is_err());
+    assert_eq!(
+        error.to_string(),
+        "static: Failed to match addr 198.19.32.5"
+    );
+    assert!(config.check(&[(ip("198.19.32.5"), None)]).is_err());
 }

@@ -32,10 +32,10 @@ fn with_store<T>(data_dir: &std::path::Path, f: impl FnOnce(&LockedStore<'_>) ->
 fn a_lockless_reader_never_sees_a_partial_file() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
-    let addr = ip("10.9.0.5");
+    let addr = ip("198.19.16.5");
     let id = "c".repeat(200);
     let content = format!("{id}\r\neth0");
-    let lease = data.join(NETWORK).join("10.9.0.5");
+    let lease = data.join(NETWORK).join("198.19.16.5");
     let hint = data.join(NETWORK).join("last_reserved_ip.0");
     with_store(&data, |_| ());
 
@@ -52,7 +52,7 @@ fn a_lockless_reader_never_sees_a_partial_file() {
                     Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
                 }
                 match std::fs::read_to_string(&hint) {
-                    Ok(text) if text == "10.9.0.5" => {}
+                    Ok(text) if text == "198.19.16.5" => {}
                     Ok(text) => bad.push(format!("hint {text:?}")),
                     Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
                 }
@@ -86,10 +86,10 @@ fn a_lockless_reader_never_sees_a_partial_file() {
 fn no_temp_file_stays_after_a_reservation() {
     let dir = tempfile::tempdir().unwrap();
     with_store(dir.path(), |s| {
-        assert!(s.reserve("a", "eth0", ip("10.9.0.2"), 0).unwrap());
-        assert!(!s.reserve("b", "eth0", ip("10.9.0.2"), 0).unwrap());
+        assert!(s.reserve("a", "eth0", ip("198.19.16.2"), 0).unwrap());
+        assert!(!s.reserve("b", "eth0", ip("198.19.16.2"), 0).unwrap());
     });
-    assert_eq!(files(dir.path())["10.9.0.2"], b"a\r\neth0");
+    assert_eq!(files(dir.path())["198.19.16.2"], b"a\r\neth0");
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 }
 
@@ -98,13 +98,13 @@ fn no_temp_file_stays_after_a_reservation() {
 #[test]
 fn a_killed_writers_temp_file_is_removed_under_the_lock() {
     let dir = tempfile::tempdir().unwrap();
-    let ipam = single(dir.path(), json!({"subnet": "10.9.1.0/24"}));
+    let ipam = single(dir.path(), json!({"subnet": "198.19.17.0/24"}));
     ipam.allocate("c1", "eth0", &[]).unwrap();
     let stale = format!("{TEMP_PREFIX}0123456789abcdef");
     common::write(dir.path(), &stale, b"c2\r\neth0");
     assert!(ipam.release("c2", "eth0").unwrap().is_empty());
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
-    assert!(files(dir.path()).contains_key("10.9.1.2"));
+    assert!(files(dir.path()).contains_key("198.19.17.2"));
 }
 
 #[test]

@@ -443,7 +443,7 @@ mod tests {
         b.add_elements(&set, &[SetElement::port(80), SetElement::port(443)])
             .unwrap();
         assert!(b
-            .add_elements(&set, &[SetElement::addr("10.0.0.1".parse().unwrap())])
+            .add_elements(&set, &[SetElement::addr("198.18.128.1".parse().unwrap())])
             .is_err());
         assert_eq!(b.len(), 2);
         assert!(b.delete_table(Family::Ip, "").is_err());

@@ -445,15 +445,18 @@ mod tests {
         assert_eq!(b.entries()[0].msg.attrs, want);
     }
 
-    /// `tcp . 8080 comment "abc" : 10.0.0.5 . 80`, whose key and value `nft --debug=netlink`
+    /// `tcp . 8080 comment "abc" : 198.18.128.5 . 80`, whose key and value `nft --debug=netlink`
     /// prints as `00000006 0000901f : 0500000a 00005000` (host-order words).
     #[test]
     fn element_with_value_and_comment() {
         let el = ConcatElement::new(concat(&[&[6], &8080u16.to_be_bytes()]))
-            .value(concat(&[&[10, 0, 0, 5], &80u16.to_be_bytes()]))
+            .value(concat(&[&[198, 18, 128, 5], &80u16.to_be_bytes()]))
             .comment("abc");
         assert_eq!(el.key, [6, 0, 0, 0, 0x1f, 0x90, 0, 0]);
-        assert_eq!(el.data.as_deref(), Some(&[10, 0, 0, 5, 0, 0x50, 0, 0][..]));
+        assert_eq!(
+            el.data.as_deref(),
+            Some(&[198, 18, 128, 5, 0, 0x50, 0, 0][..])
+        );
         let mut b = Batch::new();
         b.add_concat_elements(&ipv4_port_map(), std::slice::from_ref(&el), true)
             .unwrap();
@@ -466,7 +469,7 @@ mod tests {
             &[52, 0, 3, 0x80],
             &[48, 0, 1, 0x80],
             &[16, 0, 1, 0x80, 12, 0, 1, 0, 6, 0, 0, 0, 0x1f, 0x90, 0, 0],
-            &[16, 0, 2, 0x80, 12, 0, 1, 0, 10, 0, 0, 5, 0, 0x50, 0, 0],
+            &[16, 0, 2, 0x80, 12, 0, 1, 0, 198, 18, 128, 5, 0, 0x50, 0, 0],
             &[10, 0, 6, 0, 0, 4, b'a', b'b', b'c', 0, 0, 0],
         ]
         .concat();
@@ -491,11 +494,11 @@ mod tests {
         )
         .with_intervals();
         let mut b = Batch::new();
-        let key = concat(&[&[10, 0, 0, 0], &[10, 0, 0, 5]]);
+        let key = concat(&[&[198, 18, 128, 0], &[198, 18, 128, 5]]);
         assert!(b
             .add_concat_elements(&set, &[ConcatElement::new(key.clone())], false)
             .is_err());
-        let end = concat(&[&[10, 0, 255, 255], &[10, 0, 0, 5]]);
+        let end = concat(&[&[198, 18, 143, 255], &[198, 18, 128, 5]]);
         b.add_concat_elements(&set, &[ConcatElement::new(key).range_to(end)], false)
             .unwrap();
         let attrs = attr::parse(&b.entries()[0].msg.attrs).unwrap();
@@ -511,7 +514,7 @@ mod tests {
         let els: Vec<ConcatElement> = (0..5000u16)
             .map(|p| {
                 ConcatElement::new(concat(&[&[6], &p.to_be_bytes()]))
-                    .value(concat(&[&[10, 0, 0, 5], &80u16.to_be_bytes()]))
+                    .value(concat(&[&[198, 18, 128, 5], &80u16.to_be_bytes()]))
                     .comment(&"x".repeat(100))
             })
             .collect();
@@ -537,7 +540,7 @@ mod tests {
                 .str(NFTA_SET_ELEM_LIST_SET, "m")
                 .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |l| {
                     ConcatElement::new(vec![6, 0, 0, 0, 0x1f, 0x90, 0, 0])
-                        .value(vec![10, 0, 0, 5, 0, 0x50, 0, 0])
+                        .value(vec![198, 18, 128, 5, 0, 0x50, 0, 0])
                         .comment("owner")
                         .encode(l, true)
                 });
@@ -551,7 +554,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(got.comment.as_deref(), Some("owner"));
-        assert_eq!(got.data.unwrap()[..4], [10, 0, 0, 5]);
+        assert_eq!(got.data.unwrap()[..4], [198, 18, 128, 5]);
 
         let fake = FakeTransport::with_responder(|sent| {
             let m = message::split(sent).unwrap()[0];

@@ -228,8 +228,8 @@ mod tests {
         let mut a = AttrWriter::new();
         a.nested(CTA_TUPLE_ORIG, |t| {
             t.nested(CTA_TUPLE_IP, |ip| {
-                ip.bytes(CTA_IP_V4_SRC, &[10, 0, 0, 1])
-                    .bytes(CTA_IP_V4_DST, &[10, 0, 0, 2]);
+                ip.bytes(CTA_IP_V4_SRC, &[198, 18, 128, 1])
+                    .bytes(CTA_IP_V4_DST, &[198, 18, 128, 2]);
             })
             .nested(CTA_TUPLE_PROTO, |p| {
                 p.u8(CTA_PROTO_NUM, 17)

@@ -603,7 +603,7 @@ mod tests {
         let e = Expr::Cmp {
             sreg: Reg::R1,
             op: CmpOp::Neq,
-            data: vec![10, 0, 0, 0],
+            data: vec![198, 18, 128, 0],
         };
         let mut want = hdr(44, NFTA_LIST_ELEM | NLA_F_NESTED);
         want.extend(hdr(8, NFTA_EXPR_NAME));
@@ -615,7 +615,7 @@ mod tests {
         want.extend(1u32.to_be_bytes());
         want.extend(hdr(12, NFTA_CMP_DATA | NLA_F_NESTED));
         want.extend(hdr(8, NFTA_DATA_VALUE));
-        want.extend([10, 0, 0, 0]);
+        want.extend([198, 18, 128, 0]);
         assert_eq!(encoded(&e), want);
 
         let masq = encoded(&Expr::Masquerade {

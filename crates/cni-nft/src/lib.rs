@@ -59,8 +59,8 @@
 //! batch.add_chain(&Chain::base(f, t, "postrouting", ChainType::Nat, Hook::Postrouting,
 //!     priority::SRCNAT))?;
 //! batch.add_rule(&Rule::builder(f, t, "masq_checks")
-//!     .saddr("10.88.0.5".parse::<std::net::IpAddr>().unwrap())
-//!     .daddr_not("10.88.0.0/16".parse::<ipnet::IpNet>().unwrap())
+//!     .saddr("198.19.128.5".parse::<std::net::IpAddr>().unwrap())
+//!     .daddr_not("198.19.128.0/20".parse::<ipnet::IpNet>().unwrap())
 //!     .masquerade()
 //!     .comment("net: podman, id: 0123abcd")
 //!     .build()?);

@@ -3,8 +3,8 @@
 //! ```
 //! use cni_nft::{Family, Rule};
 //! let rule = Rule::builder(Family::Inet, "cni_plugins_masquerade", "masq_checks")
-//!     .saddr("10.0.0.5".parse::<std::net::IpAddr>().unwrap())
-//!     .daddr_not("10.0.0.0/24".parse::<ipnet::IpNet>().unwrap())
+//!     .saddr("198.18.128.5".parse::<std::net::IpAddr>().unwrap())
+//!     .daddr_not("198.18.128.0/24".parse::<ipnet::IpNet>().unwrap())
 //!     .daddr_not("224.0.0.0/4".parse::<ipnet::IpNet>().unwrap())
 //!     .masquerade()
 //!     .comment("net: mynet, id: 1234")
@@ -586,8 +586,8 @@ mod tests {
     #[test]
     fn ipmasq_rule_composes_like_nft() {
         let rule = Rule::builder(Family::Inet, "t", "c")
-            .saddr(ip("10.0.0.5"))
-            .daddr_not(net("10.0.0.0/24"))
+            .saddr(ip("198.18.128.5"))
+            .daddr_not(net("198.18.128.0/24"))
             .masquerade()
             .build()
             .unwrap();
@@ -612,7 +612,7 @@ mod tests {
         want.push(Expr::Cmp {
             sreg: Reg::R1,
             op: CmpOp::Eq,
-            data: vec![10, 0, 0, 5],
+            data: vec![198, 18, 128, 5],
         });
         want.extend(nfproto);
         want.push(Expr::Payload {
@@ -630,7 +630,7 @@ mod tests {
         want.push(Expr::Cmp {
             sreg: Reg::R1,
             op: CmpOp::Neq,
-            data: vec![10, 0, 0, 0],
+            data: vec![198, 18, 128, 0],
         });
         want.push(Expr::Masquerade {
             flags: 0,
@@ -642,7 +642,7 @@ mod tests {
     #[test]
     fn ip_table_needs_no_family_match_but_rejects_ipv6() {
         let rule = Rule::builder(Family::Ip, "t", "c")
-            .daddr(ip("10.1.2.3"))
+            .daddr(ip("198.18.146.3"))
             .build()
             .unwrap();
         assert_eq!(rule.exprs().len(), 2);
@@ -676,7 +676,7 @@ mod tests {
     fn dnat_loads_address_and_port() {
         let rule = Rule::builder(Family::Ip, "t", "c")
             .dport(L4Proto::Tcp, 8080)
-            .dnat(ip("10.0.0.2"), Some(80))
+            .dnat(ip("198.18.128.2"), Some(80))
             .build()
             .unwrap();
         let e = rule.exprs();

@@ -52,8 +52,8 @@ fn ipmasq_batch(comment4: &str, comment6: &str) -> Batch {
     ));
     b.add_rule(
         &Rule::builder(f, MASQ_TABLE, "masq_checks")
-            .saddr(ip("10.0.0.5"))
-            .daddr_not(net("10.0.0.0/24"))
+            .saddr(ip("198.18.128.5"))
+            .daddr_not(net("198.18.128.0/24"))
             .masquerade()
             .comment(comment4)
             .build()
@@ -127,8 +127,8 @@ fn ipmasq_shape_reads_back_and_deletes_by_comment() {
     assert_eq!(
         checks[0]["expr"],
         json!([
-            payload_match("ip", "saddr", "==", json!("10.0.0.5")),
-            payload_match("ip", "daddr", "!=", json!({"prefix": {"addr": "10.0.0.0", "len": 24}})),
+            payload_match("ip", "saddr", "==", json!("198.18.128.5")),
+            payload_match("ip", "daddr", "!=", json!({"prefix": {"addr": "198.18.128.0", "len": 24}})),
             {"masquerade": null}
         ])
     );
@@ -260,9 +260,9 @@ fn portmap_shape_reads_back_and_deletes_by_container_id() {
     let mut b = hostport_setup(Family::Ip);
     b.add_rule(
         &Rule::builder(Family::Ip, HOSTPORT, "hostports")
-            .daddr(ip("10.1.1.1"))
+            .daddr(ip("198.18.145.1"))
             .dport(L4Proto::Tcp, 8080)
-            .dnat(ip("10.0.0.2"), Some(80))
+            .dnat(ip("198.18.128.2"), Some(80))
             .comment(cid)
             .build()
             .unwrap(),
@@ -270,15 +270,15 @@ fn portmap_shape_reads_back_and_deletes_by_container_id() {
     b.add_rule(
         &Rule::builder(Family::Ip, HOSTPORT, "hostports")
             .dport(L4Proto::Udp, 5353)
-            .dnat(ip("10.0.0.2"), Some(53))
+            .dnat(ip("198.18.128.2"), Some(53))
             .comment(cid)
             .build()
             .unwrap(),
     );
     b.add_rule(
         &Rule::builder(Family::Ip, HOSTPORT, "masquerading")
-            .saddr(ip("10.0.0.2"))
-            .daddr(ip("10.0.0.2"))
+            .saddr(ip("198.18.128.2"))
+            .daddr(ip("198.18.128.2"))
             .masquerade()
             .comment(cid)
             .build()
@@ -316,9 +316,9 @@ fn portmap_shape_reads_back_and_deletes_by_container_id() {
     assert_eq!(
         hp[0]["expr"],
         json!([
-            payload_match("ip", "daddr", "==", json!("10.1.1.1")),
+            payload_match("ip", "daddr", "==", json!("198.18.145.1")),
             payload_match("tcp", "dport", "==", json!(8080)),
-            {"dnat": {"addr": "10.0.0.2", "port": 80}}
+            {"dnat": {"addr": "198.18.128.2", "port": 80}}
         ])
     );
     assert_eq!(
@@ -383,7 +383,7 @@ fn firewall_shapes_sets_and_positions() {
     b.add_set(&ports).unwrap();
     let hosts = cni_nft::Set::new(f, t, "hosts", cni_nft::SetType::Ipv4Addr);
     b.add_set(&hosts).unwrap();
-    b.add_elements(&hosts, &[cni_nft::SetElement::addr(ip("10.0.0.9"))])
+    b.add_elements(&hosts, &[cni_nft::SetElement::addr(ip("198.18.128.9"))])
         .unwrap();
     b.add_elements(
         &ports,
@@ -395,7 +395,7 @@ fn firewall_shapes_sets_and_positions() {
     .unwrap();
     b.add_rule(
         &Rule::builder(f, t, "forward")
-            .daddr(ip("10.0.0.7"))
+            .daddr(ip("198.18.128.7"))
             .ct_state(ct_state::ESTABLISHED | ct_state::RELATED)
             .counter()
             .accept()
@@ -434,7 +434,7 @@ fn firewall_shapes_sets_and_positions() {
     let mut b = Batch::new();
     b.insert_rule(
         &Rule::builder(f, t, "forward")
-            .saddr(ip("10.0.0.7"))
+            .saddr(ip("198.18.128.7"))
             .mark(0x1000, 0x1000)
             .drop()
             .comment("inserted")
@@ -460,7 +460,7 @@ fn firewall_shapes_sets_and_positions() {
     assert_eq!(sets[0]["type"], "inet_service");
     assert_eq!(sets[0]["elem"], json!([22, 443]));
     assert_eq!(sets[1]["type"], "ipv4_addr");
-    assert_eq!(sets[1]["elem"], json!(["10.0.0.9"]));
+    assert_eq!(sets[1]["elem"], json!(["198.18.128.9"]));
 
     let rules = ns.rules("inet", t, "forward");
     let comments: Vec<Value> = rules.iter().map(|r| r["comment"].clone()).collect();
@@ -482,7 +482,7 @@ fn firewall_shapes_sets_and_positions() {
     assert_eq!(
         rules[1]["expr"],
         json!([
-            payload_match("ip", "daddr", "==", json!("10.0.0.7")),
+            payload_match("ip", "daddr", "==", json!("198.18.128.7")),
             {"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}},
             {"counter": {"packets": 0, "bytes": 0}},
             {"accept": null}
@@ -583,12 +583,12 @@ fn large_batches_are_fully_acknowledged() {
     b.add_chain(&Chain::regular(Family::Ip, "big", "c"))
         .unwrap();
     for i in 0..2000u32 {
-        let addr = std::net::Ipv4Addr::from(0x0a00_0000 + i);
+        let addr = std::net::Ipv4Addr::from(0xc612_8000 + i);
         b.add_rule(
             &Rule::builder(Family::Ip, "big", "c")
                 .saddr(IpAddr::V4(addr))
                 .dport(L4Proto::Tcp, 80)
-                .dnat(ip("10.1.0.1"), Some(8080))
+                .dnat(ip("198.18.144.1"), Some(8080))
                 .comment(&format!("id-{}", i % 3))
                 .build()
                 .unwrap(),
@@ -612,9 +612,9 @@ fn rules_written_by_nft_are_listed_and_deleted_by_comment() {
     let script = r#"
 table ip cni_hostport {
     chain hostports {
-        tcp dport 8080 dnat to 10.0.0.2:80 comment "cid-go"
-        udp dport 53 dnat to 10.0.0.3:53 comment "cid-other"
-        tcp dport 8081 dnat to 10.0.0.2:81 comment "cid-go"
+        tcp dport 8080 dnat to 198.18.128.2:80 comment "cid-go"
+        udp dport 53 dnat to 198.18.128.3:53 comment "cid-other"
+        tcp dport 8081 dnat to 198.18.128.2:81 comment "cid-go"
     }
 }
 "#;
@@ -670,7 +670,7 @@ fn snat_and_inet_dnat_read_back() {
         &Rule::builder(f, t, "pre")
             .daddr(ip("192.0.2.1"))
             .dport(L4Proto::Tcp, 80)
-            .dnat(ip("10.0.0.2"), Some(8080))
+            .dnat(ip("198.18.128.2"), Some(8080))
             .build()
             .unwrap(),
     );
@@ -683,7 +683,7 @@ fn snat_and_inet_dnat_read_back() {
     );
     b.add_rule(
         &Rule::builder(f, t, "post")
-            .saddr(net("10.0.0.0/24"))
+            .saddr(net("198.18.128.0/24"))
             .oifname("eth0")
             .snat(ip("192.0.2.1"), Some(4000))
             .build()
@@ -693,7 +693,7 @@ fn snat_and_inet_dnat_read_back() {
     let pre = ns.rules("inet", t, "pre");
     assert_eq!(
         statements(&pre[0], "dnat"),
-        vec![&json!({"family": "ip", "addr": "10.0.0.2", "port": 8080})]
+        vec![&json!({"family": "ip", "addr": "198.18.128.2", "port": 8080})]
     );
     assert_eq!(
         statements(&pre[1], "dnat"),
@@ -703,7 +703,7 @@ fn snat_and_inet_dnat_read_back() {
     assert_eq!(
         post[0]["expr"],
         json!([
-            payload_match("ip", "saddr", "==", json!({"prefix": {"addr": "10.0.0.0", "len": 24}})),
+            payload_match("ip", "saddr", "==", json!({"prefix": {"addr": "198.18.128.0", "len": 24}})),
             {"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "eth0"}},
             {"snat": {"family": "ip", "addr": "192.0.2.1", "port": 4000}}
         ])

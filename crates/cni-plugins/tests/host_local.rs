@@ -80,11 +80,11 @@ impl Net {
 }
 
 fn v4() -> Value {
-    json!({"ranges": [[{"subnet": "10.1.0.0/24"}]]})
+    json!({"ranges": [[{"subnet": "198.18.144.0/24"}]]})
 }
 
 fn dual() -> Value {
-    json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd00:1::/64"}]]})
+    json!({"ranges": [[{"subnet": "198.18.144.0/24"}], [{"subnet": "fd00:1::/64"}]]})
 }
 
 // ---- ADD ----------------------------------------------------------------------------------
@@ -97,8 +97,8 @@ fn add_result_shape_per_version() {
         let cid = format!("legacy{n}");
         let r = net.add(&cid, "eth0", &net.conf(version, dual()));
         assert_eq!(r["cniVersion"], version);
-        assert!(r["ip4"]["ip"].as_str().unwrap().starts_with("10.1.0."));
-        assert_eq!(r["ip4"]["gateway"], "10.1.0.1");
+        assert!(r["ip4"]["ip"].as_str().unwrap().starts_with("198.18.144."));
+        assert_eq!(r["ip4"]["gateway"], "198.18.144.1");
         assert!(r["ip6"]["ip"].as_str().unwrap().starts_with("fd00:1::"));
         assert!(r["ip6"]["ip"].as_str().unwrap().ends_with("/64"));
         assert_eq!(r["ip6"]["gateway"], "fd00:1::1");
@@ -114,7 +114,7 @@ fn add_result_shape_per_version() {
         let ips = r["ips"].as_array().unwrap();
         assert_eq!(ips.len(), 2, "{r}");
         assert!(ips[0]["address"].as_str().unwrap().ends_with("/24"));
-        assert_eq!(ips[0]["gateway"], "10.1.0.1");
+        assert_eq!(ips[0]["gateway"], "198.18.144.1");
         assert_eq!(ips[1]["gateway"], "fd00:1::1");
         for ip in ips {
             assert!(
@@ -141,16 +141,16 @@ fn allocation_order_and_store_layout() {
     let conf = net.conf("1.0.0", dual());
     assert_eq!(
         addresses(&net.add("c1", "eth0", &conf)),
-        ["10.1.0.2", "fd00:1::2"]
+        ["198.18.144.2", "fd00:1::2"]
     );
     assert_eq!(
         addresses(&net.add("c2", "eth0", &conf)),
-        ["10.1.0.3", "fd00:1::3"]
+        ["198.18.144.3", "fd00:1::3"]
     );
     let f = files(&net.dir());
-    assert_eq!(f["10.1.0.2"], b"c1\r\neth0");
+    assert_eq!(f["198.18.144.2"], b"c1\r\neth0");
     assert_eq!(f["fd00:1::3"], b"c2\r\neth0");
-    assert_eq!(f["last_reserved_ip.0"], b"10.1.0.3");
+    assert_eq!(f["last_reserved_ip.0"], b"198.18.144.3");
     assert_eq!(f["last_reserved_ip.1"], b"fd00:1::3");
     assert_eq!(f["lock"], b"");
     assert_eq!(f.len(), 7, "no other files: {:?}", f.keys());
@@ -158,7 +158,7 @@ fn allocation_order_and_store_layout() {
     net.del("c1", "eth0", &conf);
     assert_eq!(
         addresses(&net.add("c3", "eth0", &conf)),
-        ["10.1.0.4", "fd00:1::4"]
+        ["198.18.144.4", "fd00:1::4"]
     );
 }
 
@@ -183,7 +183,7 @@ fn routes_are_copied_with_version_fields() {
     let mut ipam = v4();
     ipam["routes"] = json!([
         {"dst": "0.0.0.0/0"},
-        {"dst": "192.168.0.0/16", "gw": "10.1.0.254", "mtu": 1400, "advmss": 1360,
+        {"dst": "192.168.0.0/16", "gw": "198.18.144.254", "mtu": 1400, "advmss": 1360,
          "priority": 10, "table": 100, "scope": 253}
     ]);
     let r = net.add("c1", "eth0", &net.conf("1.1.0", ipam.clone()));
@@ -191,25 +191,25 @@ fn routes_are_copied_with_version_fields() {
         r["routes"],
         json!([
             {"dst": "0.0.0.0/0"},
-            {"dst": "192.168.0.0/16", "gw": "10.1.0.254", "mtu": 1400, "advmss": 1360,
+            {"dst": "192.168.0.0/16", "gw": "198.18.144.254", "mtu": 1400, "advmss": 1360,
              "priority": 10, "table": 100, "scope": 253}
         ])
     );
     let r = net.add("c2", "eth0", &net.conf("1.0.0", ipam.clone()));
     assert_eq!(
         r["routes"],
-        json!([{"dst": "0.0.0.0/0"}, {"dst": "192.168.0.0/16", "gw": "10.1.0.254"}])
+        json!([{"dst": "0.0.0.0/0"}, {"dst": "192.168.0.0/16", "gw": "198.18.144.254"}])
     );
     // 0.2.0 puts routes inside ip4.
     let r = net.add("c3", "eth0", &net.conf("0.2.0", ipam.clone()));
-    assert_eq!(r["ip4"]["routes"][1]["gw"], "10.1.0.254");
+    assert_eq!(r["ip4"]["routes"][1]["gw"], "198.18.144.254");
 
     // A route value the result cannot carry is a config error, and nothing is allocated.
     ipam["routes"] = json!([{"dst": "0.0.0.0/0", "mtu": -1}]);
     let before = leases(&net.dir());
     let out = net.run(&net.call("ADD", "c4", "eth0", &net.conf("1.1.0", ipam.clone())));
     assert_cni_error(&out, 7);
-    ipam["routes"] = json!([{"gw": "10.1.0.1"}]);
+    ipam["routes"] = json!([{"gw": "198.18.144.1"}]);
     let out = net.run(&net.call("ADD", "c4", "eth0", &net.conf("1.1.0", ipam)));
     assert_eq!(assert_cni_error(&out, 7)["msg"], "routes[0]: missing dst");
     assert_eq!(leases(&net.dir()), before);
@@ -222,7 +222,7 @@ fn resolv_conf_fills_dns() {
     let resolv = net.data.path().join("resolv.conf");
     std::fs::write(
         &resolv,
-        "# c\nnameserver 10.0.0.53\nnameserver fd00::53\ndomain example.org\nsearch a.example b.example\noptions ndots:2\n",
+        "# c\nnameserver 198.18.128.53\nnameserver fd00::53\ndomain example.org\nsearch a.example b.example\noptions ndots:2\n",
     )
     .unwrap();
     let mut ipam = v4();
@@ -230,7 +230,7 @@ fn resolv_conf_fills_dns() {
     let r = net.add("c1", "eth0", &net.conf("1.0.0", ipam.clone()));
     assert_eq!(
         r["dns"],
-        json!({"nameservers": ["10.0.0.53", "fd00::53"], "domain": "example.org",
+        json!({"nameservers": ["198.18.128.53", "fd00::53"], "domain": "example.org",
                "search": ["a.example", "b.example"], "options": ["ndots:2"]})
     );
     ipam["resolvConf"] = json!(net.data.path().join("missing.conf"));
@@ -245,29 +245,32 @@ fn resolv_conf_fills_dns() {
 fn range_sets_in_go_order() {
     let net = Net::new();
     let ipam = json!({
-        "subnet": "10.2.0.0/24", "rangeStart": "10.2.0.10", "rangeEnd": "10.2.0.20",
-        "gateway": "10.2.0.254",
-        "ranges": [[{"subnet": "10.3.0.0/24", "gateway": "192.0.2.1"}]]
+        "subnet": "198.18.160.0/24", "rangeStart": "198.18.160.10", "rangeEnd": "198.18.160.20",
+        "gateway": "198.18.160.254",
+        "ranges": [[{"subnet": "198.18.176.0/24", "gateway": "192.0.2.1"}]]
     });
-    let top = json!({"runtimeConfig": {"ipRanges": [[{"subnet": "10.4.0.0/24"}]]}});
+    let top = json!({"runtimeConfig": {"ipRanges": [[{"subnet": "198.18.192.0/24"}]]}});
     let r = net.add("c1", "eth0", &net.conf_with("1.0.0", ipam, top));
     // The third set's gateway lies elsewhere, so its .1 is an ordinary address.
-    assert_eq!(addresses(&r), ["10.4.0.2", "10.2.0.10", "10.3.0.1"]);
-    assert_eq!(r["ips"][1]["gateway"], "10.2.0.254");
+    assert_eq!(
+        addresses(&r),
+        ["198.18.192.2", "198.18.160.10", "198.18.176.1"]
+    );
+    assert_eq!(r["ips"][1]["gateway"], "198.18.160.254");
     // Go does not check the gateway against the subnet: it is returned as configured.
     assert_eq!(r["ips"][2]["gateway"], "192.0.2.1");
     let f = files(&net.dir());
-    assert_eq!(f["last_reserved_ip.0"], b"10.4.0.2");
-    assert_eq!(f["last_reserved_ip.1"], b"10.2.0.10");
-    assert_eq!(f["last_reserved_ip.2"], b"10.3.0.1");
+    assert_eq!(f["last_reserved_ip.0"], b"198.18.192.2");
+    assert_eq!(f["last_reserved_ip.1"], b"198.18.160.10");
+    assert_eq!(f["last_reserved_ip.2"], b"198.18.176.1");
     // Several ranges in one set form one pool: after the first is used up, the second serves.
     let net = Net::new();
     let conf = net.conf(
         "1.0.0",
-        json!({"ranges": [[{"subnet": "10.5.0.0/30"}, {"subnet": "10.6.0.0/30"}]]}),
+        json!({"ranges": [[{"subnet": "198.18.208.0/30"}, {"subnet": "198.18.224.0/30"}]]}),
     );
-    assert_eq!(addresses(&net.add("a", "eth0", &conf)), ["10.5.0.2"]);
-    assert_eq!(addresses(&net.add("b", "eth0", &conf)), ["10.6.0.2"]);
+    assert_eq!(addresses(&net.add("a", "eth0", &conf)), ["198.18.208.2"]);
+    assert_eq!(addresses(&net.add("b", "eth0", &conf)), ["198.18.224.2"]);
 }
 
 // C-4, PL §2.1: requested addresses. CNI_ARGS IP= only when args/runtimeConfig ask for none.
@@ -275,52 +278,73 @@ fn range_sets_in_go_order() {
 fn requested_addresses() {
     let net = Net::new();
     let conf = net.conf("1.0.0", dual());
-    let out = net.run(&net.call("ADD", "c1", "eth0", &conf).args("IP=10.1.0.77"));
+    let out = net.run(
+        &net.call("ADD", "c1", "eth0", &conf)
+            .args("IP=198.18.144.77"),
+    );
     out.assert_success();
-    assert_eq!(addresses(&out.json().unwrap())[0], "10.1.0.77");
+    assert_eq!(addresses(&out.json().unwrap())[0], "198.18.144.77");
     // The prefix is accepted and dropped; IgnoreUnknown lets runtime keys through.
     let out = net.run(
         &net.call("ADD", "c2", "eth0", &conf)
-            .args("IgnoreUnknown=1;K8S_POD_NAME=p;IP=10.1.0.78/24"),
+            .args("IgnoreUnknown=1;K8S_POD_NAME=p;IP=198.18.144.78/24"),
     );
     out.assert_success();
-    assert_eq!(addresses(&out.json().unwrap())[0], "10.1.0.78");
+    assert_eq!(addresses(&out.json().unwrap())[0], "198.18.144.78");
 
     // args.cni.ips: one per set, dual stack; CNI_ARGS IP is then ignored.
     let conf = net.conf_with(
         "1.0.0",
         dual(),
-        json!({"args": {"cni": {"ips": ["10.1.0.80", "fd00:1::80"]}}}),
+        json!({"args": {"cni": {"ips": ["198.18.144.80", "fd00:1::80"]}}}),
     );
-    let out = net.run(&net.call("ADD", "c3", "eth0", &conf).args("IP=10.1.0.81"));
+    let out = net.run(
+        &net.call("ADD", "c3", "eth0", &conf)
+            .args("IP=198.18.144.81"),
+    );
     out.assert_success();
-    assert_eq!(addresses(&out.json().unwrap()), ["10.1.0.80", "fd00:1::80"]);
+    assert_eq!(
+        addresses(&out.json().unwrap()),
+        ["198.18.144.80", "fd00:1::80"]
+    );
     // runtimeConfig.ips (capability `ips`).
     let conf = net.conf_with(
         "1.0.0",
         dual(),
-        json!({"runtimeConfig": {"ips": ["10.1.0.90/24"]}}),
+        json!({"runtimeConfig": {"ips": ["198.18.144.90/24"]}}),
     );
-    let out = net.run(&net.call("ADD", "c4", "eth0", &conf).args("IP=10.1.0.91"));
+    let out = net.run(
+        &net.call("ADD", "c4", "eth0", &conf)
+            .args("IP=198.18.144.91"),
+    );
     out.assert_success();
-    assert_eq!(addresses(&out.json().unwrap())[0], "10.1.0.90");
-    assert!(!leases(&net.dir()).contains_key("10.1.0.91"));
+    assert_eq!(addresses(&out.json().unwrap())[0], "198.18.144.90");
+    assert!(!leases(&net.dir()).contains_key("198.18.144.91"));
 
     // A requested address someone holds: Go's message and code.
     let conf = net.conf("1.0.0", v4());
-    let out = net.run(&net.call("ADD", "c5", "eth0", &conf).args("IP=10.1.0.77"));
+    let out = net.run(
+        &net.call("ADD", "c5", "eth0", &conf)
+            .args("IP=198.18.144.77"),
+    );
     assert_eq!(
         assert_cni_error(&out, 999)["msg"],
-        "failed to allocate for range 0: requested IP address 10.1.0.77 is not available in range set 10.1.0.1-10.1.0.254"
+        "failed to allocate for range 0: requested IP address 198.18.144.77 is not available in range set 198.18.144.1-198.18.144.254"
     );
     // Outside every range, the gateway, unparsable: config errors.
     for (arg, msg) in [
         (
-            "IP=10.9.9.9",
-            "requested IP 10.9.9.9 is in no configured range",
+            "IP=198.19.25.9",
+            "requested IP 198.19.25.9 is in no configured range",
         ),
-        ("IP=10.1.0.1", "requested ip 10.1.0.1 is subnet's gateway"),
-        ("IP=10.1.0.256", "cannot understand ip: \"10.1.0.256\""),
+        (
+            "IP=198.18.144.1",
+            "requested ip 198.18.144.1 is subnet's gateway",
+        ),
+        (
+            "IP=198.18.144.256",
+            "cannot understand ip: \"198.18.144.256\"",
+        ),
     ] {
         let out = net.run(&net.call("ADD", "c6", "eth0", &conf).args(arg));
         assert_eq!(assert_cni_error(&out, 7)["msg"], msg, "{arg}");
@@ -335,7 +359,7 @@ fn requested_addresses() {
 fn unknown_cni_args() {
     let net = Net::new();
     let conf = net.conf("1.0.0", v4());
-    for args in ["ip=10.1.0.5", "K8S_POD_NAME=p", "IgnoreUnknown=0;FOO=1"] {
+    for args in ["ip=198.18.144.5", "K8S_POD_NAME=p", "IgnoreUnknown=0;FOO=1"] {
         let out = net.run(&net.call("ADD", "c1", "eth0", &conf).args(args));
         let e = assert_cni_error(&out, 4);
         assert!(e["msg"].as_str().unwrap().contains("unknown args"), "{e}");
@@ -354,25 +378,25 @@ fn unknown_cni_args() {
 fn config_errors() {
     let net = Net::new();
     let cases: Vec<(Value, &str)> = vec![
-        (json!({"ranges": [[{"subnet": "10.1.0.0/33"}]]}), "invalid CIDR address"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/33"}]]}), "invalid CIDR address"),
         (json!({"ranges": [[{"subnet": "bogus"}]]}), "invalid CIDR address"),
         (json!({"ranges": [[{"subnet": ""}]]}), "invalid CIDR address"),
-        (json!({"ranges": [[{"subnet": "10.1.0.5/24"}]]}), "Network has host bits set. For a subnet mask of length 24 the network address is 10.1.0.0"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/32"}]]}), "too small to allocate from"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/31"}]]}), "too small to allocate from"),
+        (json!({"ranges": [[{"subnet": "198.18.144.5/24"}]]}), "Network has host bits set. For a subnet mask of length 24 the network address is 198.18.144.0"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/32"}]]}), "too small to allocate from"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/31"}]]}), "too small to allocate from"),
         (json!({"ranges": [[{"subnet": "fd00::/127"}]]}), "too small to allocate from"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24"}, {"subnet": "10.1.0.0/25"}]]}), "overlap"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "10.1.0.0/16"}]]}), "range set 0 overlaps with 1"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24"}, {"subnet": "fd00::/64"}]]}), "mixed address families"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24", "rangeStart": "10.2.0.1"}]]}), "RangeStart 10.2.0.1 not in network 10.1.0.0/24"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24", "rangeEnd": "10.2.0.1"}]]}), "RangeEnd 10.2.0.1 not in network 10.1.0.0/24"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24", "rangeStart": "10.1.0.9", "rangeEnd": "10.1.0.5"}]]}), "is after RangeEnd"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24", "gateway": "fd00::1"}]]}), "is not of the family of network"),
-        (json!({"ranges": [[{"subnet": "10.1.0.0/24", "gateway": "10.1.0.x"}]]}), "invalid IP address"),
-        (json!({"ranges": [[{"rangeStart": "10.1.0.2"}]]}), "has no subnet"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24"}, {"subnet": "198.18.144.0/25"}]]}), "overlap"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24"}], [{"subnet": "198.18.144.0/20"}]]}), "range set 0 overlaps with 1"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24"}, {"subnet": "fd00::/64"}]]}), "mixed address families"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24", "rangeStart": "198.18.160.1"}]]}), "RangeStart 198.18.160.1 not in network 198.18.144.0/24"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24", "rangeEnd": "198.18.160.1"}]]}), "RangeEnd 198.18.160.1 not in network 198.18.144.0/24"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24", "rangeStart": "198.18.144.9", "rangeEnd": "198.18.144.5"}]]}), "is after RangeEnd"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24", "gateway": "fd00::1"}]]}), "is not of the family of network"),
+        (json!({"ranges": [[{"subnet": "198.18.144.0/24", "gateway": "198.18.144.x"}]]}), "invalid IP address"),
+        (json!({"ranges": [[{"rangeStart": "198.18.144.2"}]]}), "has no subnet"),
         (json!({"ranges": [[]]}), "empty range set"),
         (json!({}), "no IP ranges specified"),
-        (json!({"ranges": "10.1.0.0/24"}), "expected a list"),
+        (json!({"ranges": "198.18.144.0/24"}), "expected a list"),
     ];
     for (ipam, msg) in cases {
         let out = net.run(&net.call("ADD", "c1", "eth0", &net.conf("1.0.0", ipam.clone())));
@@ -380,7 +404,7 @@ fn config_errors() {
         assert!(e["msg"].as_str().unwrap().contains(msg), "{ipam}: {e}");
     }
     // Two IPv4 sets need 0.3.0 or later.
-    let two = json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "10.2.0.0/24"}]]});
+    let two = json!({"ranges": [[{"subnet": "198.18.144.0/24"}], [{"subnet": "198.18.160.0/24"}]]});
     let out = net.run(&net.call("ADD", "c1", "eth0", &net.conf("0.2.0", two.clone())));
     let e = assert_cni_error(&out, 7);
     assert_eq!(
@@ -456,17 +480,17 @@ fn hostile_identifiers_are_rejected() {
 #[test]
 fn exhaustion() {
     let net = Net::new();
-    let ipam = json!({"ranges": [[{"subnet": "fd00:9::/64"}], [{"subnet": "10.1.0.0/30"}]]});
+    let ipam = json!({"ranges": [[{"subnet": "fd00:9::/64"}], [{"subnet": "198.18.144.0/30"}]]});
     let conf = net.conf("1.1.0", ipam);
     assert_silent_success(&net.status(&conf));
     assert_eq!(
         addresses(&net.add("c1", "eth0", &conf)),
-        ["fd00:9::2", "10.1.0.2"]
+        ["fd00:9::2", "198.18.144.2"]
     );
     let out = net.run(&net.call("ADD", "c2", "eth0", &conf));
     assert_eq!(
         assert_cni_error(&out, 999)["msg"],
-        "failed to allocate for range 1: no IP addresses available in range set: 10.1.0.1-10.1.0.2"
+        "failed to allocate for range 1: no IP addresses available in range set: 198.18.144.1-198.18.144.2"
     );
     // The IPv6 address taken for c2 before the IPv4 set failed was given back.
     assert_eq!(leases(&net.dir()).len(), 2);
@@ -477,7 +501,7 @@ fn exhaustion() {
     // The rolled-back fd00:9::3 still moved the round-robin hint, as in Go.
     assert_eq!(
         addresses(&net.add("c2", "eth0", &conf)),
-        ["fd00:9::4", "10.1.0.2"]
+        ["fd00:9::4", "198.18.144.2"]
     );
 }
 
@@ -517,10 +541,10 @@ fn hand_written_and_legacy_leases() {
     let net = Net::new();
     let conf = net.conf("1.0.0", v4());
     std::fs::create_dir_all(net.dir()).unwrap();
-    std::fs::write(net.dir().join("10.1.0.2"), b"\xff\xfe garbage\n\n").unwrap();
-    std::fs::write(net.dir().join("10.1.0.3"), b"old\n").unwrap();
+    std::fs::write(net.dir().join("198.18.144.2"), b"\xff\xfe garbage\n\n").unwrap();
+    std::fs::write(net.dir().join("198.18.144.3"), b"old\n").unwrap();
     std::fs::write(net.dir().join("not-an-ip"), b"c1\r\neth0").unwrap();
-    assert_eq!(addresses(&net.add("c1", "eth0", &conf)), ["10.1.0.4"]);
+    assert_eq!(addresses(&net.add("c1", "eth0", &conf)), ["198.18.144.4"]);
     // CHECK finds a legacy lease; DEL of that container releases it.
     assert_silent_success(&net.run(&net.call("CHECK", "old", "eth0", &conf)));
     // An ADD of that container is refused: it already holds an address (Go's duplicate check).
@@ -531,8 +555,8 @@ fn hand_written_and_legacy_leases() {
         .contains("duplicate allocation is not allowed"));
     net.del("old", "eth0", &conf);
     let f = files(&net.dir());
-    assert!(!f.contains_key("10.1.0.3"));
-    assert!(f.contains_key("10.1.0.2") && f.contains_key("not-an-ip"));
+    assert!(!f.contains_key("198.18.144.3"));
+    assert!(f.contains_key("198.18.144.2") && f.contains_key("not-an-ip"));
 }
 
 // PL §2.7, SC items 60-61: CHECK compares prevResult's addresses with the reservations.
@@ -590,7 +614,7 @@ fn gc_releases_exactly_the_stale_leases() {
     ] {
         net.add(cid, ifname, &conf);
     }
-    std::fs::write(net.dir().join("10.1.0.200"), b"legacy").unwrap();
+    std::fs::write(net.dir().join("198.18.144.200"), b"legacy").unwrap();
     // Another network in the same data directory.
     let other_conf = conf.replace(NET, "other-net");
     net.add("c9", "eth0", &other_conf);
@@ -730,7 +754,7 @@ fn waits_for_the_store_lock() {
 fn interop_conf(net: &Net) -> String {
     net.conf(
         "1.0.0",
-        json!({"ranges": [[{"subnet": "10.20.0.0/16"}], [{"subnet": "fd00:20::/64"}]]}),
+        json!({"ranges": [[{"subnet": "198.19.64.0/20"}], [{"subnet": "fd00:20::/64"}]]}),
     )
 }
 
@@ -798,6 +822,65 @@ fn interop_concurrent_allocation_with_go() {
         }
     });
     assert!(leases(&net.dir()).is_empty(), "{:?}", leases(&net.dir()));
+}
+
+// Issue 15: Go and rcni churn one small range together, ADDs and DELs interleaved across 4
+// threads, each DEL by the other implementation than the ADD, so rcni's owner index is made
+// stale by Go again and again and must be repaired from the lease files. No ADD may return an
+// address that another attachment still holds: an attachment enters `live` when its ADD has
+// returned and leaves it before its DEL starts, so a legitimate reuse never meets it there.
+#[test]
+fn interop_churn_with_go_never_hands_out_a_held_address() {
+    let Some(go) = go_plugin("host-local") else {
+        panic!("the Go host-local is needed (apt-get install containernetworking-plugins)");
+    };
+    let net = Net::new();
+    // 13 usable addresses for at most 4 * 3 live attachments: addresses are reused all along.
+    let conf = net.conf("1.0.0", json!({"ranges": [[{"subnet": "198.19.96.0/28"}]]}));
+    let ours = net.plugins.plugin("host-local");
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 40;
+    const KEEP: usize = 3;
+    let live = std::sync::Mutex::new(std::collections::BTreeMap::<String, String>::new());
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (go, ours, conf, net, live) = (&go, &ours, &conf, &net, &live);
+            s.spawn(move || {
+                let mut mine: std::collections::VecDeque<(String, bool, Vec<String>)> =
+                    Default::default();
+                for n in 0..PER_THREAD {
+                    if mine.len() == KEEP {
+                        let (cid, by_go, addrs) = mine.pop_front().unwrap();
+                        for a in &addrs {
+                            live.lock().unwrap().remove(a);
+                        }
+                        let binary = if by_go { ours } else { go };
+                        assert_silent_success(&run(binary, &net.call("DEL", &cid, "eth0", conf)));
+                    }
+                    let by_go = (n + t) % 2 == 0;
+                    let cid = format!("{}-{t}-{n}", if by_go { "go" } else { "rs" });
+                    let binary = if by_go { go } else { ours };
+                    let out = run(binary, &net.call("ADD", &cid, "eth0", conf));
+                    out.assert_success();
+                    let addrs = addresses(&out.json().unwrap());
+                    assert_eq!(addrs.len(), 1, "{cid}");
+                    for a in &addrs {
+                        if let Some(holder) = live.lock().unwrap().insert(a.clone(), cid.clone()) {
+                            panic!("{a} handed to {cid} while {holder} holds it");
+                        }
+                    }
+                    mine.push_back((cid, by_go, addrs));
+                }
+            });
+        }
+    });
+    // The store holds exactly the attachments still live, each as its ADD recorded it.
+    let held = leases(&net.dir());
+    let live = live.into_inner().unwrap();
+    assert_eq!(held.len(), live.len());
+    for (a, cid) in &live {
+        assert_eq!(held[a.as_str()], format!("{cid}\r\neth0"), "{a}");
+    }
 }
 
 // PL §2.2, §2.9: the same requests through Go and rcni in two data directories leave
@@ -889,7 +972,7 @@ fn interop_store_files_match_go() {
         out.assert_success();
         assert_eq!(
             addresses(&out.json().unwrap())[0],
-            format!("10.20.0.{}", n + 2)
+            format!("198.19.64.{}", n + 2)
         );
     }
     assert_silent_success(&run(&go, &net.call("CHECK", "c1", "eth0", &conf)));
@@ -920,7 +1003,7 @@ fn bench_add_del_throughput() {
         for (name, binary) in [("rcni", &ours), ("go", &go)] {
             for workers in [1usize, 4] {
                 let net = Net::new();
-                let conf = net.conf("1.0.0", json!({"ranges": [[{"subnet": "10.30.0.0/16"}]]}));
+                let conf = net.conf("1.0.0", json!({"ranges": [[{"subnet": "198.19.80.0/20"}]]}));
                 let cpu_before = children_cpu_seconds();
                 let start = std::time::Instant::now();
                 std::thread::scope(|s| {

@@ -43,7 +43,7 @@ fn tcp_mapping_reaches_the_pod_from_everywhere() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
     let (pod_a, res_a) = lab.add_pod("pod-a", &conf);
     let (pod_b, _res_b) = lab.add_pod("pod-b", &conf);
     let _srv = http_server(&pod_a.name, [0, 0, 0, 0], 80).unwrap();
@@ -174,7 +174,7 @@ fn udp_and_ipv6_mappings() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", Some("fd00:88::/64"));
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", Some("fd00:88::/64"));
     let (pod, res) = lab.add_pod("pod-6", &conf);
     let ip6 = result_ip(&res, true);
     udp_echo(&pod, "0.0.0.0:5353".parse().unwrap());
@@ -235,16 +235,16 @@ fn fake_result(ip: &str) -> Value {
     json!({
         "cniVersion": "1.0.0",
         "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/run/netns/fake" }],
-        "ips": [{ "address": format!("{ip}/16"), "interface": 1, "gateway": "10.99.0.1" }]
+        "ips": [{ "address": format!("{ip}/20"), "interface": 1, "gateway": "198.19.144.1" }]
     })
 }
 
-/// A lab with a bridge routing 10.99.0.0/16 (for route_localnet) and one empty pod
+/// A lab with a bridge routing 198.19.144.0/20 (for route_localnet) and one empty pod
 /// namespace whose path the fabricated attachments use as CNI_NETNS.
 fn fake_lab() -> (Lab, String) {
     let lab = Lab::new();
     lab.host_sh(
-        "ip link add cni0 type bridge && ip addr add 10.99.0.1/16 dev cni0 && ip link set cni0 up",
+        "ip link add cni0 type bridge && ip addr add 198.19.144.1/20 dev cni0 && ip link set cni0 up",
     );
     let ns = lab.sb.add_container().unwrap().path.display().to_string();
     (lab, ns)
@@ -255,9 +255,9 @@ fn gc_removes_only_stale_attachments_of_its_network() {
     let (lab, ns) = fake_lab();
     // Distinct ports: every attachment owns keyed elements and an index chain.
     for (net, cid, ip, port) in [
-        (NET, "keep", "10.99.0.2", 9000),
-        (NET, "gone", "10.99.0.3", 9001),
-        ("other", "gone", "10.99.0.4", 9002),
+        (NET, "keep", "198.19.144.2", 9000),
+        (NET, "gone", "198.19.144.3", 9001),
+        ("other", "gone", "198.19.144.4", 9002),
     ] {
         let map = mappings(json!([{ "hostPort": port, "containerPort": 80 }]));
         let stdin = chained(net, portmap_keys(), Some(&fake_result(ip)), map);
@@ -315,7 +315,7 @@ fn concurrent_add_and_del_lose_and_duplicate_nothing() {
             let map = map.clone();
             std::thread::spawn(move || {
                 let cid = format!("ctr{i}");
-                let ip = format!("10.99.{}.{}", 1 + i / 200, 2 + i % 200);
+                let ip = format!("198.19.{}.{}", 145 + i / 200, 2 + i % 200);
                 // Two networks share the tables.
                 let net = if i % 4 < 2 { NET } else { "pmnet2" };
                 let stdin = chained(net, portmap_keys(), Some(&fake_result(&ip)), mappings(map));
@@ -373,7 +373,7 @@ fn concurrent_add_and_del_lose_and_duplicate_nothing() {
 #[test]
 fn bad_inputs_get_cni_error_codes() {
     let (lab, ns) = fake_lab();
-    let prev = fake_result("10.99.0.9");
+    let prev = fake_result("198.19.144.9");
     let code = |stdin: String| -> u64 {
         let out = lab.rcni("portmap", "ADD", "bad", &ns, &stdin);
         assert!(!out.success(), "{out}");
@@ -449,7 +449,7 @@ fn conditions_restrict_the_mapping() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
     let (pod, res) = lab.add_pod("pod-c", &conf);
     let _srv = http_server(&pod.name, [0, 0, 0, 0], 80).unwrap();
     let keys = json!({ "type": "portmap", "conditionsV4": ["!", "-s", OUTSIDE_IP4] });
@@ -483,7 +483,7 @@ fn udp_conntrack_entries_are_flushed_on_add() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
     let (pod, res) = lab.add_pod("pod-u", &conf);
     udp_echo(&pod, "0.0.0.0:5454".parse().unwrap());
     let netns = pod.path.display().to_string();
@@ -526,7 +526,7 @@ fn udp_conntrack_entries_are_flushed_on_add() {
 fn gc_without_a_valid_list_is_code_7_and_removes_nothing() {
     let (lab, ns) = fake_lab();
     let map = mappings(json!([{ "hostPort": 9001, "containerPort": 80 }]));
-    let stdin = chained(NET, portmap_keys(), Some(&fake_result("10.99.0.7")), map);
+    let stdin = chained(NET, portmap_keys(), Some(&fake_result("198.19.144.7")), map);
     lab.rcni("portmap", "ADD", "gc-none", &ns, &stdin)
         .assert_success();
     let before = tag_rules(&lab, "gc-none");
@@ -544,7 +544,7 @@ fn iptables_only_options_are_answered_on_stderr() {
     let mut keys = portmap_keys();
     keys["backend"] = json!("iptables");
     keys["externalSetMarkChain"] = json!("KUBE-MARK-MASQ");
-    let stdin = chained(NET, keys, Some(&fake_result("10.99.0.8")), map);
+    let stdin = chained(NET, keys, Some(&fake_result("198.19.144.8")), map);
     let out = lab.rcni("portmap", "ADD", "pm-warn", &ns, &stdin);
     out.assert_success();
     out.json().expect("stdout is the result alone");
@@ -567,7 +567,7 @@ fn a_taken_port_goes_to_the_first_and_then_to_the_next() {
     }
     let lab = Lab::new();
     let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "10.88.0.0/24", None);
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
     let (pod_a, res_a) = lab.add_pod("pod-first", &conf);
     let (pod_b, res_b) = lab.add_pod("pod-next", &conf);
     let map = |cport: u16| mappings(json!([{ "hostPort": 8085, "containerPort": cport }]));
@@ -634,7 +634,7 @@ fn per_mapping_rules_are_replaced_by_add_and_removed_by_del() {
     let stdin = chained(
         NET,
         with_conditions,
-        Some(&fake_result("10.99.0.9")),
+        Some(&fake_result("198.19.144.9")),
         map.clone(),
     );
     lab.rcni("portmap", "ADD", "upgrade", &ns, &stdin)
@@ -651,7 +651,7 @@ fn per_mapping_rules_are_replaced_by_add_and_removed_by_del() {
     lab.rcni("portmap", "CHECK", "upgrade", &ns, &stdin)
         .assert_success();
 
-    let stdin = chained(NET, portmap_keys(), Some(&fake_result("10.99.0.9")), map);
+    let stdin = chained(NET, portmap_keys(), Some(&fake_result("198.19.144.9")), map);
     lab.rcni("portmap", "ADD", "upgrade", &ns, &stdin)
         .assert_success();
     assert_eq!(in_chain("hostports") + in_chain("masquerading"), 0);
@@ -668,7 +668,12 @@ fn per_mapping_rules_are_replaced_by_add_and_removed_by_del() {
     // Back to rules, then DEL without mappings removes them.
     let with_conditions = json!({ "type": "portmap", "conditionsV4": ["-s", "198.18.0.0/15"] });
     let map = mappings(json!([{ "hostPort": 9005, "containerPort": 80 }]));
-    let stdin = chained(NET, with_conditions, Some(&fake_result("10.99.0.9")), map);
+    let stdin = chained(
+        NET,
+        with_conditions,
+        Some(&fake_result("198.19.144.9")),
+        map,
+    );
     lab.rcni("portmap", "ADD", "upgrade", &ns, &stdin)
         .assert_success();
     assert_eq!(

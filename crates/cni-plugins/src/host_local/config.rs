@@ -73,15 +73,14 @@ mod tests {
         a
     }
 
-    const PLAIN: &str =
-        r#"{"cniVersion":"1.0.0","name":"n","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}"#;
+    const PLAIN: &str = r#"{"cniVersion":"1.0.0","name":"n","ipam":{"type":"host-local","subnet":"198.18.144.0/24"}}"#;
 
     #[test]
     fn cni_args_ip_is_requested_when_nothing_else_is() {
-        let c = load(&args(PLAIN, "IP=10.1.0.9"), ArgsUse::Honour).unwrap();
+        let c = load(&args(PLAIN, "IP=198.18.144.9"), ArgsUse::Honour).unwrap();
         assert_eq!(
             c.requested_ips,
-            ["10.1.0.9".parse::<std::net::IpAddr>().unwrap()]
+            ["198.18.144.9".parse::<std::net::IpAddr>().unwrap()]
         );
         let c = load(&args(PLAIN, "IP="), ArgsUse::Honour).unwrap();
         assert!(c.requested_ips.is_empty());
@@ -90,15 +89,15 @@ mod tests {
     #[test]
     fn config_ips_win_over_cni_args_ip() {
         for stdin in [
-            r#"{"cniVersion":"1.0.0","name":"n","args":{"cni":{"ips":["10.1.0.7"]}},"ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}"#,
-            r#"{"cniVersion":"1.0.0","name":"n","runtimeConfig":{"ips":["10.1.0.7/24"]},"ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}"#,
+            r#"{"cniVersion":"1.0.0","name":"n","args":{"cni":{"ips":["198.18.144.7"]}},"ipam":{"type":"host-local","subnet":"198.18.144.0/24"}}"#,
+            r#"{"cniVersion":"1.0.0","name":"n","runtimeConfig":{"ips":["198.18.144.7/24"]},"ipam":{"type":"host-local","subnet":"198.18.144.0/24"}}"#,
         ] {
             // Even a malformed IP= is ignored then.
-            for arg in ["IP=10.1.0.9", "IP=bogus"] {
+            for arg in ["IP=198.18.144.9", "IP=bogus"] {
                 let c = load(&args(stdin, arg), ArgsUse::Honour).unwrap();
                 assert_eq!(
                     c.requested_ips,
-                    ["10.1.0.7".parse::<std::net::IpAddr>().unwrap()]
+                    ["198.18.144.7".parse::<std::net::IpAddr>().unwrap()]
                 );
             }
         }
@@ -106,9 +105,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_code_4_unless_ignored() {
-        let e = load(&args(PLAIN, "ip=10.1.0.9"), ArgsUse::Honour).unwrap_err();
+        let e = load(&args(PLAIN, "ip=198.18.144.9"), ArgsUse::Honour).unwrap_err();
         assert_eq!(e.code, 4);
-        assert!(e.msg.contains("ip=10.1.0.9"), "{}", e.msg);
+        assert!(e.msg.contains("ip=198.18.144.9"), "{}", e.msg);
         load(
             &args(PLAIN, "IgnoreUnknown=1;K8S_POD_NAME=p"),
             ArgsUse::Honour,
@@ -123,21 +122,21 @@ mod tests {
     fn repeated_ip_arg_last_non_empty_wins_and_each_is_checked() {
         let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
         for (cni_args, want) in [
-            ("IP=10.1.0.9;IP=10.1.0.10", "10.1.0.10"),
-            ("IP=10.1.0.11;IP=", "10.1.0.11"),
-            ("IP=;IP=10.1.0.12", "10.1.0.12"),
+            ("IP=198.18.144.9;IP=198.18.144.10", "198.18.144.10"),
+            ("IP=198.18.144.11;IP=", "198.18.144.11"),
+            ("IP=;IP=198.18.144.12", "198.18.144.12"),
         ] {
             let c = load(&args(PLAIN, cni_args), ArgsUse::Honour).unwrap();
             assert_eq!(c.requested_ips, [ip(want)], "{cni_args}");
         }
-        let e = load(&args(PLAIN, "IP=bogus;IP=10.1.0.9"), ArgsUse::Honour).unwrap_err();
+        let e = load(&args(PLAIN, "IP=bogus;IP=198.18.144.9"), ArgsUse::Honour).unwrap_err();
         assert_eq!(e.code, 7);
         assert!(e.msg.contains("bogus"), "{}", e.msg);
     }
 
     #[test]
     fn bad_requested_ip_is_a_config_error() {
-        let e = load(&args(PLAIN, "IP=10.1.0.300"), ArgsUse::Honour).unwrap_err();
+        let e = load(&args(PLAIN, "IP=198.18.144.300"), ArgsUse::Honour).unwrap_err();
         assert_eq!(e.code, 7);
     }
 }

@@ -211,7 +211,7 @@ mod tests {
     fn iptables_forms() {
         let c = parse(
             "conditionsV4",
-            &v(&["-s", "1.2.3.4", "!", "-d", "10.0.0.0/8"]),
+            &v(&["-s", "1.2.3.4", "!", "-d", "198.18.0.0/15"]),
             false,
         )
         .unwrap();
@@ -224,7 +224,7 @@ mod tests {
                     negated: false
                 },
                 Condition::Destination {
-                    net: "10.0.0.0/8".parse().unwrap(),
+                    net: "198.18.0.0/15".parse().unwrap(),
                     negated: true
                 }
             ]

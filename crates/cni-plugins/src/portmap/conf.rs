@@ -227,6 +227,34 @@ pub fn container_addresses(prev: &CniResult, ifname: &str) -> (Option<IpNet>, Op
     (v4, v6)
 }
 
+/// Building blocks of the layouts' unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    pub fn conf(snat: bool, masq_all: bool) -> PortMapConf {
+        PortMapConf {
+            snat,
+            masq_all,
+            mark_bit: 13,
+            conditions_v4: Conditions::default(),
+            conditions_v6: Conditions::default(),
+        }
+    }
+
+    /// TCP `port` → 80, on `host_ip` when given.
+    pub fn mapping(port: u16, host_ip: Option<&str>) -> PortMapping {
+        let ip: Option<IpAddr> = host_ip.map(|s| s.parse().unwrap());
+        PortMapping {
+            host_port: port,
+            container_port: 80,
+            protocol: L4Proto::Tcp,
+            host_ip: ip,
+            host_family_v6: ip.map(|i| i.is_ipv6()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,14 +291,14 @@ mod tests {
             r#"{"name":"n","type":"portmap","runtimeConfig":{"portMappings":[
             {"hostPort":8080,"containerPort":80,"protocol":"TCP"},
             {"hostPort":53,"containerPort":53,"protocol":"udp","hostIP":"::"},
-            {"hostPort":9,"containerPort":9,"protocol":"sctp","hostIP":"10.0.0.1"}]}}"#,
+            {"hostPort":9,"containerPort":9,"protocol":"sctp","hostIP":"198.18.128.1"}]}}"#,
         ))
         .unwrap();
         assert_eq!(m.len(), 3);
         assert_eq!(m[0].protocol, L4Proto::Tcp);
         assert!(m[0].applies_to(true) && m[0].applies_to(false));
         assert!(m[1].host_ip.is_none() && m[1].applies_to(true) && !m[1].applies_to(false));
-        assert_eq!(m[2].host_ip, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(m[2].host_ip, Some("198.18.128.1".parse().unwrap()));
         for bad in [
             r#"[{"hostPort":0,"containerPort":80}]"#,
             r#"[{"hostPort":70000,"containerPort":80}]"#,
@@ -300,9 +328,9 @@ mod tests {
                     {"name": "eth1", "sandbox": "/run/netns/x"}
                 ],
                 "ips": [
-                    {"address": "10.1.0.5/24", "interface": 2},
-                    {"address": "10.0.0.5/24", "interface": 1},
-                    {"address": "10.0.0.6/24", "interface": 1},
+                    {"address": "198.18.144.5/24", "interface": 2},
+                    {"address": "198.18.128.5/24", "interface": 1},
+                    {"address": "198.18.128.6/24", "interface": 1},
                     {"address": "fd00::5/64"}
                 ]
             }),
@@ -310,7 +338,7 @@ mod tests {
         )
         .unwrap();
         let (v4, v6) = container_addresses(&prev, "eth0");
-        assert_eq!(v4, Some("10.0.0.5/24".parse().unwrap()));
+        assert_eq!(v4, Some("198.18.128.5/24".parse().unwrap()));
         assert_eq!(v6, Some("fd00::5/64".parse().unwrap()));
     }
 }

@@ -619,28 +619,7 @@ fn texts(entries: &[Entry]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::portmap::conditions::Conditions;
-
-    fn conf(snat: bool, masq_all: bool) -> PortMapConf {
-        PortMapConf {
-            snat,
-            masq_all,
-            mark_bit: 13,
-            conditions_v4: Conditions::default(),
-            conditions_v6: Conditions::default(),
-        }
-    }
-
-    fn mapping(port: u16, host_ip: Option<&str>) -> PortMapping {
-        let ip: Option<IpAddr> = host_ip.map(|s| s.parse().unwrap());
-        PortMapping {
-            host_port: port,
-            container_port: 80,
-            protocol: L4Proto::Tcp,
-            host_ip: ip,
-            host_family_v6: ip.map(|i| i.is_ipv6()),
-        }
-    }
+    use crate::portmap::conf::test_support::{conf, mapping};
 
     #[test]
     fn entries_per_family_with_hairpin_sources() {
@@ -650,14 +629,18 @@ mod tests {
             mapping(9090, Some("198.18.0.1")),
             mapping(7070, Some("fd00::1")),
         ];
-        let v4 = entries(&conf(true, false), "10.88.0.5/16".parse().unwrap(), &maps);
+        let v4 = entries(
+            &conf(true, false),
+            "198.19.128.5/20".parse().unwrap(),
+            &maps,
+        );
         assert_eq!(
             texts(&v4),
             [
                 "hp tcp 8080",
                 "hip 198.18.0.1 tcp 9090",
-                "hair 10.88.0.0/16 10.88.0.5",
-                "hair 127.0.0.1/32 10.88.0.5"
+                "hair 198.19.128.0/20 198.19.128.5",
+                "hair 127.0.0.1/32 198.19.128.5"
             ]
         );
         let v6 = entries(&conf(true, true), "fd00::5/64".parse().unwrap(), &maps);
@@ -665,19 +648,21 @@ mod tests {
             texts(&v6),
             ["hp tcp 8080", "hip fd00::1 tcp 7070", "hair ::/0 fd00::5"]
         );
-        assert!(
-            entries(&conf(false, false), "10.0.0.2/24".parse().unwrap(), &maps)
-                .iter()
-                .all(|e| e.target.is_some())
-        );
-        assert!(entries(&conf(true, false), "10.0.0.2/24".parse().unwrap(), &[]).is_empty());
+        assert!(entries(
+            &conf(false, false),
+            "198.18.128.2/24".parse().unwrap(),
+            &maps
+        )
+        .iter()
+        .all(|e| e.target.is_some()));
+        assert!(entries(&conf(true, false), "198.18.128.2/24".parse().unwrap(), &[]).is_empty());
     }
 
     #[test]
     fn index_text_round_trips_and_rejects_garbage() {
         for e in entries(
             &conf(true, false),
-            "10.88.0.5/16".parse().unwrap(),
+            "198.19.128.5/20".parse().unwrap(),
             &[mapping(1, None), mapping(65535, Some("198.18.0.1"))],
         ) {
             assert_eq!(Key::parse(&e.key.text()), Some(e.key.clone()));
@@ -711,17 +696,17 @@ mod tests {
         };
         assert_eq!(k.bytes(), [198, 18, 0, 1, 17, 0, 0, 0, 0, 53, 0, 0]);
         let k = Key::Hairpin {
-            from: "10.88.0.0/16".parse().unwrap(),
-            to: "10.88.0.5".parse().unwrap(),
+            from: "198.19.128.0/20".parse().unwrap(),
+            to: "198.19.128.5".parse().unwrap(),
         };
-        assert_eq!(k.bytes(), [10, 88, 0, 0, 10, 88, 0, 5]);
-        assert_eq!(k.set(Family::Ip).name, "rcni_hairpin_16");
+        assert_eq!(k.bytes(), [198, 19, 128, 0, 198, 19, 128, 5]);
+        assert_eq!(k.set(Family::Ip).name, "rcni_hairpin_20");
         let e = &entries(
             &conf(false, false),
-            "10.0.0.2/24".parse().unwrap(),
+            "198.18.128.2/24".parse().unwrap(),
             &[mapping(8080, None)],
         )[0];
-        assert_eq!(e.value().unwrap(), [10, 0, 0, 2, 0, 80, 0, 0]);
+        assert_eq!(e.value().unwrap(), [198, 18, 128, 2, 0, 80, 0, 0]);
     }
 
     #[test]
@@ -737,7 +722,11 @@ mod tests {
             assert_eq!(dnat.comment(), Some(MARKER));
         }
         let maps = [mapping(8080, None)];
-        let all = entries(&conf(true, false), "10.88.0.5/16".parse().unwrap(), &maps);
+        let all = entries(
+            &conf(true, false),
+            "198.19.128.5/20".parse().unwrap(),
+            &maps,
+        );
         let mut a = Batch::new();
         let empty = SkeletonState {
             dnat: false,
@@ -749,7 +738,7 @@ mod tests {
         let mut b = Batch::new();
         let ready = SkeletonState {
             dnat: true,
-            hairpin: vec![16, 32],
+            hairpin: vec![20, 32],
         };
         complete_skeleton(&mut b, Family::Ip, &ready, &all).unwrap();
         assert!(b.is_empty());

@@ -251,43 +251,21 @@ pub fn owned_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::portmap::conditions::Conditions;
-    use cni_nft::L4Proto;
-
-    fn conf(snat: bool, masq_all: bool) -> PortMapConf {
-        PortMapConf {
-            snat,
-            masq_all,
-            mark_bit: 13,
-            conditions_v4: Conditions::default(),
-            conditions_v6: Conditions::default(),
-        }
-    }
-
-    fn mapping(host_ip: Option<&str>) -> PortMapping {
-        let ip: Option<IpAddr> = host_ip.map(|s| s.parse().unwrap());
-        PortMapping {
-            host_port: 8080,
-            container_port: 80,
-            protocol: L4Proto::Tcp,
-            host_ip: ip,
-            host_family_v6: ip.map(|i| i.is_ipv6()),
-        }
-    }
+    use crate::portmap::conf::test_support::{conf, mapping};
 
     #[test]
     fn ipv4_with_snat_marks_subnet_and_localhost() {
         let c = conf(true, false);
         let tag = AttachmentTag::new("n", "c", "eth0");
         let maps = [
-            mapping(None),
-            mapping(Some("10.1.1.1")),
-            mapping(Some("fd00::1")),
+            mapping(8080, None),
+            mapping(8080, Some("198.18.145.1")),
+            mapping(8080, Some("fd00::1")),
         ];
         let att = Attachment {
             conf: &c,
             tag: &tag,
-            addr: "10.88.0.5/16".parse().unwrap(),
+            addr: "198.19.128.5/20".parse().unwrap(),
             mappings: &maps,
         };
         let rules = att.rules().unwrap();
@@ -306,7 +284,7 @@ mod tests {
     fn ipv6_without_snat_only_dnats() {
         let c = conf(false, false);
         let tag = AttachmentTag::new("n", "c", "eth0");
-        let maps = [mapping(None), mapping(Some("10.1.1.1"))];
+        let maps = [mapping(8080, None), mapping(8080, Some("198.18.145.1"))];
         let att = Attachment {
             conf: &c,
             tag: &tag,
