@@ -9,16 +9,15 @@
 //! so the other nodes remove their paths to this one.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ipnet::Ipv4Net;
 use tokio::sync::watch;
 
 use crate::backend::Backend;
 use crate::health::{self, lock, SharedHealth};
-use crate::lease::{Lease, LeaseAttrs};
+use crate::lease::{Lease, LeaseAttrs, Subnets};
 use crate::network::NetworkConfig;
 use crate::store::{Claim, LeaseEvent, LeaseId, LeaseWatch, Snapshot, Store, StoreError};
 
@@ -32,8 +31,10 @@ const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// What the loop needs besides the store and the backend.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// The node's public (underlay) address.
-    pub public_ip: Ipv4Addr,
+    /// The node's public (underlay) IPv4 address, on an IPv4 network.
+    pub public_ip: Option<Ipv4Addr>,
+    /// The node's public (underlay) IPv6 address, on an IPv6 network.
+    pub public_ipv6: Option<Ipv6Addr>,
     /// TTL of the lease.
     pub lease_ttl: Duration,
     /// Revoke the lease on a graceful stop.
@@ -51,7 +52,7 @@ pub struct AgentConfig {
 pub enum AgentError {
     /// No free subnet is left in the network.
     #[error("no free subnet left in {0}")]
-    NetworkFull(Ipv4Net),
+    NetworkFull(String),
     /// The backend cannot be set up.
     #[error(transparent)]
     Backend(#[from] crate::backend::BackendError),
@@ -123,25 +124,35 @@ pub async fn wait_for_config<S: Store>(
     }
 }
 
-/// Which subnet to try first: this node's own lease (same PublicIP), else the one in the
-/// subnet file if it is still free, else a random free one. The first case also returns the
-/// revision the key must still be at.
+/// Which subnets to try first: this node's own lease (same PublicIP or PublicIPv6), else the
+/// ones in the subnet file if they are still free, else random free ones. The first case also
+/// returns the revision the key must still be at.
 pub fn choose_subnet(
     network: &NetworkConfig,
     snapshot: &Snapshot,
-    public_ip: Ipv4Addr,
-    remembered: Option<Ipv4Net>,
+    public_ip: Option<Ipv4Addr>,
+    public_ipv6: Option<Ipv6Addr>,
+    remembered: Option<Subnets>,
     random: u64,
-) -> Option<(Ipv4Net, Claim)> {
+) -> Option<(Subnets, Claim)> {
+    let mine = |a: &LeaseAttrs| {
+        (public_ip.is_some() && a.public_ipv4() == public_ip)
+            || (public_ipv6.is_some() && a.public_ipv6 == public_ipv6)
+    };
     if let Some(own) = snapshot
         .leases
         .iter()
-        .find(|s| s.lease.attrs.public_ip == public_ip && network.is_valid_subnet(s.lease.subnet))
+        .find(|s| mine(&s.lease.attrs) && network.is_valid(s.lease.subnet))
     {
         return Some((own.lease.subnet, Claim::IfUnchangedSince(own.mod_revision)));
     }
-    let taken: Vec<Ipv4Net> = snapshot.leases.iter().map(|s| s.lease.subnet).collect();
-    if let Some(sub) = remembered.filter(|s| network.is_valid_subnet(*s) && !taken.contains(s)) {
+    let taken: Vec<Subnets> = snapshot.leases.iter().map(|s| s.lease.subnet).collect();
+    let free = |s: &Subnets| {
+        taken
+            .iter()
+            .all(|t| (s.v4.is_none() || t.v4 != s.v4) && (s.v6.is_none() || t.v6 != s.v6))
+    };
+    if let Some(sub) = remembered.filter(|s| network.is_valid(*s) && free(s)) {
         return Some((sub, Claim::IfAbsent));
     }
     network
@@ -166,7 +177,7 @@ pub async fn acquire<S: Store>(
     store: &mut S,
     network: &NetworkConfig,
     attrs: &LeaseAttrs,
-    remembered: Option<Ipv4Net>,
+    remembered: Option<Subnets>,
     cfg: &AgentConfig,
     health: &SharedHealth,
     shutdown: &mut watch::Receiver<bool>,
@@ -176,10 +187,16 @@ pub async fn acquire<S: Store>(
             s.snapshot().await
         })
         .await?;
-        let Some((subnet, claim)) =
-            choose_subnet(network, &snapshot, cfg.public_ip, remembered, random_u64())
-        else {
-            return Some(Err(AgentError::NetworkFull(network.network)));
+        let Some((subnet, claim)) = choose_subnet(
+            network,
+            &snapshot,
+            cfg.public_ip,
+            cfg.public_ipv6,
+            remembered,
+            random_u64(),
+        ) else {
+            let networks: Vec<String> = network.networks().iter().map(|n| n.to_string()).collect();
+            return Some(Err(AgentError::NetworkFull(networks.join(", "))));
         };
         let lease = Lease {
             subnet,
@@ -220,14 +237,14 @@ pub async fn acquire<S: Store>(
 /// The remote leases and what the backend did with them.
 pub struct Reconciler {
     backend: Box<dyn Backend>,
-    own: Ipv4Net,
-    remotes: BTreeMap<Ipv4Net, Lease>,
+    own: Subnets,
+    remotes: BTreeMap<Subnets, Lease>,
     health: SharedHealth,
 }
 
 impl Reconciler {
     /// A reconciler for the node owning `own`.
-    pub fn new(backend: Box<dyn Backend>, own: Ipv4Net, health: SharedHealth) -> Self {
+    pub fn new(backend: Box<dyn Backend>, own: Subnets, health: SharedHealth) -> Self {
         Reconciler {
             backend,
             own,
@@ -243,13 +260,13 @@ impl Reconciler {
 
     /// Takes a full list: removes paths of leases gone, adds new or changed ones, then resyncs.
     pub fn load(&mut self, snapshot: &Snapshot) {
-        let fresh: BTreeMap<Ipv4Net, Lease> = snapshot
+        let fresh: BTreeMap<Subnets, Lease> = snapshot
             .leases
             .iter()
             .filter(|s| s.lease.subnet != self.own)
             .map(|s| (s.lease.subnet, s.lease.clone()))
             .collect();
-        let gone: Vec<Ipv4Net> = self
+        let gone: Vec<Subnets> = self
             .remotes
             .keys()
             .filter(|k| !fresh.contains_key(k))
@@ -450,8 +467,14 @@ async fn reacquire<S: Store>(
 
 #[cfg(test)]
 mod tests {
+    use ipnet::Ipv4Net;
+
     use super::*;
     use crate::store::StoredLease;
+
+    fn v4(s: &str) -> Subnets {
+        s.parse::<Ipv4Net>().unwrap().into()
+    }
 
     fn network() -> NetworkConfig {
         NetworkConfig::parse(br#"{"Network":"198.19.0.0/22","Backend":{"Type":"host-gw"}}"#)
@@ -461,11 +484,14 @@ mod tests {
     fn stored(subnet: &str, ip: [u8; 4], rev: i64) -> StoredLease {
         StoredLease {
             lease: Lease {
-                subnet: subnet.parse().unwrap(),
+                subnet: subnet.parse::<Ipv4Net>().unwrap().into(),
                 attrs: LeaseAttrs {
                     public_ip: ip.into(),
+                    public_ipv6: None,
                     backend_type: "host-gw".into(),
                     backend_data: None,
+                    backend_v6_data: None,
+                    node_name: None,
                 },
             },
             mod_revision: rev,
@@ -481,7 +507,7 @@ mod tests {
         fn backend_data(&self) -> Option<crate::lease::BackendData> {
             None
         }
-        fn configure_local(&mut self, _: Ipv4Net) -> Result<(), crate::backend::BackendError> {
+        fn configure_local(&mut self, _: Subnets) -> Result<(), crate::backend::BackendError> {
             Ok(())
         }
         fn add_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
@@ -513,7 +539,7 @@ mod tests {
         let health = SharedHealth::default();
         let mut r = Reconciler::new(
             Box::new(Recorder(calls.clone())),
-            "198.19.1.0/24".parse().unwrap(),
+            v4("198.19.1.0/24"),
             health.clone(),
         );
         let a = stored("198.19.2.0/24", [198, 18, 0, 3], 1).lease;
@@ -524,7 +550,7 @@ mod tests {
         let mut moved = a.clone();
         moved.attrs.public_ip = [198, 18, 0, 9].into();
         r.apply(LeaseEvent::Put(moved)); // changed: remove, then add
-        r.apply(LeaseEvent::Delete("198.19.7.0/24".parse().unwrap())); // unknown: nothing
+        r.apply(LeaseEvent::Delete(v4("198.19.7.0/24"))); // unknown: nothing
         assert_eq!(lock(&health).leases_known, 1);
         r.apply(LeaseEvent::Delete(a.subnet));
         assert_eq!(lock(&health).leases_known, 0);
@@ -564,11 +590,15 @@ mod tests {
             ],
             revision: 9,
         };
-        let got = choose_subnet(&network(), &snap, [198, 18, 0, 3].into(), None, 0);
-        assert_eq!(
-            got,
-            Some(("198.19.2.0/24".parse().unwrap(), Claim::IfUnchangedSince(7)))
+        let got = choose_subnet(
+            &network(),
+            &snap,
+            Some([198, 18, 0, 3].into()),
+            None,
+            None,
+            0,
         );
+        assert_eq!(got, Some((v4("198.19.2.0/24"), Claim::IfUnchangedSince(7))));
     }
 
     #[test]
@@ -577,16 +607,16 @@ mod tests {
             leases: vec![stored("198.19.1.0/24", [198, 18, 0, 2], 5)],
             revision: 9,
         };
-        let me: Ipv4Addr = [198, 18, 0, 9].into();
-        let remembered = Some("198.19.3.0/24".parse().unwrap());
+        let me = Some(Ipv4Addr::new(198, 18, 0, 9));
+        let remembered = Some(v4("198.19.3.0/24"));
         assert_eq!(
-            choose_subnet(&network(), &snap, me, remembered, 0),
-            Some(("198.19.3.0/24".parse().unwrap(), Claim::IfAbsent))
+            choose_subnet(&network(), &snap, me, None, remembered, 0),
+            Some((v4("198.19.3.0/24"), Claim::IfAbsent))
         );
         // remembered but taken: a free one instead
-        let taken = Some("198.19.1.0/24".parse().unwrap());
-        let (sub, claim) = choose_subnet(&network(), &snap, me, taken, 0).unwrap();
-        assert_ne!(sub, "198.19.1.0/24".parse::<Ipv4Net>().unwrap());
+        let taken = Some(v4("198.19.1.0/24"));
+        let (sub, claim) = choose_subnet(&network(), &snap, me, None, taken, 0).unwrap();
+        assert_ne!(sub, v4("198.19.1.0/24"));
         assert_eq!(claim, Claim::IfAbsent);
         // full network
         let full = Snapshot {
@@ -597,6 +627,64 @@ mod tests {
             ],
             revision: 9,
         };
-        assert_eq!(choose_subnet(&network(), &full, me, None, 0), None);
+        assert_eq!(choose_subnet(&network(), &full, me, None, None, 0), None);
+    }
+}
+
+#[cfg(test)]
+mod dual_stack_tests {
+    use super::*;
+    use crate::store::StoredLease;
+
+    #[test]
+    fn a_dual_stack_node_gets_a_free_subnet_of_each_family_and_finds_its_own_by_ipv6() {
+        let network = NetworkConfig::parse(br#"{"Network":"198.19.0.0/22","EnableIPv6":true,"IPv6Network":"2001:2::/62","Backend":{"Type":"host-gw"}}"#).unwrap();
+        let other = Subnets {
+            v4: Some("198.19.1.0/24".parse().unwrap()),
+            v6: Some("2001:2:0:1::/64".parse().unwrap()),
+        };
+        let attrs = LeaseAttrs {
+            public_ip: Ipv4Addr::UNSPECIFIED,
+            public_ipv6: Some("2001:2::a".parse().unwrap()),
+            backend_type: "host-gw".into(),
+            backend_data: None,
+            backend_v6_data: None,
+            node_name: Some("a".into()),
+        };
+        let snap = Snapshot {
+            leases: vec![StoredLease {
+                lease: Lease {
+                    subnet: other,
+                    attrs,
+                },
+                mod_revision: 4,
+                store_lease: 0,
+            }],
+            revision: 5,
+        };
+        for random in 0..8 {
+            let (got, claim) = choose_subnet(
+                &network,
+                &snap,
+                None,
+                Some("2001:2::b".parse().unwrap()),
+                None,
+                random,
+            )
+            .unwrap();
+            assert_eq!(claim, Claim::IfAbsent);
+            assert!(network.is_valid(got));
+            assert_ne!(got.v4, other.v4);
+            assert_ne!(got.v6, other.v6);
+        }
+        let own = choose_subnet(
+            &network,
+            &snap,
+            None,
+            Some("2001:2::a".parse().unwrap()),
+            None,
+            0,
+        );
+        assert_eq!(own, Some((other, Claim::IfUnchangedSince(4))));
     }
 }

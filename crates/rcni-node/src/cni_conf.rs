@@ -2,20 +2,24 @@
 //! `<cni-conf-dir>/10-rcni.conflist` and the subnet file (`FLANNEL_*` keys).
 //!
 //! The conflist chains bridge (`rcni0`, gateway and default gateway, host-local over the node
-//! subnet with a route to the cluster network, its leases under the agent's state dir), portmap
-//! and tuning; `cniVersion` 1.1.0 so that runtimes ask STATUS. Masquerade is not the
-//! bridge plugin's `ipMasq`: that one masquerades everything leaving the *node* subnet, which
-//! would hide pod addresses from pods on other nodes; the agent masquerades only what leaves the
-//! *cluster* network ([`crate::masq`]). The bridge entry carries `rcniNodeStatus`, the status
-//! file its STATUS reads (daemon-backed STATUS).
+//! subnets, one range set per family, with a route to each cluster network, its leases under
+//! the agent's state dir), portmap and tuning. Its `cniVersion` is the highest version every
+//! plugin in `--cni-bin-dir` supports, at most 1.1.0 ([`crate::cni_version`]): 1.1.0 with
+//! rcni's plugins, so that runtimes ask STATUS, 1.0.0 with Go plugins that know no newer one.
+//! Masquerade is not the bridge plugin's `ipMasq`: that one masquerades everything leaving the
+//! *node* subnet, which would hide pod addresses from pods on other nodes; the agent masquerades
+//! only what leaves the *cluster* network ([`crate::masq`]). The bridge entry carries
+//! `rcniNodeStatus`, the status file its STATUS reads (daemon-backed STATUS).
 
 use std::io;
-use std::path::Path;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde_json::{json, Value};
 
 use crate::files::write_atomic;
+use crate::lease::Subnets;
 use crate::network::NetworkConfig;
 
 /// The file name of the conflist.
@@ -25,98 +29,167 @@ pub const NETWORK_NAME: &str = "rcni";
 /// The node bridge.
 pub const BRIDGE_NAME: &str = "rcni0";
 
-/// The node's conflist.
-pub fn conflist(
-    network: &NetworkConfig,
-    subnet: Ipv4Net,
-    mtu: u32,
-    status_file: &Path,
-    ipam_dir: &Path,
-) -> Value {
-    json!({
-        "cniVersion": "1.1.0",
-        "name": NETWORK_NAME,
-        "plugins": [
-            {
-                "type": "bridge",
-                "bridge": BRIDGE_NAME,
-                "isGateway": true,
-                "isDefaultGateway": true,
-                "mtu": mtu,
-                "rcniNodeStatus": status_file,
-                "ipam": {
-                    "type": "host-local",
-                    "dataDir": ipam_dir,
-                    "ranges": [[{"subnet": subnet.to_string()}]],
-                    "routes": [{"dst": network.network.to_string()}]
-                }
-            },
-            {"type": "portmap", "capabilities": {"portMappings": true}},
-            {"type": "tuning", "capabilities": {"mac": true}}
-        ]
-    })
+/// Everything the two files say about the node.
+#[derive(Debug, Clone)]
+pub struct NodeFiles {
+    /// The network config.
+    pub network: NetworkConfig,
+    /// The node's subnets.
+    pub subnet: Subnets,
+    /// The pod MTU.
+    pub mtu: u32,
+    /// The status file the plugins' STATUS reads.
+    pub status_file: PathBuf,
+    /// host-local's data directory.
+    pub ipam_dir: PathBuf,
+    /// The conflist's `cniVersion`.
+    pub cni_version: String,
+    /// The node's name.
+    pub node_name: String,
 }
 
-/// flannel's `subnet.env`: the cluster network, the node subnet as its first address with the
-/// prefix length, the pod MTU and whether the node masquerades.
-pub fn subnet_env(network: &NetworkConfig, subnet: Ipv4Net, mtu: u32, ip_masq: bool) -> String {
-    let first = Ipv4Net::new(
-        std::net::Ipv4Addr::from(u32::from(subnet.network()) + 1),
-        subnet.prefix_len(),
-    )
-    .expect("same prefix length");
-    format!(
-        "FLANNEL_NETWORK={}\nFLANNEL_SUBNET={first}\nFLANNEL_MTU={mtu}\nFLANNEL_IPMASQ={ip_masq}\n",
-        network.network
-    )
+fn node_nets(subnet: Subnets) -> Vec<IpNet> {
+    subnet
+        .v4
+        .map(IpNet::V4)
+        .into_iter()
+        .chain(subnet.v6.map(IpNet::V6))
+        .collect()
 }
 
-/// The node subnet recorded in a subnet file, if the file exists and names one.
-pub fn read_subnet_file(path: &Path) -> Option<Ipv4Net> {
+impl NodeFiles {
+    /// The node's conflist.
+    pub fn conflist(&self) -> Value {
+        let ranges: Vec<Value> = node_nets(self.subnet)
+            .iter()
+            .map(|n| json!([{"subnet": n.to_string()}]))
+            .collect();
+        let routes: Vec<Value> = self
+            .network
+            .networks()
+            .iter()
+            .map(|n| json!({"dst": n.to_string()}))
+            .collect();
+        json!({
+            "cniVersion": self.cni_version,
+            "name": NETWORK_NAME,
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE_NAME,
+                    "isGateway": true,
+                    "isDefaultGateway": true,
+                    "mtu": self.mtu,
+                    "rcniNodeStatus": self.status_file,
+                    "ipam": {
+                        "type": "host-local",
+                        "dataDir": self.ipam_dir,
+                        "ranges": ranges,
+                        "routes": routes
+                    }
+                },
+                {"type": "portmap", "capabilities": {"portMappings": true}},
+                {"type": "tuning", "capabilities": {"mac": true}}
+            ]
+        })
+    }
+
+    /// flannel's `subnet.env`: the cluster networks, each node subnet as its first address with
+    /// the prefix length, the pod MTU and whether the node masquerades; then rcni's
+    /// `RCNI_NODE_NAME` (flannel's readers skip keys they do not know).
+    pub fn subnet_env(&self, ip_masq: bool) -> String {
+        let first = |n: IpNet| {
+            let next = match n.network() {
+                IpAddr::V4(a) => IpAddr::V4((u32::from(a) + 1).into()),
+                IpAddr::V6(a) => IpAddr::V6((u128::from(a) + 1).into()),
+            };
+            IpNet::new(next, n.prefix_len()).expect("same prefix length")
+        };
+        let mut out = String::new();
+        if let (Some(range), Some(sub)) = (self.network.ipv4, self.subnet.v4) {
+            out += &format!(
+                "FLANNEL_NETWORK={}\nFLANNEL_SUBNET={}\n",
+                range.network,
+                first(IpNet::V4(sub))
+            );
+        }
+        if let (Some(range), Some(sub)) = (self.network.ipv6, self.subnet.v6) {
+            out += &format!(
+                "FLANNEL_IPV6_NETWORK={}\nFLANNEL_IPV6_SUBNET={}\n",
+                range.network,
+                first(IpNet::V6(sub))
+            );
+        }
+        out += &format!(
+            "FLANNEL_MTU={}\nFLANNEL_IPMASQ={ip_masq}\nRCNI_NODE_NAME={}\n",
+            self.mtu, self.node_name
+        );
+        out
+    }
+
+    /// Writes both files atomically.
+    pub fn write_all(&self, conf_dir: &Path, subnet_file: &Path) -> io::Result<()> {
+        let mut text = serde_json::to_vec_pretty(&self.conflist()).map_err(io::Error::other)?;
+        text.push(b'\n');
+        write_atomic(&conf_dir.join(CONFLIST_NAME), &text)?;
+        write_atomic(subnet_file, self.subnet_env(true).as_bytes())
+    }
+}
+
+/// The node subnets recorded in a subnet file, if the file exists and names any.
+pub fn read_subnet_file(path: &Path) -> Option<Subnets> {
     let text = std::fs::read_to_string(path).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("FLANNEL_SUBNET="))
-        .and_then(|v| v.trim().parse::<Ipv4Net>().ok())
-        .map(|n| n.trunc())
-}
-
-/// Writes both files atomically.
-pub fn write_all(
-    conf_dir: &Path,
-    subnet_file: &Path,
-    network: &NetworkConfig,
-    subnet: Ipv4Net,
-    mtu: u32,
-    status_file: &Path,
-    ipam_dir: &Path,
-) -> io::Result<()> {
-    let list = conflist(network, subnet, mtu, status_file, ipam_dir);
-    let mut text = serde_json::to_vec_pretty(&list).map_err(io::Error::other)?;
-    text.push(b'\n');
-    write_atomic(&conf_dir.join(CONFLIST_NAME), &text)?;
-    write_atomic(
-        subnet_file,
-        subnet_env(network, subnet, mtu, true).as_bytes(),
-    )
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::trim)
+    };
+    let subnets = Subnets {
+        v4: value("FLANNEL_SUBNET")
+            .and_then(|v| v.parse::<Ipv4Net>().ok())
+            .map(|n| n.trunc()),
+        v6: value("FLANNEL_IPV6_SUBNET")
+            .and_then(|v| v.parse::<Ipv6Net>().ok())
+            .map(|n| n.trunc()),
+    };
+    (subnets != Subnets::default()).then_some(subnets)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn network() -> NetworkConfig {
-        NetworkConfig::parse(br#"{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan"}}"#).unwrap()
+    fn files(json: &str, subnet: Subnets, version: &str) -> NodeFiles {
+        NodeFiles {
+            network: NetworkConfig::parse(json.as_bytes()).unwrap(),
+            subnet,
+            mtu: 1450,
+            status_file: "/run/rcni/node-status.json".into(),
+            ipam_dir: "/var/lib/rcni/ipam".into(),
+            cni_version: version.into(),
+            node_name: "node-a".into(),
+        }
+    }
+
+    const V4: &str = r#"{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan"}}"#;
+    const DUAL: &str = r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"IPv6Network":"2001:2::/48","Backend":{"Type":"vxlan"}}"#;
+
+    fn dual_subnets() -> Subnets {
+        Subnets {
+            v4: Some("198.19.4.0/24".parse().unwrap()),
+            v6: Some("2001:2:0:4::/64".parse().unwrap()),
+        }
     }
 
     #[test]
     fn conflist_is_bridge_host_local_portmap_tuning_with_the_node_subnet() {
-        let list = conflist(
-            &network(),
-            "198.19.4.0/24".parse().unwrap(),
-            1450,
-            Path::new("/run/rcni/node-status.json"),
-            Path::new("/var/lib/rcni/ipam"),
+        let f = files(
+            V4,
+            "198.19.4.0/24".parse::<Ipv4Net>().unwrap().into(),
+            "1.1.0",
         );
+        let list = f.conflist();
+        assert_eq!(list["cniVersion"], "1.1.0");
         let bridge = &list["plugins"][0];
         assert_eq!(bridge["type"], "bridge");
         assert_eq!(bridge["bridge"], "rcni0");
@@ -125,6 +198,7 @@ mod tests {
         assert_eq!(bridge.get("ipMasq"), None);
         assert_eq!(bridge["rcniNodeStatus"], "/run/rcni/node-status.json");
         assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "198.19.4.0/24");
+        assert_eq!(bridge["ipam"]["ranges"].as_array().unwrap().len(), 1);
         assert_eq!(bridge["ipam"]["routes"][0]["dst"], "198.19.0.0/16");
         assert_eq!(bridge["ipam"]["dataDir"], "/var/lib/rcni/ipam");
         assert_eq!(list["plugins"][1]["type"], "portmap");
@@ -135,19 +209,49 @@ mod tests {
     }
 
     #[test]
+    fn a_dual_stack_conflist_has_a_range_and_a_route_per_family() {
+        let list = files(DUAL, dual_subnets(), "1.0.0").conflist();
+        assert_eq!(list["cniVersion"], "1.0.0");
+        let ipam = &list["plugins"][0]["ipam"];
+        assert_eq!(ipam["ranges"][0][0]["subnet"], "198.19.4.0/24");
+        assert_eq!(ipam["ranges"][1][0]["subnet"], "2001:2:0:4::/64");
+        assert_eq!(ipam["routes"][0]["dst"], "198.19.0.0/16");
+        assert_eq!(ipam["routes"][1]["dst"], "2001:2::/48");
+        cni_types::config::NetConfList::parse(&serde_json::to_vec(&list).unwrap()).unwrap();
+    }
+
+    #[test]
     fn subnet_file_has_flannels_keys_and_reads_back() {
-        let env = subnet_env(&network(), "198.19.4.0/24".parse().unwrap(), 1450, true);
+        let f = files(
+            V4,
+            "198.19.4.0/24".parse::<Ipv4Net>().unwrap().into(),
+            "1.1.0",
+        );
+        let env = f.subnet_env(true);
         assert_eq!(
             env,
-            "FLANNEL_NETWORK=198.19.0.0/16\nFLANNEL_SUBNET=198.19.4.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
+            "FLANNEL_NETWORK=198.19.0.0/16\nFLANNEL_SUBNET=198.19.4.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\nRCNI_NODE_NAME=node-a\n"
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("subnet.env");
         std::fs::write(&path, env).unwrap();
-        assert_eq!(
-            read_subnet_file(&path),
-            Some("198.19.4.0/24".parse().unwrap())
-        );
+        assert_eq!(read_subnet_file(&path), Some(f.subnet));
         assert_eq!(read_subnet_file(&dir.path().join("missing")), None);
+    }
+
+    #[test]
+    fn a_dual_stack_subnet_file_has_flannels_ipv6_keys_and_reads_back() {
+        let f = files(DUAL, dual_subnets(), "1.1.0");
+        let env = f.subnet_env(true);
+        assert_eq!(
+            env,
+            "FLANNEL_NETWORK=198.19.0.0/16\nFLANNEL_SUBNET=198.19.4.1/24\n\
+             FLANNEL_IPV6_NETWORK=2001:2::/48\nFLANNEL_IPV6_SUBNET=2001:2:0:4::1/64\n\
+             FLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\nRCNI_NODE_NAME=node-a\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("subnet.env");
+        std::fs::write(&path, env).unwrap();
+        assert_eq!(read_subnet_file(&path), Some(dual_subnets()));
     }
 }

@@ -17,17 +17,19 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use ipnet::Ipv4Net;
 use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::files::write_atomic;
+use crate::lease::Subnets;
 
 /// What the agent knows about itself.
 #[derive(Debug, Default)]
 pub struct HealthState {
-    /// The node subnet, once a lease is held.
-    pub subnet: Option<Ipv4Net>,
+    /// The node's name (`--node-name`).
+    pub node_name: String,
+    /// The node subnets, once a lease is held.
+    pub subnet: Option<Subnets>,
     /// Since when the datastore has failed, while it does.
     pub store_down_since: Option<Instant>,
     /// Remote leases known.
@@ -71,7 +73,21 @@ impl HealthState {
 
     fn metrics(&self, grace: Duration) -> String {
         let healthy = u8::from(self.verdict(grace).is_ok());
-        format!(
+        let info = format!(
+            "# HELP rcni_node_info The node's name and subnets (value 1).\n\
+             # TYPE rcni_node_info gauge\n\
+             rcni_node_info{{node=\"{}\",subnet=\"{}\",ipv6_subnet=\"{}\"}} 1\n",
+            label(&self.node_name),
+            self.subnet
+                .and_then(|s| s.v4)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            self.subnet
+                .and_then(|s| s.v6)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+        );
+        info + &format!(
             "# HELP rcni_node_healthy 1 when the agent holds a lease and reaches the datastore.\n\
              # TYPE rcni_node_healthy gauge\nrcni_node_healthy {healthy}\n\
              # HELP rcni_node_leases_known Remote subnet leases known.\n\
@@ -91,6 +107,14 @@ impl HealthState {
             self.repairs,
         )
     }
+}
+
+/// A Prometheus label value: backslash, quote and newline escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The state shared by the loop and the readers.
@@ -184,8 +208,15 @@ mod tests {
     fn healthy_only_with_a_lease_and_a_store_within_grace() {
         let mut s = HealthState::default();
         assert!(s.verdict(Duration::from_secs(10)).is_err());
-        s.subnet = Some("198.19.1.0/24".parse().unwrap());
+        s.subnet = Some(crate::lease::Subnets {
+            v4: Some("198.19.1.0/24".parse().unwrap()),
+            v6: Some("2001:2:0:1::/64".parse().unwrap()),
+        });
+        s.node_name = "node \"a\"".into();
         assert!(s.verdict(Duration::from_secs(10)).is_ok());
+        assert!(s.metrics(Duration::ZERO).contains(
+            "rcni_node_info{node=\"node \\\"a\\\"\",subnet=\"198.19.1.0/24\",ipv6_subnet=\"2001:2:0:1::/64\"} 1\n"
+        ));
         s.store_failed();
         assert!(s.verdict(Duration::from_secs(10)).is_ok(), "within grace");
         assert!(s.verdict(Duration::ZERO).is_err());

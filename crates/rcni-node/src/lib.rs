@@ -10,13 +10,14 @@
 //! - [`store`]: the datastore trait and its etcd implementation;
 //! - [`backend`]: the `Backend` trait, [`backend::host_gw`] and [`backend::vxlan`];
 //! - [`agent`]: lease acquisition and the reconcile loop;
-//! - [`cni_conf`], [`masq`], [`files`]: what the agent writes for the node;
+//! - [`cni_conf`], [`cni_version`], [`masq`], [`files`]: what the agent writes for the node;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
 //! - [`node`]: wiring it together from the command line's options.
 
 pub mod agent;
 pub mod backend;
 pub mod cni_conf;
+pub mod cni_version;
 pub mod files;
 pub mod health;
 pub mod lease;

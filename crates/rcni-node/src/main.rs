@@ -1,6 +1,6 @@
 //! `rcni-node`: the node agent. See the crate documentation of `rcni_node`.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,12 +17,18 @@ struct Cli {
     /// etcd endpoints, comma-separated (http://host:2379,...).
     #[arg(long, value_delimiter = ',', required = true)]
     etcd_endpoints: Vec<String>,
-    /// This node's name (for logs).
+    /// This node's name (in logs, in its lease as `rcniNodeName`, in the subnet file as
+    /// `RCNI_NODE_NAME` and in /metrics).
     #[arg(long)]
     node_name: String,
-    /// This node's underlay address (published as PublicIP; the VXLAN local VTEP).
+    /// This node's underlay IPv4 address (published as PublicIP; the VXLAN local VTEP); needed
+    /// when the network has IPv4.
     #[arg(long)]
-    public_ip: Ipv4Addr,
+    public_ip: Option<Ipv4Addr>,
+    /// This node's underlay IPv6 address (published as PublicIPv6; the IPv6 VXLAN VTEP); needed
+    /// when the network has IPv6 (`EnableIPv6`).
+    #[arg(long)]
+    public_ipv6: Option<Ipv6Addr>,
     /// The underlay device (default: the one holding --public-ip).
     #[arg(long)]
     iface: Option<String>,
@@ -93,6 +99,7 @@ fn main() -> ExitCode {
         etcd_endpoints: cli.etcd_endpoints,
         node_name: cli.node_name,
         public_ip: cli.public_ip,
+        public_ipv6: cli.public_ipv6,
         iface: cli.iface,
         prefix: cli.prefix,
         cni_conf_dir: cli.cni_conf_dir,

@@ -1,10 +1,17 @@
 //! The network config every node reads from `<prefix>/config`, in flannel's JSON shape, and the
 //! subnet arithmetic that follows from it (which node subnets exist, which are free).
+//!
+//! Dual-stack follows flannel: `EnableIPv4` (default true) with `Network`, `SubnetLen`,
+//! `SubnetMin`, `SubnetMax`; `EnableIPv6` (default false) with `IPv6Network`, `IPv6SubnetLen`,
+//! `IPv6SubnetMin`, `IPv6SubnetMax`. Either family alone or both; a node then holds one subnet
+//! of each enabled family.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
+
+use crate::lease::Subnets;
 
 /// The default UDP port of VXLAN (the Linux default, which flannel uses too).
 pub const DEFAULT_VXLAN_PORT: u16 = 8472;
@@ -45,12 +52,13 @@ impl BackendKind {
         }
     }
 
-    /// Bytes the encapsulation takes from the underlay MTU (outer IPv4 + UDP + VXLAN + inner
-    /// Ethernet for VXLAN).
-    pub fn mtu_overhead(&self) -> u32 {
-        match self {
-            BackendKind::HostGw => 0,
-            BackendKind::Vxlan { .. } => 50,
+    /// Bytes the encapsulation takes from the underlay MTU: outer IP header (20 for IPv4, 40
+    /// for IPv6) + UDP + VXLAN + inner Ethernet for VXLAN.
+    pub fn mtu_overhead(&self, ipv6_underlay: bool) -> u32 {
+        match (self, ipv6_underlay) {
+            (BackendKind::HostGw, _) => 0,
+            (BackendKind::Vxlan { .. }, false) => 50,
+            (BackendKind::Vxlan { .. }, true) => 70,
         }
     }
 }
@@ -68,75 +76,194 @@ struct RawBackend {
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct RawConfig {
+    #[serde(rename = "EnableIPv4")]
+    enable_ipv4: Option<bool>,
+    #[serde(rename = "EnableIPv6")]
+    enable_ipv6: Option<bool>,
     network: Option<Ipv4Net>,
-    #[serde(rename = "IPv6Network")]
-    ipv6_network: Option<String>,
     subnet_len: Option<u8>,
     subnet_min: Option<Ipv4Addr>,
     subnet_max: Option<Ipv4Addr>,
+    #[serde(rename = "IPv6Network")]
+    ipv6_network: Option<Ipv6Net>,
+    #[serde(rename = "IPv6SubnetLen")]
+    ipv6_subnet_len: Option<u8>,
+    #[serde(rename = "IPv6SubnetMin")]
+    ipv6_subnet_min: Option<Ipv6Addr>,
+    #[serde(rename = "IPv6SubnetMax")]
+    ipv6_subnet_max: Option<Ipv6Addr>,
     backend: Option<RawBackend>,
+}
+
+/// One family's part of the config: the cluster network and the node subnets carved from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubnetRange {
+    /// The cluster network every node subnet of this family is carved from.
+    pub network: IpNet,
+    /// Prefix length of a node subnet.
+    pub subnet_len: u8,
+    /// Lowest node subnet handed out.
+    pub subnet_min: IpAddr,
+    /// Highest node subnet handed out.
+    pub subnet_max: IpAddr,
+}
+
+fn as_u128(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
+/// The address of the same family as `like` with the value `n`.
+fn from_u128(like: IpAddr, n: u128) -> IpAddr {
+    match like {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(n as u32)),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(n)),
+    }
+}
+
+impl SubnetRange {
+    /// Validates one family. Defaults follow flannel: for IPv4 `SubnetLen` 24 (the network
+    /// length plus 4, at most 30, for a network of /24 or longer), for IPv6 64 (the network
+    /// length plus 2 for a network longer than /62), at most 126; `SubnetMin` the second
+    /// subnet, `SubnetMax` the last one. `what` prefixes the key names in errors (`""` or `"IPv6"`).
+    fn new(
+        network: IpNet,
+        subnet_len: Option<u8>,
+        min: Option<IpAddr>,
+        max: Option<IpAddr>,
+        what: &str,
+    ) -> Result<Self, ConfigError> {
+        let network = network.trunc();
+        let plen = network.prefix_len();
+        let (default_len, max_len) = match network {
+            IpNet::V4(_) if plen < 24 => (24, 30),
+            IpNet::V4(_) => ((plen + 4).min(30), 30),
+            IpNet::V6(_) if plen <= 62 => (64, 126),
+            IpNet::V6(_) => ((plen + 2).min(126), 126),
+        };
+        let subnet_len = subnet_len.unwrap_or(default_len);
+        if subnet_len <= plen || subnet_len > max_len {
+            return Err(ConfigError::Invalid(format!(
+                "{what}SubnetLen {subnet_len} must be longer than the network's /{plen} and at most {max_len}"
+            )));
+        }
+        let step = 1u128 << (network.max_prefix_len() - subnet_len);
+        let first = as_u128(network.network());
+        let last = as_u128(network.broadcast()) - (step - 1);
+        let base = network.network();
+        let subnet_min = min.unwrap_or_else(|| from_u128(base, first + step));
+        let subnet_max = max.unwrap_or_else(|| from_u128(base, last));
+        for (name, value) in [("SubnetMin", subnet_min), ("SubnetMax", subnet_max)] {
+            if !network.contains(&value) || !as_u128(value).is_multiple_of(step) {
+                return Err(ConfigError::Invalid(format!(
+                    "{what}{name} {value} is not a /{subnet_len} subnet of {network}"
+                )));
+            }
+        }
+        if as_u128(subnet_min) > as_u128(subnet_max) {
+            return Err(ConfigError::Invalid(format!(
+                "{what}SubnetMin {subnet_min} is above {what}SubnetMax {subnet_max}"
+            )));
+        }
+        Ok(SubnetRange {
+            network,
+            subnet_len,
+            subnet_min,
+            subnet_max,
+        })
+    }
+
+    fn step(&self) -> u128 {
+        1u128 << (self.network.max_prefix_len() - self.subnet_len)
+    }
+
+    /// How many node subnets the range holds.
+    pub fn count(&self) -> u128 {
+        (as_u128(self.subnet_max) - as_u128(self.subnet_min)) / self.step() + 1
+    }
+
+    /// The `i`-th node subnet (`i < count()`).
+    pub fn nth(&self, i: u128) -> IpNet {
+        let addr = from_u128(self.subnet_min, as_u128(self.subnet_min) + i * self.step());
+        IpNet::new(addr, self.subnet_len).expect("valid length")
+    }
+
+    /// Whether `subnet` is a node subnet this range can hand out.
+    pub fn is_valid_subnet(&self, subnet: IpNet) -> bool {
+        subnet.prefix_len() == self.subnet_len
+            && subnet.network() == subnet.addr()
+            && subnet.addr().is_ipv4() == self.network.addr().is_ipv4()
+            && as_u128(subnet.network()) >= as_u128(self.subnet_min)
+            && as_u128(subnet.network()) <= as_u128(self.subnet_max)
+    }
+
+    /// A free subnet (not in `taken`), from a random starting point among all of them so that
+    /// nodes starting together rarely race for the same one; `None` when the range is full.
+    /// Walks at most `taken.len() + 1` candidates, so an IPv6 range of billions of subnets
+    /// costs no more than a small one.
+    pub fn pick_free(&self, taken: &[IpNet], random: u64) -> Option<IpNet> {
+        let count = self.count();
+        let start = u128::from(random) % count;
+        (0..count.min(taken.len() as u128 + 1))
+            .map(|i| self.nth((start + i) % count))
+            .find(|s| !taken.contains(s))
+    }
 }
 
 /// The validated network config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkConfig {
-    /// The cluster network every node subnet is carved from.
-    pub network: Ipv4Net,
-    /// Prefix length of a node subnet.
-    pub subnet_len: u8,
-    /// Lowest node subnet handed out.
-    pub subnet_min: Ipv4Addr,
-    /// Highest node subnet handed out.
-    pub subnet_max: Ipv4Addr,
+    /// The IPv4 part (`EnableIPv4`, on by default).
+    pub ipv4: Option<SubnetRange>,
+    /// The IPv6 part (`EnableIPv6`).
+    pub ipv6: Option<SubnetRange>,
     /// The data plane.
     pub backend: BackendKind,
 }
 
 impl NetworkConfig {
-    /// Parses and validates flannel's JSON. Defaults follow flannel: `SubnetLen` 24 (network
-    /// length + 4, at most 30, for a network of /24 or longer), `SubnetMin` the second subnet,
-    /// `SubnetMax` the last one. `Backend.Type` is required: flannel's default (udp) is not an
-    /// rcni backend.
+    /// Parses and validates flannel's JSON. `Backend.Type` is required: flannel's default
+    /// (udp) is not an rcni backend.
     pub fn parse(json: &[u8]) -> Result<Self, ConfigError> {
         let raw: RawConfig = serde_json::from_slice(json)?;
-        if raw.ipv6_network.is_some() {
-            return Err(ConfigError::Invalid(
-                "IPv6Network is not supported by rcni-node yet (IPv4 node subnets only)".into(),
-            ));
-        }
-        let network = raw
-            .network
-            .ok_or_else(|| ConfigError::Invalid("Network is required".into()))?
-            .trunc();
-        let subnet_len = raw.subnet_len.unwrap_or(if network.prefix_len() < 24 {
-            24
+        let ipv4 = if raw.enable_ipv4.unwrap_or(true) {
+            let network = raw
+                .network
+                .ok_or_else(|| ConfigError::Invalid("Network is required".into()))?;
+            Some(SubnetRange::new(
+                network.into(),
+                raw.subnet_len,
+                raw.subnet_min.map(IpAddr::V4),
+                raw.subnet_max.map(IpAddr::V4),
+                "",
+            )?)
         } else {
-            (network.prefix_len() + 4).min(30)
-        });
-        if subnet_len <= network.prefix_len() || subnet_len > 30 {
-            return Err(ConfigError::Invalid(format!(
-                "SubnetLen {subnet_len} must be longer than the network's /{} and at most 30",
-                network.prefix_len()
-            )));
-        }
-        let step = subnet_step(subnet_len);
-        let first = u32::from(network.network());
-        let last = u32::from(network.broadcast()) - (step - 1);
-        let subnet_min = raw
-            .subnet_min
-            .unwrap_or_else(|| Ipv4Addr::from(first + step));
-        let subnet_max = raw.subnet_max.unwrap_or_else(|| Ipv4Addr::from(last));
-        for (name, value) in [("SubnetMin", subnet_min), ("SubnetMax", subnet_max)] {
-            if !network.contains(&value) || u32::from(value) % step != 0 {
-                return Err(ConfigError::Invalid(format!(
-                    "{name} {value} is not a /{subnet_len} subnet of {network}"
-                )));
+            None
+        };
+        let ipv6 = if raw.enable_ipv6.unwrap_or(false) {
+            let network = raw.ipv6_network.ok_or_else(|| {
+                ConfigError::Invalid("IPv6Network is required with EnableIPv6".into())
+            })?;
+            Some(SubnetRange::new(
+                network.into(),
+                raw.ipv6_subnet_len,
+                raw.ipv6_subnet_min.map(IpAddr::V6),
+                raw.ipv6_subnet_max.map(IpAddr::V6),
+                "IPv6",
+            )?)
+        } else {
+            if raw.ipv6_network.is_some() {
+                // flannel ignores it too; say so rather than silently run IPv4 only.
+                log::warn!("IPv6Network is set but EnableIPv6 is not true: IPv4 only");
             }
-        }
-        if subnet_min > subnet_max {
-            return Err(ConfigError::Invalid(format!(
-                "SubnetMin {subnet_min} is above SubnetMax {subnet_max}"
-            )));
+            None
+        };
+        if ipv4.is_none() && ipv6.is_none() {
+            return Err(ConfigError::Invalid(
+                "EnableIPv4 and EnableIPv6 are both false: no family left".into(),
+            ));
         }
         let backend = raw
             .backend
@@ -168,43 +295,52 @@ impl NetworkConfig {
             None => return Err(ConfigError::Invalid("Backend.Type is required".into())),
         };
         Ok(NetworkConfig {
-            network,
-            subnet_len,
-            subnet_min,
-            subnet_max,
+            ipv4,
+            ipv6,
             backend,
         })
     }
 
-    /// Whether `subnet` is a node subnet this config can hand out.
-    pub fn is_valid_subnet(&self, subnet: Ipv4Net) -> bool {
-        subnet.prefix_len() == self.subnet_len
-            && subnet.network() == subnet.addr()
-            && subnet.network() >= self.subnet_min
-            && subnet.network() <= self.subnet_max
+    /// The cluster networks, IPv4 first.
+    pub fn networks(&self) -> Vec<IpNet> {
+        [self.ipv4, self.ipv6]
+            .iter()
+            .flatten()
+            .map(|r| r.network)
+            .collect()
     }
 
-    /// Every node subnet between `SubnetMin` and `SubnetMax`, in order.
-    pub fn subnets(&self) -> impl Iterator<Item = Ipv4Net> + '_ {
-        let step = subnet_step(self.subnet_len);
-        (u32::from(self.subnet_min)..=u32::from(self.subnet_max))
-            .step_by(step as usize)
-            .map(move |n| Ipv4Net::new(Ipv4Addr::from(n), self.subnet_len).expect("valid length"))
-    }
-
-    /// A free subnet (not in `taken`), picked at random among the free ones so that nodes
-    /// starting together rarely race for the same one; `None` when the network is full.
-    pub fn pick_free(&self, taken: &[Ipv4Net], random: u64) -> Option<Ipv4Net> {
-        let free: Vec<Ipv4Net> = self.subnets().filter(|s| !taken.contains(s)).collect();
-        if free.is_empty() {
-            return None;
+    /// Whether `subnets` has exactly one valid subnet of each enabled family.
+    pub fn is_valid(&self, subnets: Subnets) -> bool {
+        fn fits(range: Option<SubnetRange>, subnet: Option<IpNet>) -> bool {
+            match (range, subnet) {
+                (Some(r), Some(s)) => r.is_valid_subnet(s),
+                (None, None) => true,
+                _ => false,
+            }
         }
-        Some(free[(random % free.len() as u64) as usize])
+        fits(self.ipv4, subnets.v4.map(IpNet::V4)) && fits(self.ipv6, subnets.v6.map(IpNet::V6))
     }
-}
 
-fn subnet_step(len: u8) -> u32 {
-    1u32 << (32 - u32::from(len))
+    /// Free subnets of every enabled family (not in `taken`); `None` when a family is full.
+    pub fn pick_free(&self, taken: &[Subnets], random: u64) -> Option<Subnets> {
+        let mut out = Subnets::default();
+        if let Some(r) = self.ipv4 {
+            let used: Vec<IpNet> = taken.iter().filter_map(|t| t.v4).map(IpNet::V4).collect();
+            let IpNet::V4(v4) = r.pick_free(&used, random)? else {
+                unreachable!("an IPv4 range yields IPv4 subnets")
+            };
+            out.v4 = Some(v4);
+        }
+        if let Some(r) = self.ipv6 {
+            let used: Vec<IpNet> = taken.iter().filter_map(|t| t.v6).map(IpNet::V6).collect();
+            let IpNet::V6(v6) = r.pick_free(&used, random.rotate_left(17))? else {
+                unreachable!("an IPv6 range yields IPv6 subnets")
+            };
+            out.v6 = Some(v6);
+        }
+        Some(out)
+    }
 }
 
 #[cfg(test)]
@@ -218,22 +354,51 @@ mod tests {
     #[test]
     fn flannel_shape_with_defaults() {
         let c = cfg(r#"{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan"}}"#).unwrap();
-        assert_eq!(c.subnet_len, 24);
-        assert_eq!(c.subnet_min, Ipv4Addr::new(198, 19, 1, 0));
-        assert_eq!(c.subnet_max, Ipv4Addr::new(198, 19, 255, 0));
+        let r = c.ipv4.unwrap();
+        assert_eq!(c.ipv6, None);
+        assert_eq!(r.subnet_len, 24);
+        assert_eq!(r.subnet_min, Ipv4Addr::new(198, 19, 1, 0));
+        assert_eq!(r.subnet_max, Ipv4Addr::new(198, 19, 255, 0));
         assert_eq!(c.backend, BackendKind::Vxlan { vni: 1, port: 8472 });
-        assert_eq!(c.subnets().count(), 255);
-        assert!(c.is_valid_subnet("198.19.7.0/24".parse().unwrap()));
-        assert!(!c.is_valid_subnet("198.19.0.0/24".parse().unwrap()));
-        assert!(!c.is_valid_subnet("198.19.7.0/25".parse().unwrap()));
+        assert_eq!(r.count(), 255);
+        assert!(r.is_valid_subnet("198.19.7.0/24".parse().unwrap()));
+        assert!(!r.is_valid_subnet("198.19.0.0/24".parse().unwrap()));
+        assert!(!r.is_valid_subnet("198.19.7.0/25".parse().unwrap()));
     }
 
     #[test]
     fn explicit_values_and_host_gw() {
         let c = cfg(r#"{"Network":"198.19.0.0/20","SubnetLen":26,"SubnetMin":"198.19.0.64","SubnetMax":"198.19.0.192","Backend":{"Type":"host-gw"}}"#).unwrap();
         assert_eq!(c.backend, BackendKind::HostGw);
-        assert_eq!(c.subnets().count(), 3);
-        assert_eq!(c.backend.mtu_overhead(), 0);
+        assert_eq!(c.ipv4.unwrap().count(), 3);
+        assert_eq!(c.backend.mtu_overhead(false), 0);
+    }
+
+    #[test]
+    fn dual_stack_and_ipv6_only_follow_flannels_keys() {
+        let c = cfg(r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"IPv6Network":"2001:2::/48","Backend":{"Type":"vxlan"}}"#).unwrap();
+        let r6 = c.ipv6.unwrap();
+        assert_eq!(r6.subnet_len, 64);
+        assert_eq!(r6.subnet_min, "2001:2:0:1::".parse::<IpAddr>().unwrap());
+        assert_eq!(r6.subnet_max, "2001:2:0:ffff::".parse::<IpAddr>().unwrap());
+        assert_eq!(r6.count(), 65535);
+        assert_eq!(c.networks().len(), 2);
+        assert_eq!(c.backend.mtu_overhead(true), 70);
+        let both = Subnets {
+            v4: Some("198.19.3.0/24".parse().unwrap()),
+            v6: Some("2001:2:0:3::/64".parse().unwrap()),
+        };
+        assert!(c.is_valid(both));
+        assert!(!c.is_valid(Subnets { v6: None, ..both }));
+        let only6 = cfg(r#"{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:2::/56","IPv6SubnetLen":64,"Backend":{"Type":"host-gw"}}"#).unwrap();
+        assert_eq!(only6.ipv4, None);
+        assert!(only6.is_valid(Subnets { v4: None, ..both }));
+        // IPv6Network without EnableIPv6 is ignored, as flannel does.
+        let ignored = cfg(
+            r#"{"Network":"198.19.0.0/16","IPv6Network":"2001:2::/48","Backend":{"Type":"vxlan"}}"#,
+        )
+        .unwrap();
+        assert_eq!(ignored.ipv6, None);
     }
 
     #[test]
@@ -262,8 +427,16 @@ mod tests {
                 "VXLAN settings",
             ),
             (
-                r#"{"Network":"198.19.0.0/16","IPv6Network":"fd00::/48","Backend":{"Type":"vxlan"}}"#,
-                "IPv6Network",
+                r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"Backend":{"Type":"vxlan"}}"#,
+                "IPv6Network is required",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"IPv6Network":"2001:2::/48","IPv6SubnetLen":127,"Backend":{"Type":"vxlan"}}"#,
+                "IPv6SubnetLen",
+            ),
+            (
+                r#"{"EnableIPv4":false,"Backend":{"Type":"vxlan"}}"#,
+                "no family",
             ),
             (
                 r#"{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan","Bogus":1}}"#,
@@ -280,12 +453,18 @@ mod tests {
     fn pick_free_skips_taken_subnets_and_reports_a_full_network() {
         let c = cfg(r#"{"Network":"198.19.0.0/22","SubnetLen":24,"Backend":{"Type":"host-gw"}}"#)
             .unwrap();
-        let all: Vec<_> = c.subnets().collect();
+        let r = c.ipv4.unwrap();
+        let all: Vec<IpNet> = (0..r.count()).map(|i| r.nth(i)).collect();
         assert_eq!(all.len(), 3);
-        for r in 0..10 {
-            let got = c.pick_free(&all[..2], r).unwrap();
-            assert_eq!(got, all[2]);
+        for random in 0..10 {
+            assert_eq!(r.pick_free(&all[..2], random), Some(all[2]));
         }
-        assert_eq!(c.pick_free(&all, 3), None);
+        assert_eq!(r.pick_free(&all, 3), None);
+        // A huge IPv6 range is not enumerated.
+        let c6 = cfg(r#"{"EnableIPv4":false,"EnableIPv6":true,"IPv6Network":"2001:2::/32","Backend":{"Type":"host-gw"}}"#).unwrap();
+        let r6 = c6.ipv6.unwrap();
+        assert_eq!(r6.count(), (1u128 << 32) - 1);
+        let got = r6.pick_free(&[r6.nth(5)], 5).unwrap();
+        assert_eq!(got, r6.nth(6));
     }
 }

@@ -3,7 +3,7 @@
 //! and masquerade, files, then the reconcile loop; on a graceful stop the lease is kept unless
 //! `--release-on-exit`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,22 +16,25 @@ use crate::agent::{self, AgentConfig, Reconciler};
 use crate::backend::host_gw::HostGw;
 use crate::backend::vxlan::{Vxlan, VxlanSetup};
 use crate::backend::Backend;
+use crate::cni_conf::NodeFiles;
 use crate::health::{self, lock, HealthState, SharedHealth};
 use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
 use crate::store::etcd::EtcdStore;
 use crate::store::Store;
-use crate::{cni_conf, masq};
+use crate::{cni_conf, cni_version, masq};
 
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// etcd client URLs.
     pub etcd_endpoints: Vec<String>,
-    /// The node's name (logs).
+    /// The node's name (logs, lease, subnet file, metrics).
     pub node_name: String,
-    /// The node's underlay address (PublicIP, VXLAN local VTEP).
-    pub public_ip: Ipv4Addr,
+    /// The node's underlay IPv4 address (PublicIP, VXLAN local VTEP); needed on an IPv4 network.
+    pub public_ip: Option<Ipv4Addr>,
+    /// The node's underlay IPv6 address (PublicIPv6, IPv6 VTEP); needed on an IPv6 network.
+    pub public_ipv6: Option<Ipv6Addr>,
     /// The underlay device; the holder of `public_ip` when `None`.
     pub iface: Option<String>,
     /// The etcd key prefix.
@@ -75,7 +78,7 @@ pub async fn wait_for_signal() {
     }
 }
 
-/// The underlay device: `--iface`, else the link holding the public IP.
+/// The underlay device: `--iface`, else the link holding the public IP (or IPv6).
 fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<(u32, u32)> {
     if let Some(name) = &opts.iface {
         let link = nl
@@ -84,15 +87,16 @@ fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<(u32, u32)> {
         return Ok((link.index, link.mtu));
     }
     let addrs = nl.addresses(None).context("list addresses")?;
+    let public: Vec<IpAddr> = opts
+        .public_ip
+        .map(IpAddr::V4)
+        .into_iter()
+        .chain(opts.public_ipv6.map(IpAddr::V6))
+        .collect();
     let holder = addrs
         .iter()
-        .find(|a| a.addr.addr() == IpAddr::V4(opts.public_ip))
-        .ok_or_else(|| {
-            anyhow!(
-                "no device holds --public-ip {}; give --iface",
-                opts.public_ip
-            )
-        })?;
+        .find(|a| public.contains(&a.addr.addr()))
+        .ok_or_else(|| anyhow!("no device holds the public address {public:?}; give --iface"))?;
     let link = nl.link_by_index(holder.index).context("underlay device")?;
     Ok((link.index, link.mtu))
 }
@@ -100,10 +104,14 @@ fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<(u32, u32)> {
 /// Runs the agent until `shutdown` turns true.
 pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
     log::info!(
-        "node {} (public IP {}) starting",
+        "node {} (public IP {:?}, IPv6 {:?}) starting",
         opts.node_name,
-        opts.public_ip
+        opts.public_ip,
+        opts.public_ipv6
     );
+    if opts.public_ip.is_none() && opts.public_ipv6.is_none() {
+        return Err(anyhow!("give --public-ip, --public-ipv6 or both"));
+    }
     for plugin in PLUGINS {
         if !opts.cni_bin_dir.join(plugin).exists() {
             log::warn!(
@@ -115,9 +123,13 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
     let mut nl = Handle::new().context("open netlink")?;
     let (underlay_index, underlay_mtu) = underlay(&mut nl, &opts)?;
     let status_file = health::default_status_file(&opts.state_dir);
-    let health: SharedHealth = Arc::new(std::sync::Mutex::new(HealthState::default()));
+    let health: SharedHealth = Arc::new(std::sync::Mutex::new(HealthState {
+        node_name: opts.node_name.clone(),
+        ..HealthState::default()
+    }));
     let cfg = AgentConfig {
         public_ip: opts.public_ip,
+        public_ipv6: opts.public_ipv6,
         lease_ttl: opts.lease_ttl,
         release_on_exit: opts.release_on_exit,
         status_file: status_file.clone(),
@@ -161,7 +173,22 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
         return Ok(());
     };
     let network = network?;
-    let mtu = underlay_mtu - network.backend.mtu_overhead();
+    if network.ipv4.is_some() && opts.public_ip.is_none() {
+        return Err(anyhow!("the network has IPv4: --public-ip is required"));
+    }
+    if network.ipv6.is_some() && opts.public_ipv6.is_none() {
+        return Err(anyhow!("the network has IPv6: --public-ipv6 is required"));
+    }
+    // Only the families the network has: a node's other address is not published.
+    let public_ip = opts.public_ip.filter(|_| network.ipv4.is_some());
+    let public_ipv6 = opts.public_ipv6.filter(|_| network.ipv6.is_some());
+    let cfg = AgentConfig {
+        public_ip,
+        public_ipv6,
+        ..cfg
+    };
+    // One pod MTU for both families: the larger overhead wins.
+    let mtu = underlay_mtu - network.backend.mtu_overhead(network.ipv6.is_some());
 
     let backend: Box<dyn Backend> = match network.backend {
         BackendKind::HostGw => Box::new(HostGw::new(nl, underlay_index)),
@@ -170,16 +197,20 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
             VxlanSetup {
                 vni,
                 port,
-                local: opts.public_ip,
+                local: public_ip,
+                local6: public_ipv6,
                 underlay: underlay_index,
-                mtu,
+                underlay_mtu,
             },
         )?),
     };
     let attrs = LeaseAttrs {
-        public_ip: opts.public_ip,
+        public_ip: public_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
+        public_ipv6,
         backend_type: network.backend.name().to_string(),
         backend_data: backend.backend_data(),
+        backend_v6_data: backend.backend_v6_data(),
+        node_name: Some(opts.node_name.clone()),
     };
     let remembered = cni_conf::read_subnet_file(&opts.subnet_file);
     let Some(held) = agent::acquire(
@@ -201,21 +232,25 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
 
     let mut reconciler = Reconciler::new(backend, subnet, health.clone());
     reconciler.configure_local()?;
-    cni_linux::sysctl::enable_ip_forwarding(true, false).context("enable IPv4 forwarding")?;
-    masq::install(network.network).context("install the masquerade rules")?;
-    cni_conf::write_all(
-        &opts.cni_conf_dir,
-        &opts.subnet_file,
-        &network,
+    cni_linux::sysctl::enable_ip_forwarding(network.ipv4.is_some(), network.ipv6.is_some())
+        .context("enable forwarding")?;
+    masq::install(&network.networks()).context("install the masquerade rules")?;
+    let files = NodeFiles {
+        network: network.clone(),
         subnet,
         mtu,
-        &status_file,
-        &opts.state_dir.join("ipam"),
-    )
-    .context("write the conflist and the subnet file")?;
+        status_file: status_file.clone(),
+        ipam_dir: opts.state_dir.join("ipam"),
+        cni_version: cni_version::for_plugins(&opts.cni_bin_dir, &PLUGINS).to_string(),
+        node_name: opts.node_name.clone(),
+    };
+    files
+        .write_all(&opts.cni_conf_dir, &opts.subnet_file)
+        .context("write the conflist and the subnet file")?;
     log::info!(
-        "node subnet {subnet}, pod MTU {mtu}, backend {}",
-        network.backend.name()
+        "node subnet {subnet}, pod MTU {mtu}, backend {}, cniVersion {}",
+        network.backend.name(),
+        files.cni_version
     );
 
     let held = agent::run(

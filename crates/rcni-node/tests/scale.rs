@@ -60,6 +60,10 @@ fn convergence_with_3_and_10_nodes() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    println!(
+        "RESULT agent binary: {}",
+        cni_testkit::bin_path("rcni-node").unwrap().display()
+    );
     for backend in [json!({"Type": "host-gw"}), json!({"Type": "vxlan"})] {
         for &n in &sizes {
             // n nodes in total: n - 1 running, one joins and leaves.

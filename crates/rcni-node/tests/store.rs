@@ -14,11 +14,14 @@ use serde_json::json;
 
 fn lease(subnet: &str, ip: [u8; 4]) -> Lease {
     Lease {
-        subnet: subnet.parse().unwrap(),
+        subnet: subnet.parse::<ipnet::Ipv4Net>().unwrap().into(),
         attrs: LeaseAttrs {
             public_ip: ip.into(),
+            public_ipv6: None,
             backend_type: "host-gw".into(),
             backend_data: None,
+            backend_v6_data: None,
+            node_name: None,
         },
     }
 }

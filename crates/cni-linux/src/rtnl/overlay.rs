@@ -15,12 +15,11 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
-    RouteType,
+    RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use super::route::RT_TABLE_MAIN;
+use super::route::{ip_of, RT_TABLE_MAIN};
 use super::{Error, Handle};
 use crate::mac::MacAddr;
 
@@ -128,8 +127,8 @@ impl NextHopRoute {
         let mut table = u32::from(msg.header.table);
         for attr in msg.attributes {
             match attr {
-                RouteAttribute::Destination(a) => dst = route_ip(a),
-                RouteAttribute::Gateway(a) => via = route_ip(a),
+                RouteAttribute::Destination(a) => dst = ip_of(a),
+                RouteAttribute::Gateway(a) => via = ip_of(a),
                 RouteAttribute::Oif(i) => oif = Some(i),
                 RouteAttribute::Table(t) => table = t,
                 _ => {}
@@ -145,14 +144,6 @@ impl NextHopRoute {
             onlink: msg.header.flags.contains(RouteFlags::Onlink),
             protocol: u8::from(msg.header.protocol),
         })
-    }
-}
-
-fn route_ip(addr: RouteAddress) -> Option<IpAddr> {
-    match addr {
-        RouteAddress::Inet(v4) => Some(v4.into()),
-        RouteAddress::Inet6(v6) => Some(v6.into()),
-        _ => None,
     }
 }
 
@@ -233,24 +224,11 @@ impl Handle {
 
     /// The main-table routes through a gateway whose protocol is `protocol`, of one family.
     pub fn nexthop_routes(&mut self, ipv6: bool, protocol: u8) -> Result<Vec<NextHopRoute>, Error> {
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = if ipv6 {
-            AddressFamily::Inet6
-        } else {
-            AddressFamily::Inet
-        };
-        let replies = self.dump(RouteNetlinkMessage::GetRoute(msg))?;
-        Ok(replies
+        Ok(self
+            .unicast_route_messages(ipv6)?
             .into_iter()
-            .filter_map(|reply| match reply {
-                RouteNetlinkMessage::NewRoute(msg)
-                    if msg.header.kind == RouteType::Unicast
-                        && u8::from(msg.header.protocol) == protocol =>
-                {
-                    NextHopRoute::from_message(msg)
-                }
-                _ => None,
-            })
+            .filter(|msg| u8::from(msg.header.protocol) == protocol)
+            .filter_map(NextHopRoute::from_message)
             .collect())
     }
 }
@@ -258,6 +236,8 @@ impl Handle {
 #[cfg(test)]
 mod tests {
     use netlink_packet_core::{NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST};
+
+    use netlink_packet_route::route::RouteAddress;
 
     use super::*;
     use crate::rtnl::fake::FakeTransport;

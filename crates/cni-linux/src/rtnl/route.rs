@@ -162,7 +162,7 @@ fn route_address(ip: IpAddr, family: AddressFamily) -> Result<RouteAddress, Erro
     }
 }
 
-fn ip_of(addr: RouteAddress) -> Option<IpAddr> {
+pub(super) fn ip_of(addr: RouteAddress) -> Option<IpAddr> {
     match addr {
         RouteAddress::Inet(v4) => Some(v4.into()),
         RouteAddress::Inet6(v6) => Some(v6.into()),
@@ -199,8 +199,12 @@ impl Handle {
         self.execute(RouteNetlinkMessage::DelRoute(msg), 0)
     }
 
-    /// Unicast routes of one family in every table.
-    pub fn routes_in_all_tables(&mut self, ipv6: bool) -> Result<Vec<Route>, Error> {
+    /// The unicast route messages of one family in every table, as the kernel dumps them (the
+    /// one dump loop behind every route listing, here and in the overlay module).
+    pub(super) fn unicast_route_messages(
+        &mut self,
+        ipv6: bool,
+    ) -> Result<Vec<RouteMessage>, Error> {
         let mut msg = RouteMessage::default();
         msg.header.address_family = if ipv6 {
             AddressFamily::Inet6
@@ -212,32 +216,29 @@ impl Handle {
             .into_iter()
             .filter_map(|reply| match reply {
                 RouteNetlinkMessage::NewRoute(msg) if msg.header.kind == RouteType::Unicast => {
-                    Route::from_message(msg)
+                    Some(msg)
                 }
                 _ => None,
             })
             .collect())
     }
 
+    /// Unicast routes of one family in every table.
+    pub fn routes_in_all_tables(&mut self, ipv6: bool) -> Result<Vec<Route>, Error> {
+        Ok(self
+            .unicast_route_messages(ipv6)?
+            .into_iter()
+            .filter_map(Route::from_message)
+            .collect())
+    }
+
     /// Unicast routes of one family in one table (the main table when `table` is `None`).
     /// `ipv6` picks the family.
     pub fn routes(&mut self, ipv6: bool, table: Option<u32>) -> Result<Vec<Route>, Error> {
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = if ipv6 {
-            AddressFamily::Inet6
-        } else {
-            AddressFamily::Inet
-        };
         let table = table.unwrap_or(RT_TABLE_MAIN);
-        let replies = self.dump(RouteNetlinkMessage::GetRoute(msg))?;
-        Ok(replies
+        Ok(self
+            .routes_in_all_tables(ipv6)?
             .into_iter()
-            .filter_map(|reply| match reply {
-                RouteNetlinkMessage::NewRoute(msg) if msg.header.kind == RouteType::Unicast => {
-                    Route::from_message(msg)
-                }
-                _ => None,
-            })
             .filter(|r| r.table == Some(table))
             .collect())
     }

@@ -1,8 +1,11 @@
-//! host-gw: per remote node, `<remote subnet> via <remote PublicIP> dev <underlay>`. Needs the
-//! nodes on one L2 segment (the gateway must be a neighbour of the underlay device).
+//! host-gw: per remote node, `<remote subnet> via <remote PublicIP> dev <underlay>`, and on an
+//! IPv6 network `<remote IPv6 subnet> via <remote PublicIPv6> dev <underlay>`. Needs the nodes
+//! on one L2 segment (the gateway must be a neighbour of the underlay device).
 
 use std::collections::HashSet;
 use std::net::IpAddr;
+
+use ipnet::IpNet;
 
 use cni_linux::rtnl::overlay::NextHopRoute;
 use cni_linux::Handle;
@@ -22,22 +25,35 @@ impl HostGw {
         HostGw { nl, underlay }
     }
 
-    fn route_for(&self, lease: &Lease) -> Option<NextHopRoute> {
+    fn routes_for(&self, lease: &Lease) -> Vec<NextHopRoute> {
         if lease.attrs.backend_type != "host-gw" {
             log::warn!(
                 "lease {} is of backend {}, not host-gw: skipped",
                 lease.subnet,
                 lease.attrs.backend_type
             );
-            return None;
+            return Vec::new();
         }
-        Some(NextHopRoute {
-            dst: lease.subnet.into(),
-            via: IpAddr::V4(lease.attrs.public_ip),
-            oif: self.underlay,
-            onlink: false,
-            protocol: RTPROT_RCNI,
-        })
+        let v4 = lease
+            .subnet
+            .v4
+            .zip(lease.attrs.public_ipv4())
+            .map(|(net, via)| (IpNet::V4(net), IpAddr::V4(via)));
+        let v6 = lease
+            .subnet
+            .v6
+            .zip(lease.attrs.public_ipv6)
+            .map(|(net, via)| (IpNet::V6(net), IpAddr::V6(via)));
+        v4.into_iter()
+            .chain(v6)
+            .map(|(dst, via)| NextHopRoute {
+                dst,
+                via,
+                oif: self.underlay,
+                onlink: false,
+                protocol: RTPROT_RCNI,
+            })
+            .collect()
     }
 }
 
@@ -46,37 +62,41 @@ impl Backend for HostGw {
         None
     }
 
-    fn configure_local(&mut self, _subnet: ipnet::Ipv4Net) -> Result<(), BackendError> {
+    fn configure_local(&mut self, _subnet: crate::lease::Subnets) -> Result<(), BackendError> {
         Ok(())
     }
 
     fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
-        let Some(route) = self.route_for(lease) else {
-            return Ok(());
-        };
-        self.nl
-            .replace_nexthop_route(&route)
-            .map_err(nl_err(format!("route to {} via {}", route.dst, route.via)))
+        for route in self.routes_for(lease) {
+            self.nl
+                .replace_nexthop_route(&route)
+                .map_err(nl_err(format!("route to {} via {}", route.dst, route.via)))?;
+        }
+        Ok(())
     }
 
     fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
-        let Some(route) = self.route_for(lease) else {
-            return Ok(());
-        };
-        gone_is_fine(self.nl.delete_nexthop_route(&route))
-            .map_err(nl_err(format!("delete route to {}", route.dst)))
+        for route in self.routes_for(lease) {
+            gone_is_fine(self.nl.delete_nexthop_route(&route))
+                .map_err(nl_err(format!("delete route to {}", route.dst)))?;
+        }
+        Ok(())
     }
 
     fn resync(&mut self, remotes: &[Lease]) -> Result<Repairs, BackendError> {
-        let wanted: Vec<NextHopRoute> = remotes.iter().filter_map(|l| self.route_for(l)).collect();
-        let actual: HashSet<NextHopRoute> = self
-            .nl
-            .nexthop_routes(false, RTPROT_RCNI)
-            .map_err(nl_err("list routes"))?
-            .into_iter()
-            .collect();
+        let per_node: Vec<Vec<NextHopRoute>> = remotes.iter().map(|l| self.routes_for(l)).collect();
+        let nodes = per_node.iter().filter(|r| !r.is_empty()).count();
+        let wanted: Vec<NextHopRoute> = per_node.into_iter().flatten().collect();
+        let mut actual: HashSet<NextHopRoute> = HashSet::new();
+        for ipv6 in [false, true] {
+            actual.extend(
+                self.nl
+                    .nexthop_routes(ipv6, RTPROT_RCNI)
+                    .map_err(nl_err("list routes"))?,
+            );
+        }
         let mut repairs = Repairs {
-            programmed: wanted.len(),
+            programmed: nodes,
             ..Repairs::default()
         };
         for stale in actual.iter().filter(|r| !wanted.contains(r)) {

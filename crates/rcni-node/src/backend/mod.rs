@@ -1,6 +1,7 @@
 //! The data planes that connect this node to the others, behind one [`Backend`] trait
 //! (flannel's split): [`host_gw`] routes each remote subnet through the remote node's public
-//! IP; [`vxlan`] tunnels it through one VXLAN device.
+//! IP; [`vxlan`] tunnels it through one VXLAN device per address family. Each family of a lease
+//! (its IPv4 subnet with `PublicIP`, its IPv6 subnet with `PublicIPv6`) gets its own path.
 //!
 //! Everything a backend creates is attributable to the agent: routes carry the routing
 //! protocol number [`RTPROT_RCNI`], and neighbour and FDB entries live only on the agent's own
@@ -54,8 +55,13 @@ pub struct Repairs {
 pub trait Backend: Send {
     /// What this node publishes in its lease's `BackendData`.
     fn backend_data(&self) -> Option<crate::lease::BackendData>;
-    /// Programs the node's own subnet where the backend needs it (the VXLAN device address).
-    fn configure_local(&mut self, subnet: ipnet::Ipv4Net) -> Result<(), BackendError>;
+    /// What this node publishes in its lease's `BackendV6Data` (none by default).
+    fn backend_v6_data(&self) -> Option<crate::lease::BackendData> {
+        None
+    }
+    /// Programs the node's own subnets where the backend needs them (the VXLAN device
+    /// addresses).
+    fn configure_local(&mut self, subnet: crate::lease::Subnets) -> Result<(), BackendError>;
     /// Programs the path to one remote node.
     fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError>;
     /// Removes the path to one remote node (missing objects are fine).

@@ -4,169 +4,244 @@
 //! and the route `<remote subnet> via <remote subnet>.0 dev rcni.<VNI> onlink`. Removal goes in
 //! the reverse order.
 //!
-//! The device is the agent's own (its name says so): every permanent neighbour and FDB entry on
-//! it belongs to the agent, so a resync may remove the stale ones.
+//! On an IPv6 network a second device `rcni6.<VNI>` does the same for the IPv6 subnets over the
+//! nodes' public IPv6 addresses (local VTEP = `--public-ipv6`, address `<subnet6>::/128`, MAC
+//! published in `BackendV6Data`), as flannel's `flannel-v6.<VNI>` does. Deliberate difference:
+//! the shorter name fits the kernel's 15 characters for every VNI.
+//!
+//! The devices are the agent's own (their names say so): every permanent neighbour and FDB entry
+//! on them belongs to the agent, so a resync may remove the stale ones.
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::link::LinkSpec;
 use cni_linux::rtnl::overlay::{FdbEntry, NextHopRoute};
 use cni_linux::rtnl::vxlan::VxlanSpec;
 use cni_linux::{Handle, MacAddr};
-use ipnet::{IpNet, Ipv4Net};
+use ipnet::IpNet;
 
 use super::{gone_is_fine, nl_err, Backend, BackendError, Repairs, RTPROT_RCNI};
-use crate::lease::{BackendData, Lease};
+use crate::lease::{BackendData, Lease, Subnets};
 
-/// The settings of the node's VXLAN device.
+/// The settings of the node's VXLAN devices.
 #[derive(Debug, Clone, Copy)]
 pub struct VxlanSetup {
     /// VXLAN network identifier.
     pub vni: u32,
     /// UDP port.
     pub port: u16,
-    /// Local VTEP (the node's public IP).
-    pub local: Ipv4Addr,
+    /// Local IPv4 VTEP (the node's public IP), when the network has IPv4.
+    pub local: Option<Ipv4Addr>,
+    /// Local IPv6 VTEP (the node's public IPv6), when the network has IPv6.
+    pub local6: Option<Ipv6Addr>,
     /// Underlay device index.
     pub underlay: u32,
-    /// MTU of the device (underlay MTU minus 50).
-    pub mtu: u32,
+    /// Underlay MTU (each device takes its own overhead from it).
+    pub underlay_mtu: u32,
 }
 
-/// The objects one remote node needs.
+/// The objects one remote node needs in one family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct RemotePath {
-    gateway: Ipv4Addr,
+    gateway: IpAddr,
     mac: MacAddr,
     fdb: FdbEntry,
     route: NextHopRoute,
 }
 
+/// One VXLAN device (one address family).
+#[derive(Debug, Clone, Copy)]
+struct Device {
+    index: u32,
+    mac: MacAddr,
+}
+
 /// The VXLAN backend.
 pub struct Vxlan {
     nl: Handle,
-    index: u32,
-    mac: MacAddr,
     vni: u32,
+    v4: Option<Device>,
+    v6: Option<Device>,
 }
 
-/// The device name for a VNI.
+/// The IPv4 device name for a VNI.
 pub fn device_name(vni: u32) -> String {
     format!("rcni.{vni}")
 }
 
+/// The IPv6 device name for a VNI.
+pub fn device_name_v6(vni: u32) -> String {
+    format!("rcni6.{vni}")
+}
+
+/// Creates the device `spec` names, or reuses an existing one of that name with the same
+/// settings (a restarted agent); one with other settings is replaced (the name is the agent's).
+fn ensure_device(nl: &mut Handle, spec: &VxlanSpec) -> Result<Device, BackendError> {
+    let name = &spec.link.name;
+    let mtu = spec.link.mtu.unwrap_or(0);
+    let existing = match nl.link_by_name(name) {
+        Ok(link) => Some(link),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(nl_err(format!("look up {name}"))(e)),
+    };
+    if let Some(link) = existing {
+        let same = nl
+            .vxlan_details(link.index)
+            .map_err(nl_err(format!("read {name}")))?
+            .is_some_and(|d| d.matches(spec));
+        if !same {
+            log::info!("{name} exists with other settings: recreating it");
+            nl.delete_link(link.index)
+                .map_err(nl_err(format!("delete {name}")))?;
+        } else if link.mtu != mtu {
+            nl.set_link_mtu(link.index, mtu)
+                .map_err(nl_err(format!("set MTU of {name}")))?;
+        }
+    }
+    if nl.link_by_name(name).is_err() {
+        nl.create_vxlan(spec).map_err(|e| {
+            if e.errno() == Some(libc::EOPNOTSUPP) {
+                BackendError::Setup(format!(
+                    "cannot create {name}: this kernel has no VXLAN support (CONFIG_VXLAN)"
+                ))
+            } else {
+                nl_err(format!("create {name}"))(e)
+            }
+        })?;
+    }
+    let link = nl
+        .link_by_name(name)
+        .map_err(nl_err(format!("look up {name}")))?;
+    nl.set_link_up(link.index)
+        .map_err(nl_err(format!("set {name} up")))?;
+    let mac = link
+        .mac
+        .ok_or_else(|| BackendError::Setup(format!("{name} has no MAC address")))?;
+    Ok(Device {
+        index: link.index,
+        mac,
+    })
+}
+
+/// Removes a device of the agent's that the network no longer needs (IPv6 turned off).
+fn remove_device(nl: &mut Handle, name: &str) -> Result<(), BackendError> {
+    match nl.link_by_name(name) {
+        Ok(link) => {
+            log::info!("{name} is not needed by the network config: deleting it");
+            gone_is_fine(nl.delete_link(link.index)).map_err(nl_err(format!("delete {name}")))
+        }
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(nl_err(format!("look up {name}"))(e)),
+    }
+}
+
 impl Vxlan {
-    /// Creates the device, or reuses an existing one of that name with the same settings (a
-    /// restarted agent); one with other settings is replaced (the name is the agent's).
+    /// Creates (or reuses) the device of each family the network has.
     pub fn setup(mut nl: Handle, setup: VxlanSetup) -> Result<Self, BackendError> {
-        let name = device_name(setup.vni);
-        let spec = VxlanSpec {
+        let spec = |name: String, local: IpAddr, overhead: u32| VxlanSpec {
             link: LinkSpec {
-                name: name.clone(),
-                mtu: Some(setup.mtu),
+                name,
+                mtu: Some(setup.underlay_mtu - overhead),
                 mac: None,
             },
             vni: setup.vni,
-            local: Some(IpAddr::V4(setup.local)),
+            local: Some(local),
             port: Some(setup.port),
             learning: false,
             underlay: Some(setup.underlay),
         };
-        let existing = match nl.link_by_name(&name) {
-            Ok(link) => Some(link),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(nl_err(format!("look up {name}"))(e)),
+        let mut device = |name: String, local: Option<IpAddr>, overhead: u32| match local {
+            Some(local) => ensure_device(&mut nl, &spec(name, local, overhead)).map(Some),
+            None => remove_device(&mut nl, &name).map(|()| None),
         };
-        if let Some(link) = existing {
-            let same = nl
-                .vxlan_details(link.index)
-                .map_err(nl_err(format!("read {name}")))?
-                .is_some_and(|d| d.matches(&spec));
-            if !same {
-                log::info!("{name} exists with other settings: recreating it");
-                nl.delete_link(link.index)
-                    .map_err(nl_err(format!("delete {name}")))?;
-            } else if link.mtu != setup.mtu {
-                nl.set_link_mtu(link.index, setup.mtu)
-                    .map_err(nl_err(format!("set MTU of {name}")))?;
-            }
-        }
-        if nl.link_by_name(&name).is_err() {
-            nl.create_vxlan(&spec).map_err(|e| {
-                if e.errno() == Some(libc::EOPNOTSUPP) {
-                    BackendError::Setup(format!(
-                        "cannot create {name}: this kernel has no VXLAN support (CONFIG_VXLAN)"
-                    ))
-                } else {
-                    nl_err(format!("create {name}"))(e)
-                }
-            })?;
-        }
-        let link = nl
-            .link_by_name(&name)
-            .map_err(nl_err(format!("look up {name}")))?;
-        nl.set_link_up(link.index)
-            .map_err(nl_err(format!("set {name} up")))?;
-        let mac = link
-            .mac
-            .ok_or_else(|| BackendError::Setup(format!("{name} has no MAC address")))?;
+        let v4 = device(device_name(setup.vni), setup.local.map(IpAddr::V4), 50)?;
+        let v6 = device(device_name_v6(setup.vni), setup.local6.map(IpAddr::V6), 70)?;
         Ok(Vxlan {
             nl,
-            index: link.index,
-            mac,
             vni: setup.vni,
+            v4,
+            v6,
         })
     }
 
-    fn path_for(&self, lease: &Lease) -> Option<RemotePath> {
-        let mac = lease
-            .attrs
-            .backend_data
-            .as_ref()
-            .and_then(BackendData::vtep_mac);
-        let vni = lease.attrs.backend_data.as_ref().and_then(|d| d.vni);
-        let (true, Some(mac)) = (lease.attrs.backend_type == "vxlan", mac) else {
+    /// The path through `dev` to `subnet` behind the VTEP `vtep` that published `data`.
+    fn path(
+        &self,
+        lease: &Lease,
+        dev: Option<Device>,
+        subnet: IpNet,
+        vtep: Option<IpAddr>,
+        data: Option<&BackendData>,
+    ) -> Option<RemotePath> {
+        let dev = dev?;
+        let (true, Some(vtep), Some(mac)) = (
+            lease.attrs.backend_type == "vxlan",
+            vtep,
+            data.and_then(BackendData::vtep_mac),
+        ) else {
             log::warn!(
-                "lease {} ({} backend) has no VXLAN VtepMAC: skipped",
+                "lease {} ({} backend) has no VXLAN VTEP for {subnet}: skipped",
                 lease.subnet,
                 lease.attrs.backend_type
             );
             return None;
         };
-        if vni.is_some_and(|v| v != self.vni) {
+        if let Some(vni) = data.and_then(|d| d.vni).filter(|v| *v != self.vni) {
             log::warn!(
-                "lease {} uses VNI {vni:?}, not {}: skipped",
+                "lease {} uses VNI {vni}, not {}: skipped",
                 lease.subnet,
                 self.vni
             );
             return None;
         }
-        let gateway = lease.subnet.network();
+        let gateway = subnet.network();
         Some(RemotePath {
             gateway,
             mac,
-            fdb: FdbEntry {
-                mac,
-                dst: IpAddr::V4(lease.attrs.public_ip),
-            },
+            fdb: FdbEntry { mac, dst: vtep },
             route: NextHopRoute {
-                dst: IpNet::V4(lease.subnet),
-                via: IpAddr::V4(gateway),
-                oif: self.index,
+                dst: subnet,
+                via: gateway,
+                oif: dev.index,
                 onlink: true,
                 protocol: RTPROT_RCNI,
             },
         })
     }
 
+    /// The paths a remote lease needs: one per family both sides have.
+    fn paths_for(&self, lease: &Lease) -> Vec<RemotePath> {
+        let a = &lease.attrs;
+        let v4 = lease.subnet.v4.and_then(|net| {
+            self.path(
+                lease,
+                self.v4,
+                IpNet::V4(net),
+                a.public_ipv4().map(IpAddr::V4),
+                a.backend_data.as_ref(),
+            )
+        });
+        let v6 = lease.subnet.v6.and_then(|net| {
+            self.path(
+                lease,
+                self.v6,
+                IpNet::V6(net),
+                a.public_ipv6.map(IpAddr::V6),
+                a.backend_v6_data.as_ref(),
+            )
+        });
+        v4.into_iter().chain(v6).collect()
+    }
+
     fn program(&mut self, p: &RemotePath) -> Result<(), BackendError> {
+        let dev = p.route.oif;
         self.nl
-            .add_neighbour(self.index, IpAddr::V4(p.gateway), p.mac)
+            .add_neighbour(dev, p.gateway, p.mac)
             .map_err(nl_err(format!("neighbour {} -> {}", p.gateway, p.mac)))?;
         self.nl
-            .replace_fdb_entry(self.index, &p.fdb)
+            .replace_fdb_entry(dev, &p.fdb)
             .map_err(nl_err(format!("fdb {} -> {}", p.mac, p.fdb.dst)))?;
         self.nl
             .replace_nexthop_route(&p.route)
@@ -174,85 +249,70 @@ impl Vxlan {
     }
 
     fn unprogram(&mut self, p: &RemotePath) -> Result<(), BackendError> {
+        let dev = p.route.oif;
         gone_is_fine(self.nl.delete_nexthop_route(&p.route))
             .map_err(nl_err(format!("delete route to {}", p.route.dst)))?;
-        gone_is_fine(self.nl.delete_fdb_entry(self.index, &p.fdb))
+        gone_is_fine(self.nl.delete_fdb_entry(dev, &p.fdb))
             .map_err(nl_err(format!("delete fdb {}", p.mac)))?;
-        gone_is_fine(self.nl.delete_neighbour(self.index, IpAddr::V4(p.gateway)))
+        gone_is_fine(self.nl.delete_neighbour(dev, p.gateway))
             .map_err(nl_err(format!("delete neighbour {}", p.gateway)))
     }
-}
 
-impl Backend for Vxlan {
-    fn backend_data(&self) -> Option<BackendData> {
-        Some(BackendData {
-            vni: Some(self.vni),
-            vtep_mac: Some(self.mac.to_string()),
-        })
-    }
-
-    fn configure_local(&mut self, subnet: Ipv4Net) -> Result<(), BackendError> {
-        let want = IpNet::V4(Ipv4Net::new(subnet.network(), 32).expect("/32"));
+    /// Sets the device's one address of its family to `want` (link-local addresses stay).
+    fn set_address(&mut self, dev: Device, want: IpNet) -> Result<(), BackendError> {
         let current = self
             .nl
-            .addresses(Some(self.index))
+            .addresses(Some(dev.index))
             .map_err(nl_err("list VXLAN device addresses"))?;
-        for addr in current
-            .iter()
-            .filter(|a| a.addr != want && a.addr.addr().is_ipv4())
-        {
-            gone_is_fine(self.nl.delete_address(self.index, addr.addr))
+        let link_local = |ip: IpAddr| matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+        for addr in current.iter().filter(|a| {
+            a.addr != want
+                && a.addr.addr().is_ipv4() == want.addr().is_ipv4()
+                && !link_local(a.addr.addr())
+        }) {
+            gone_is_fine(self.nl.delete_address(dev.index, addr.addr))
                 .map_err(nl_err(format!("delete old address {}", addr.addr)))?;
         }
         if !current.iter().any(|a| a.addr == want) {
+            // No duplicate address detection: the address is the node's own by its lease.
             self.nl
-                .add_address(self.index, want, AddAddressOptions::default())
+                .add_address(dev.index, want, AddAddressOptions { nodad: true })
                 .map_err(nl_err(format!("address {want}")))?;
         }
         Ok(())
     }
 
-    fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
-        match self.path_for(lease) {
-            Some(p) => self.program(&p),
-            None => Ok(()),
+    /// Makes one device's routes, FDB and neighbour entries match `wanted` (its paths).
+    fn resync_device(
+        &mut self,
+        dev: Device,
+        wanted: &[RemotePath],
+        repairs: &mut Repairs,
+    ) -> Result<(), BackendError> {
+        let mut routes: HashSet<NextHopRoute> = HashSet::new();
+        for ipv6 in [false, true] {
+            routes.extend(
+                self.nl
+                    .nexthop_routes(ipv6, RTPROT_RCNI)
+                    .map_err(nl_err("list routes"))?
+                    .into_iter()
+                    .filter(|r| r.oif == dev.index),
+            );
         }
-    }
-
-    fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
-        match self.path_for(lease) {
-            Some(p) => self.unprogram(&p),
-            None => Ok(()),
-        }
-    }
-
-    fn resync(&mut self, remotes: &[Lease]) -> Result<Repairs, BackendError> {
-        let wanted: Vec<RemotePath> = remotes.iter().filter_map(|l| self.path_for(l)).collect();
-        let routes: HashSet<NextHopRoute> = self
-            .nl
-            .nexthop_routes(false, RTPROT_RCNI)
-            .map_err(nl_err("list routes"))?
-            .into_iter()
-            .filter(|r| r.oif == self.index)
-            .collect();
         let fdb: HashSet<FdbEntry> = self
             .nl
-            .fdb_entries(self.index)
+            .fdb_entries(dev.index)
             .map_err(nl_err("list fdb"))?
             .into_iter()
             .collect();
         let neigh: HashSet<(IpAddr, MacAddr)> = self
             .nl
-            .neighbours(self.index)
+            .neighbours(dev.index)
             .map_err(nl_err("list neighbours"))?
             .into_iter()
             .filter(|n| n.permanent)
             .filter_map(|n| Some((n.ip, n.mac?)))
             .collect();
-        let mut repairs = Repairs {
-            programmed: wanted.len(),
-            ..Repairs::default()
-        };
 
         // Stale objects first (reverse order: route, fdb, neighbour).
         for r in routes
@@ -264,28 +324,87 @@ impl Backend for Vxlan {
             repairs.removed += 1;
         }
         for f in fdb.iter().filter(|f| !wanted.iter().any(|p| p.fdb == **f)) {
-            gone_is_fine(self.nl.delete_fdb_entry(self.index, f))
+            gone_is_fine(self.nl.delete_fdb_entry(dev.index, f))
                 .map_err(nl_err(format!("delete stale fdb {}", f.mac)))?;
             repairs.removed += 1;
         }
-        for (ip, mac) in neigh.iter().filter(|(ip, mac)| {
-            !wanted
-                .iter()
-                .any(|p| IpAddr::V4(p.gateway) == *ip && p.mac == *mac)
-        }) {
+        for (ip, mac) in neigh
+            .iter()
+            .filter(|(ip, mac)| !wanted.iter().any(|p| p.gateway == *ip && p.mac == *mac))
+        {
             log::debug!("removing stale neighbour {ip} -> {mac}");
-            gone_is_fine(self.nl.delete_neighbour(self.index, *ip))
+            gone_is_fine(self.nl.delete_neighbour(dev.index, *ip))
                 .map_err(nl_err(format!("delete stale neighbour {ip}")))?;
             repairs.removed += 1;
         }
-        for p in &wanted {
+        for p in wanted {
             let complete = routes.contains(&p.route)
                 && fdb.contains(&p.fdb)
-                && neigh.contains(&(IpAddr::V4(p.gateway), p.mac));
+                && neigh.contains(&(p.gateway, p.mac));
             if !complete {
                 self.program(p)?;
                 repairs.restored += 1;
             }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Vxlan {
+    fn backend_data(&self) -> Option<BackendData> {
+        self.v4.map(|d| BackendData {
+            vni: Some(self.vni),
+            vtep_mac: Some(d.mac.to_string()),
+        })
+    }
+
+    fn backend_v6_data(&self) -> Option<BackendData> {
+        self.v6.map(|d| BackendData {
+            vni: Some(self.vni),
+            vtep_mac: Some(d.mac.to_string()),
+        })
+    }
+
+    fn configure_local(&mut self, subnet: Subnets) -> Result<(), BackendError> {
+        if let (Some(dev), Some(net)) = (self.v4, subnet.v4) {
+            let want = IpNet::new(IpAddr::V4(net.network()), 32).expect("/32");
+            self.set_address(dev, want)?;
+        }
+        if let (Some(dev), Some(net)) = (self.v6, subnet.v6) {
+            let want = IpNet::new(IpAddr::V6(net.network()), 128).expect("/128");
+            self.set_address(dev, want)?;
+        }
+        Ok(())
+    }
+
+    fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
+        for p in self.paths_for(lease) {
+            self.program(&p)?;
+        }
+        Ok(())
+    }
+
+    fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
+        for p in self.paths_for(lease) {
+            self.unprogram(&p)?;
+        }
+        Ok(())
+    }
+
+    fn resync(&mut self, remotes: &[Lease]) -> Result<Repairs, BackendError> {
+        let per_node: Vec<Vec<RemotePath>> = remotes.iter().map(|l| self.paths_for(l)).collect();
+        let mut repairs = Repairs {
+            programmed: per_node.iter().filter(|p| !p.is_empty()).count(),
+            ..Repairs::default()
+        };
+        let wanted: Vec<RemotePath> = per_node.into_iter().flatten().collect();
+        for dev in [self.v4, self.v6].into_iter().flatten() {
+            let mine: Vec<RemotePath> = wanted
+                .iter()
+                .filter(|p| p.route.oif == dev.index)
+                .copied()
+                .collect();
+            self.resync_device(dev, &mine, &mut repairs)?;
         }
         Ok(repairs)
     }

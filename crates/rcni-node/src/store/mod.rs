@@ -6,9 +6,7 @@ pub mod etcd;
 
 use std::time::Duration;
 
-use ipnet::Ipv4Net;
-
-use crate::lease::Lease;
+use crate::lease::{Lease, Subnets};
 
 /// A datastore failure (unreachable, timed out, refused).
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +48,7 @@ pub enum LeaseEvent {
     /// A lease was written.
     Put(Lease),
     /// A lease was deleted or expired.
-    Delete(Ipv4Net),
+    Delete(Subnets),
 }
 
 /// The handle of a granted, time-limited store lease a key is bound to.

@@ -1,8 +1,9 @@
 //! Simulated nodes for the rcni-node tests: an "underlay" namespace (the sandbox's host) with a
-//! bridge `ul0` (198.18.0.1/24) where a real `etcd` listens, N node namespaces each joined to
-//! `ul0` by a veth (`eth0`, 198.18.0.(10+i)/24) and running `rcni-node`, an "external"
-//! namespace on the underlay (198.18.0.200) outside the cluster network, and pods attached on a
-//! node with `rcni add` and the conflist that node's agent wrote.
+//! bridge `ul0` (198.18.0.1/24, 2001:2::1/64) where a real `etcd` listens, N node namespaces
+//! each joined to `ul0` by a veth (`eth0`, 198.18.0.(10+i)/24 and 2001:2::(10+i)/64) and running
+//! `rcni-node`, an "external" namespace on the underlay (198.18.0.200, 2001:2::c8) outside the
+//! cluster networks, and pods attached on a node with `rcni add` and the conflist that node's
+//! agent wrote. IPv6 clusters use 2001:2:1::/48 as their IPv6 network.
 //!
 //! Every process (etcd, agents) is killed by PID when its guard drops, also on a failed
 //! assertion; the sandbox then deletes every namespace.
@@ -10,7 +11,7 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,6 +22,13 @@ use serde_json::{json, Value};
 
 pub const UNDERLAY_GW: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 200);
+pub const EXTERNAL_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0xc8);
+pub const CLUSTER_NET6: &str = "2001:2:1::/48";
+
+/// The underlay IPv6 address of the node with the IPv4 address `ip` (same last byte).
+pub fn underlay_ipv6(ip: Ipv4Addr) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, u16::from(ip.octets()[3]))
+}
 pub const CLUSTER_NET: &str = "198.19.0.0/16";
 pub const PREFIX: &str = "/rcni.io/network";
 
@@ -130,6 +138,24 @@ impl Node {
     pub fn status_file(&self) -> PathBuf {
         self.dir.join("state/node-status.json")
     }
+    /// The node's underlay IPv6 address.
+    pub fn ip6(&self) -> Ipv6Addr {
+        underlay_ipv6(self.ip)
+    }
+    /// The node's IPv6 subnet from its subnet file.
+    pub fn subnet6(&self) -> Option<String> {
+        let text = fs::read_to_string(self.subnet_file()).ok()?;
+        let first: ipnet::Ipv6Net = text
+            .lines()
+            .find_map(|l| l.strip_prefix("FLANNEL_IPV6_SUBNET="))?
+            .parse()
+            .ok()?;
+        Some(first.trunc().to_string())
+    }
+    /// The node's subnets of every family (IPv4 first).
+    pub fn subnets(&self) -> Vec<String> {
+        self.subnet().into_iter().chain(self.subnet6()).collect()
+    }
     /// The node subnet from its subnet file.
     pub fn subnet(&self) -> Option<String> {
         let text = fs::read_to_string(self.subnet_file()).ok()?;
@@ -148,9 +174,13 @@ impl Node {
     }
     /// Whether this node has a route to `subnet` made by the agent.
     pub fn has_route(&self, subnet: &str) -> bool {
-        ip_json(&self.ns.name, &["route", "show", subnet, "proto", "124"])
-            .as_array()
-            .is_some_and(|a| !a.is_empty())
+        let family = if subnet.contains(':') { "-6" } else { "-4" };
+        ip_json(
+            &self.ns.name,
+            &[family, "route", "show", subnet, "proto", "124"],
+        )
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
     }
     /// GET `/metrics` or `/healthz` of the agent (from inside the node).
     pub fn health_get(&self, path: &str) -> anyhow::Result<String> {
@@ -165,6 +195,8 @@ impl Node {
 pub struct Pod {
     pub ns: Netns,
     pub ip: Ipv4Addr,
+    /// Its IPv6 address, on an IPv6 network.
+    pub ip6: Option<Ipv6Addr>,
 }
 
 /// The simulated cluster.
@@ -173,8 +205,12 @@ pub struct Cluster {
     pub etcd: Guard,
     pub nodes: Vec<Node>,
     pub external: Netns,
-    plugins: PathBuf,
+    /// The plugin directory the agents and `rcni add` use (rcni's by default).
+    pub plugins: PathBuf,
     backend: Value,
+    /// The network has IPv4 / IPv6 (agents get `--public-ip` / `--public-ipv6`).
+    pub ipv4: bool,
+    pub ipv6: bool,
     pub ttl: u64,
 }
 
@@ -188,6 +224,10 @@ impl Drop for Cluster {
 }
 
 fn attach_to_underlay(sb: &Sandbox, ns: &Netns, host_end: &str, ip: Ipv4Addr) {
+    attach_to_underlay_with(sb, ns, host_end, ip, underlay_ipv6(ip));
+}
+
+fn attach_to_underlay_with(sb: &Sandbox, ns: &Netns, host_end: &str, ip: Ipv4Addr, ip6: Ipv6Addr) {
     let host = &sb.host().name;
     sh(&[
         "ip", "-n", host, "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns",
@@ -206,6 +246,18 @@ fn attach_to_underlay(sb: &Sandbox, ns: &Netns, host_end: &str, ip: Ipv4Addr) {
         "dev",
         "eth0",
     ]);
+    // No duplicate address detection: the address is usable at once.
+    sh(&[
+        "ip",
+        "-n",
+        &ns.name,
+        "addr",
+        "add",
+        &format!("{ip6}/64"),
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
     sh(&["ip", "-n", &ns.name, "link", "set", "eth0", "up"]);
     sh(&["ip", "-n", &ns.name, "link", "set", "lo", "up"]);
 }
@@ -220,6 +272,8 @@ impl Cluster {
     /// Like [`Cluster::new`] with a whole network config.
     pub fn with_config(config: Value) -> Cluster {
         let backend = config["Backend"].clone();
+        let ipv4 = config["EnableIPv4"] != false;
+        let ipv6 = config["EnableIPv6"] == true;
         let sb = Sandbox::new().expect("sandbox");
         let host = sb.host().name.clone();
         sh(&["ip", "-n", &host, "link", "add", "ul0", "type", "bridge"]);
@@ -234,8 +288,19 @@ impl Cluster {
             "dev",
             "ul0",
         ]);
+        sh(&[
+            "ip",
+            "-n",
+            &host,
+            "addr",
+            "add",
+            "2001:2::1/64",
+            "dev",
+            "ul0",
+            "nodad",
+        ]);
         let external = sb.add_container().unwrap();
-        attach_to_underlay(&sb, &external, "uext", EXTERNAL_IP);
+        attach_to_underlay_with(&sb, &external, "uext", EXTERNAL_IP, EXTERNAL_IP6);
         let plugins = sb
             .link_plugins(
                 bin_path("rcni-plugins").expect("cargo build -p cni-plugins first"),
@@ -249,6 +314,8 @@ impl Cluster {
             external,
             plugins,
             backend,
+            ipv4,
+            ipv6,
             ttl: 3600,
         };
         c.start_etcd();
@@ -341,6 +408,13 @@ impl Cluster {
     /// Starts the agent of node `i` (without waiting).
     pub fn spawn_agent(&mut self, i: usize) {
         let ttl = self.ttl.to_string();
+        let mut public = Vec::new();
+        if self.ipv4 {
+            public.extend(["--public-ip".to_string(), self.nodes[i].ip.to_string()]);
+        }
+        if self.ipv6 {
+            public.extend(["--public-ipv6".to_string(), self.nodes[i].ip6().to_string()]);
+        }
         let node = &mut self.nodes[i];
         let log = fs::OpenOptions::new()
             .create(true)
@@ -352,7 +426,8 @@ impl Cluster {
             .arg(bin_path("rcni-node").expect("cargo build -p rcni-node first"))
             .args(["--etcd-endpoints", &format!("http://{UNDERLAY_GW}:2379")])
             .args(["--node-name", &format!("node{}", node.index)])
-            .args(["--public-ip", &node.ip.to_string(), "--iface", "eth0"])
+            .args(&public)
+            .args(["--iface", "eth0"])
             .args(["--prefix", PREFIX])
             .arg("--cni-conf-dir")
             .arg(node.conf_dir())
@@ -407,15 +482,27 @@ impl Cluster {
         c
     }
 
-    /// Waits until every running node has a route to every other running node's subnet.
+    /// `n` nodes with running agents on the network `config`, all converged.
+    pub fn with_config_and_nodes(config: Value, n: usize) -> Cluster {
+        let mut c = Cluster::with_config(config);
+        for _ in 0..n {
+            let i = c.add_node();
+            c.start_agent(i);
+        }
+        c.wait_converged(Duration::from_secs(30))
+            .expect("converged");
+        c
+    }
+
+    /// Waits until every running node has a route to every other running node's subnets.
     pub fn wait_converged(&self, timeout: Duration) -> Option<Duration> {
         let running: Vec<&Node> = self.nodes.iter().filter(|n| n.agent.0.is_some()).collect();
         wait_for(timeout, || {
             running.iter().all(|a| {
-                running
-                    .iter()
-                    .filter(|b| b.index != a.index)
-                    .all(|b| b.subnet().is_some_and(|s| a.has_route(&s)))
+                running.iter().filter(|b| b.index != a.index).all(|b| {
+                    let subnets = b.subnets();
+                    !subnets.is_empty() && subnets.iter().all(|s| a.has_route(s))
+                })
             })
         })
     }
@@ -446,14 +533,31 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let result: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let addr: ipnet::Ipv4Net = result["ips"][0]["address"]
-            .as_str()
+        let addrs: Vec<IpAddr> = result["ips"]
+            .as_array()
             .unwrap()
-            .parse()
-            .unwrap();
+            .iter()
+            .map(|ip| {
+                ip["address"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<ipnet::IpNet>()
+                    .unwrap()
+                    .addr()
+            })
+            .collect();
+        let ip = addrs.iter().find_map(|a| match a {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        });
+        let ip6 = addrs.iter().find_map(|a| match a {
+            IpAddr::V6(v6) => Some(*v6),
+            IpAddr::V4(_) => None,
+        });
         Pod {
             ns,
-            ip: addr.addr(),
+            ip: ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
+            ip6,
         }
     }
 
@@ -481,7 +585,8 @@ impl Cluster {
 }
 
 /// Opens a TCP listener inside namespace `ns` (the socket stays in that namespace).
-pub fn listen_in(ns: &Netns, ip: Ipv4Addr) -> TcpListener {
+pub fn listen_in(ns: &Netns, ip: impl Into<IpAddr>) -> TcpListener {
+    let ip: IpAddr = ip.into();
     let handle = NetNs::open(&ns.path).unwrap();
     handle
         .run(move || TcpListener::bind(SocketAddr::from((ip, 0))))
@@ -490,7 +595,8 @@ pub fn listen_in(ns: &Netns, ip: Ipv4Addr) -> TcpListener {
 }
 
 /// Connects from inside `ns` to `listener` and returns the source address the listener saw.
-pub fn source_seen(from: &Netns, listener: &TcpListener, to: Ipv4Addr) -> Ipv4Addr {
+pub fn source_seen(from: &Netns, listener: &TcpListener, to: impl Into<IpAddr>) -> IpAddr {
+    let to: IpAddr = to.into();
     let port = listener.local_addr().unwrap().port();
     let handle = NetNs::open(&from.path).unwrap();
     let _stream = handle
@@ -500,10 +606,7 @@ pub fn source_seen(from: &Netns, listener: &TcpListener, to: Ipv4Addr) -> Ipv4Ad
         .unwrap()
         .unwrap_or_else(|e| panic!("connect to {to}:{port}: {e}"));
     let (_conn, peer) = listener.accept().unwrap();
-    match peer.ip() {
-        std::net::IpAddr::V4(v4) => v4,
-        other => panic!("unexpected peer {other}"),
-    }
+    peer.ip()
 }
 
 /// Sends one UDP datagram of `size` bytes from `from` to `to` (a socket in namespace `to_ns`)
