@@ -5,29 +5,30 @@
 //! at 1.0.0 and refuse a 1.1.0 config, so their node gets 1.0.0 (and no STATUS).
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use cni_invoke::ExecOptions;
 use cni_types::version::SpecVersion;
-use cni_types::version_info::VersionInfo;
 
-/// The versions one plugin supports, from its `VERSION` answer; `None` when it cannot be run or
-/// its answer is not a version list.
+/// How long a plugin may take to answer VERSION before the agent gives up on it (a hung
+/// plugin must not hold the agent's start).
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The versions one plugin supports, from its `VERSION` answer (through the runtime's own
+/// invoker, with a timeout); `None` when it cannot be run or its answer is not a version list.
 pub fn supported(plugin: &Path) -> Option<BTreeSet<SpecVersion>> {
-    let mut child = Command::new(plugin)
-        .env_clear()
-        .env("CNI_COMMAND", "VERSION")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let request = format!("{{\"cniVersion\":\"{}\"}}", SpecVersion::CURRENT);
-    // A plugin that exits without reading stdin is judged by its answer alone.
-    let _ = child.stdin.take()?.write_all(request.as_bytes());
-    let out = child.wait_with_output().ok()?;
-    let info = VersionInfo::decode(&out.stdout).ok()?;
+    supported_within(plugin, VERSION_TIMEOUT)
+}
+
+fn supported_within(plugin: &Path, timeout: Duration) -> Option<BTreeSet<SpecVersion>> {
+    let opts = ExecOptions {
+        timeout: Some(timeout),
+        clear_env: true,
+        forward_stderr: false,
+        ..ExecOptions::default()
+    };
+    let info = cni_invoke::get_version_info(plugin, &opts).ok()?;
     Some(
         info.supported_versions
             .iter()
@@ -91,6 +92,22 @@ mod tests {
         assert_eq!(highest_common([&rcni, &go]), Some(SpecVersion::V1_0_0));
         assert_eq!(highest_common([&go]), Some(SpecVersion::V1_0_0));
         assert_eq!(highest_common([&set(&["0.1.0"]), &set(&["1.0.0"])]), None);
+    }
+
+    #[test]
+    fn a_plugin_that_never_answers_is_given_up_on() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let hung = dir.path().join("bridge");
+        std::fs::write(&hung, "#!/bin/sh\nexec sleep 60\n").unwrap();
+        std::fs::set_permissions(&hung, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(supported_within(&hung, Duration::from_millis(300)), None);
+        // Not a timing assertion on the machine: 60 s is the hung plugin's own sleep.
+        assert!(
+            started.elapsed() < Duration::from_secs(50),
+            "the agent waited for the hung plugin"
+        );
     }
 
     #[test]
