@@ -357,7 +357,7 @@ mod tests {
         );
         assert_eq!(req.ipv4(code::SERVER_ID), Some(SERVER));
         assert_eq!(req.get(code::CLIENT_ID), Some(&b"\0cid/net/eth0"[..]));
-        assert_eq!(req.get(code::HOSTNAME), Some(&b"web-0"[..]));
+        assert_eq!(req.get(12), Some(&b"web-0"[..])); // host name, as provided
         assert_eq!(
             req.get(code::PARAMETER_REQUEST_LIST),
             Some(&[code::CLASSLESS_ROUTES, code::SUBNET_MASK, code::ROUTER][..])

@@ -25,7 +25,6 @@ pub const BOOT_REPLY: u8 = 2;
 pub mod code {
     pub const SUBNET_MASK: u8 = 1;
     pub const ROUTER: u8 = 3;
-    pub const HOSTNAME: u8 = 12;
     pub const STATIC_ROUTES: u8 = 33;
     pub const REQUESTED_IP: u8 = 50;
     pub const LEASE_TIME: u8 = 51;
@@ -318,7 +317,7 @@ mod tests {
         m.set_ipv4(code::SUBNET_MASK, ip("255.255.255.0"));
         m.set(code::ROUTER, vec![198, 18, 0, 1, 198, 18, 0, 2]);
         m.set(code::LEASE_TIME, 120u32.to_be_bytes().to_vec());
-        m.set(code::HOSTNAME, Vec::new());
+        m.set(12, Vec::new()); // host name, empty
         let d = Message::decode(&m.encode()).unwrap();
         assert_eq!(d, m);
         assert_eq!(d.msg_type(), Some(MessageType::Ack));
@@ -328,7 +327,7 @@ mod tests {
             Some(vec![ip("198.18.0.1"), ip("198.18.0.2")])
         );
         assert_eq!(d.u32(code::LEASE_TIME), Some(120));
-        assert_eq!(d.get(code::HOSTNAME), Some(&[][..]));
+        assert_eq!(d.get(12), Some(&[][..]));
     }
 
     #[test]
