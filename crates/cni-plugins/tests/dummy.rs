@@ -59,7 +59,7 @@ fn failures_leave_nothing_behind() {
     let pod = env.pod();
     let conf = |extra| conf(&env, extra);
     let kind = ("dummy", NET);
-    if !assert_failed_adds_leave_nothing(&env, &pod, kind, supported(), None, &conf) {
+    if !assert_failed_adds_leave_nothing(&env, &pod, kind, supported(), None, conf) {
         return;
     }
     let bad_ipam =
