@@ -164,7 +164,7 @@ fn add_list_and_delete_addresses() {
         .unwrap();
     let a0 = h.link_by_name("a0").unwrap();
     let v4: IpNet = "198.18.22.5/24".parse().unwrap();
-    let v6: IpNet = "fd00:22::5/64".parse().unwrap();
+    let v6: IpNet = "2001:2:0:22::5/64".parse().unwrap();
     h.add_address(a0.index, v4, AddAddressOptions::default())
         .unwrap();
     h.add_address(a0.index, v6, AddAddressOptions { nodad: true })
@@ -186,7 +186,7 @@ fn add_list_and_delete_addresses() {
     let v4j = find("198.18.22.5").expect("v4 address visible to ip");
     assert_eq!(v4j["prefixlen"], 24);
     assert_eq!(v4j["broadcast"], "198.18.22.255");
-    let v6j = find("fd00:22::5").expect("v6 address visible to ip");
+    let v6j = find("2001:2:0:22::5").expect("v6 address visible to ip");
     assert_eq!(v6j["prefixlen"], 64);
     assert_eq!(v6j["nodad"], true);
 

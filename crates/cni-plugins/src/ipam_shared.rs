@@ -82,8 +82,8 @@ mod tests {
 
     fn route(mtu: Option<i64>, table: Option<i64>) -> cni_ipam::Route {
         cni_ipam::Route {
-            dst: "10.0.0.0/8".parse().unwrap(),
-            gw: Some("10.0.0.1".parse().unwrap()),
+            dst: "198.18.0.0/15".parse().unwrap(),
+            gw: Some("198.18.0.1".parse().unwrap()),
             mtu,
             advmss: Some(1400),
             priority: None,
@@ -100,7 +100,7 @@ mod tests {
         assert_eq!(got[0].priority, 0);
         assert_eq!(got[0].table, Some(100));
         assert_eq!(got[0].scope, Some(0));
-        assert_eq!(got[0].gw, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(got[0].gw, Some("198.18.0.1".parse().unwrap()));
     }
 
     #[test]
@@ -115,13 +115,13 @@ mod tests {
     #[test]
     fn dns_domain_unset_is_empty() {
         let d = dns(cni_ipam::Dns {
-            nameservers: vec!["10.0.0.53".into()],
+            nameservers: vec!["198.18.0.53".into()],
             domain: None,
             search: vec!["a".into()],
             options: vec![],
         });
         assert_eq!(d.domain, "");
-        assert_eq!(d.nameservers, ["10.0.0.53"]);
+        assert_eq!(d.nameservers, ["198.18.0.53"]);
         assert_eq!(d.search, ["a"]);
     }
 

@@ -132,11 +132,11 @@ mod tests {
     // PL §1.5: lo with a non-loopback address is an error.
     #[test]
     fn rejects_non_loopback_address() {
-        let e = loopback_addresses(&[addr("127.0.0.1/8"), addr("10.0.0.1/8")]).unwrap_err();
+        let e = loopback_addresses(&[addr("127.0.0.1/8"), addr("198.18.0.1/8")]).unwrap_err();
         assert_eq!(e.code, 999);
         assert_eq!(
             e.msg,
-            "loopback interface found with non-loopback address \"10.0.0.1\""
+            "loopback interface found with non-loopback address \"198.18.0.1\""
         );
     }
 }

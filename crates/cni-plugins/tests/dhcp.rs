@@ -112,6 +112,29 @@ impl Lan {
         self.daemon = Some(daemon);
     }
 
+    /// A LAN with the daemon running and one pod attached as `c1` by `plugin`: the pod, the
+    /// config and the ADD result.
+    fn with_one_pod(plugin: &str) -> (Lan, Netns, Value, Value) {
+        let mut lan = Lan::new();
+        lan.start_daemon();
+        let pod = lan.pod();
+        let conf = lan.conf(plugin);
+        let r = lan.add(&pod, "c1", &conf);
+        (lan, pod, conf, r)
+    }
+
+    /// DEL of `c1`, then waits for dnsmasq to see the DHCPRELEASE.
+    fn del_and_wait_release(&self, pod: &Netns, conf: &Value) {
+        let del = self.run("DEL", pod, "c1", conf);
+        assert!(del.success(), "{}", del.stdout);
+        wait_for_with(
+            "dnsmasq to free the lease",
+            Duration::from_secs(5),
+            || self.server_leases().is_empty(),
+            || self.logs(),
+        );
+    }
+
     /// Kills the daemon with SIGKILL: nothing of it runs on exit.
     fn kill_daemon(&mut self) {
         self.daemon = None;
@@ -282,11 +305,7 @@ fn with_prev(conf: &Value, prev: &Value) -> Value {
 
 #[test]
 fn lease_is_acquired_with_option_121_routes_and_released_on_del() {
-    let mut lan = Lan::new();
-    lan.start_daemon();
-    let pod = lan.pod();
-    let conf = lan.conf("macvlan");
-    let r = lan.add(&pod, "c1", &conf);
+    let (lan, pod, conf, r) = Lan::with_one_pod("macvlan");
 
     // The result: an address of the range on /24, the router as gateway, and only the
     // option-121 routes, the on-link one with gw 0.0.0.0 and scope link.
@@ -337,14 +356,7 @@ fn lease_is_acquired_with_option_121_routes_and_released_on_del() {
     assert!(dhcp_only.success(), "{}", dhcp_only.stdout);
 
     // DEL sends DHCPRELEASE: dnsmasq drops the lease, the daemon forgets it.
-    let del = lan.run("DEL", &pod, "c1", &conf);
-    assert!(del.success(), "{}", del.stdout);
-    wait_for_with(
-        "dnsmasq to free the lease",
-        Duration::from_secs(5),
-        || lan.server_leases().is_empty(),
-        || lan.logs(),
-    );
+    lan.del_and_wait_release(&pod, &conf);
     assert_eq!(lan.state_files(), Vec::<String>::new());
     // DEL is idempotent.
     assert!(lan.run("DEL", &pod, "c1", &conf).success());
@@ -352,11 +364,7 @@ fn lease_is_acquired_with_option_121_routes_and_released_on_del() {
 
 #[test]
 fn lease_is_renewed_and_survives_a_daemon_restart() {
-    let mut lan = Lan::new();
-    lan.start_daemon();
-    let pod = lan.pod();
-    let conf = lan.conf("macvlan");
-    let r = lan.add(&pod, "c1", &conf);
+    let (mut lan, pod, conf, r) = Lan::with_one_pod("macvlan");
     let addr = addr_of(&r);
     let first = lan.server_expiry_of(&addr).expect("lease in dnsmasq");
 
@@ -381,10 +389,7 @@ fn lease_is_renewed_and_survives_a_daemon_restart() {
         lan.logs()
     );
 
-    assert!(lan.run("DEL", &pod, "c1", &conf).success());
-    wait_for("dnsmasq to free the lease", Duration::from_secs(5), || {
-        lan.server_leases().is_empty()
-    });
+    lan.del_and_wait_release(&pod, &conf);
 }
 
 impl Lan {
@@ -393,18 +398,7 @@ impl Lan {
     fn dhcp_add_same(&self, pod: &Netns, conf: &Value) -> Value {
         let mut c = conf.clone();
         c["type"] = json!("dhcp");
-        let call = PluginCall::new("ADD")
-            .container_id("c1")
-            .netns(&pod.path)
-            .ifname("eth0")
-            .path(&self.cni_dir)
-            .stdin(c.to_string());
-        let out = self
-            .sb
-            .run_plugin(self.cni_dir.join("dhcp"), &call)
-            .unwrap();
-        assert!(out.success(), "{}", out.stdout);
-        out.json().unwrap()
+        self.add(pod, "c1", &c)
     }
 }
 
@@ -495,11 +489,7 @@ fn gc_releases_the_leases_of_attachments_not_in_the_valid_list() {
 
 #[test]
 fn bridge_attachment_gets_a_lease_and_del_forgets_it() {
-    let mut lan = Lan::new();
-    lan.start_daemon();
-    let pod = lan.pod();
-    let conf = lan.conf("bridge");
-    let r = lan.add(&pod, "c1", &conf);
+    let (lan, pod, conf, r) = Lan::with_one_pod("bridge");
     let addr = addr_of(&r);
     assert!(lan.server_expiry_of(&addr).is_some(), "{r}");
     // The bridge plugin removes the container link before IPAM DEL (as Go does), so no

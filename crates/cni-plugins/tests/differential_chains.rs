@@ -74,7 +74,8 @@ fn podman_conflist(data_dir: &str) -> Value {
 }
 
 /// containerd's `10-containerd-net.conflist` (PL §5.2) with a unique name, bridge and
-/// subnets (a ULA instead of the public IPv6 prefix it ships).
+/// test-range subnets of its prefix lengths. The IPv4 /16 is podman's: the other /16 of
+/// 198.18.0.0/15 holds the lab's outside network, and each chain runs in its own lab.
 fn containerd_conflist(data_dir: &str) -> Value {
     json!({
         "cniVersion": "0.4.0",
@@ -88,7 +89,7 @@ fn containerd_conflist(data_dir: &str) -> Value {
                 "promiscMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": "198.19.0.0/16"}], [{"subnet": "fd00:189::/64"}]],
+                    "ranges": [[{"subnet": "198.18.0.0/16"}], [{"subnet": "2001:2:0:189::/64"}]],
                     "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
                     "dataDir": data_dir
                 }

@@ -9,21 +9,16 @@ use serde_json::{json, Value};
 use sublink::*;
 
 const NET: &str = "dmnet";
-const SUBNET: &str = "10.69.0.0/24";
+const SUBNET: &str = "198.18.54.0/24";
 
 fn conf(env: &Env, extra: Value) -> Value {
-    let mut c = json!({
-        "cniVersion": "1.0.0", "name": NET, "type": "dummy",
-        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            c.as_object_mut().unwrap().remove(k);
-        } else {
-            c[k] = v.clone();
-        }
-    }
-    c
+    env.conf(
+        json!({
+            "cniVersion": "1.0.0", "name": NET, "type": "dummy"
+        }),
+        SUBNET,
+        &extra,
+    )
 }
 
 fn supported() -> bool {
@@ -46,7 +41,7 @@ fn add_check_del() {
     let l = link(&pod.name, "eth0").unwrap();
     assert_eq!(l["linkinfo"]["info_kind"], "dummy");
     assert!(is_up(&pod.name, "eth0"));
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.69.0.2/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.54.2/24"]);
     // Nothing on the host.
     assert!(link_names(env.host()).is_empty());
     assert_silent_success(&env.cmd("CHECK", &pod, "c1", &with_prev(&c, &r)));
@@ -62,30 +57,18 @@ fn add_check_del() {
 fn failures_leave_nothing_behind() {
     let env = Env::new();
     let pod = env.pod();
-    let check_clean = || {
-        assert!(link_names(&pod.name).is_empty());
-        assert!(env.leases(NET).is_empty());
-        assert!(link_names(env.host()).is_empty());
-    };
-    if !supported() {
-        let e = assert_cni_error(&env.cmd("ADD", &pod, "c1", &conf(&env, json!({}))), 999);
-        assert!(e["msg"].as_str().unwrap().contains("dummy"), "{e}");
-        check_clean();
+    let conf = |extra| conf(&env, extra);
+    let kind = ("dummy", NET);
+    if !assert_failed_adds_leave_nothing(&env, &pod, kind, supported(), None, conf) {
         return;
-    }
-    for step in ["link", "ipam", "done"] {
-        let call = env
-            .call("ADD", &pod, "c1", &conf(&env, json!({})))
-            .env("RCNI_TEST_FAIL_AT", format!("dummy:{step}"));
-        assert_cni_error(&env.run("dummy", &call), 999);
-        check_clean();
     }
     let bad_ipam =
         json!({"type": "host-local", "dataDir": env.data_dir, "ranges": [[{"subnet": "nope"}]]});
     assert!(!env
-        .cmd("ADD", &pod, "c1", &conf(&env, json!({"ipam": bad_ipam})))
+        .cmd("ADD", &pod, "c1", &conf(json!({"ipam": bad_ipam})))
         .success());
-    check_clean();
+    assert!(link_names(&pod.name).is_empty());
+    assert!(env.leases(NET).is_empty());
 }
 
 #[test]

@@ -105,7 +105,7 @@ fn nomad_admin_chain_is_created_and_never_flushed() {
         return;
     }
     let lab = Lab::new();
-    let conf = lab.bridge_conf("nomad", "nomad", "198.19.3.0/24", Some("fd00:3::/64"));
+    let conf = lab.bridge_conf("nomad", "nomad", "198.19.3.0/24", Some("2001:2:0:3::/64"));
     let (pod, res) = lab.add_pod("n1", &conf);
     let keys = fw(json!({ "backend": "iptables", "iptablesAdminChainName": "NOMAD-ADMIN" }));
     let stdin = chained("nomad", keys, Some(&res), None);

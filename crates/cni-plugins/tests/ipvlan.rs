@@ -9,22 +9,17 @@ use serde_json::{json, Value};
 use sublink::*;
 
 const NET: &str = "ipvnet";
-const SUBNET: &str = "10.67.0.0/24";
+const SUBNET: &str = "198.18.52.0/24";
 const MASTER: &str = "master0";
 
 fn conf(env: &Env, extra: Value) -> Value {
-    let mut c = json!({
-        "cniVersion": "1.0.0", "name": NET, "type": "ipvlan", "master": MASTER,
-        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            c.as_object_mut().unwrap().remove(k);
-        } else {
-            c[k] = v.clone();
-        }
-    }
-    c
+    env.conf(
+        json!({
+            "cniVersion": "1.0.0", "name": NET, "type": "ipvlan", "master": MASTER
+        }),
+        SUBNET,
+        &extra,
+    )
 }
 
 fn supported() -> bool {
@@ -57,7 +52,7 @@ fn add_check_del() {
     assert_eq!(l["linkinfo"]["info_kind"], "ipvlan");
     assert_eq!(l["linkinfo"]["info_data"]["mode"], "l3");
     assert_eq!(l["mtu"], 1400);
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.67.0.2/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.52.2/24"]);
     assert_silent_success(&env.cmd("CHECK", &pod, "c1", &with_prev(&c, &r)));
     let wrong = with_prev(&conf(&env, json!({"mode": "l2"})), &r);
     assert_cni_error(&env.cmd("CHECK", &pod, "c1", &wrong), 999);
@@ -76,12 +71,12 @@ fn chained_without_ipam_uses_prev_result() {
     let pod = env.pod();
     let prev = json!({"cniVersion": "1.0.0",
         "interfaces": [{"name": MASTER}],
-        "ips": [{"address": "10.67.0.9/24", "interface": 0}]});
+        "ips": [{"address": "198.18.52.9/24", "interface": 0}]});
     let c = with_prev(&conf(&env, json!({"master": null, "ipam": null})), &prev);
     let r = env.add(&pod, "c1", &c);
-    assert_eq!(r["ips"][0]["address"], "10.67.0.9/24");
+    assert_eq!(r["ips"][0]["address"], "198.18.52.9/24");
     assert_eq!(r["interfaces"][0]["name"], "eth0");
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.67.0.9/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.52.9/24"]);
     assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
     assert!(link_names(&pod.name).is_empty());
 }
@@ -90,31 +85,9 @@ fn chained_without_ipam_uses_prev_result() {
 fn failures_leave_nothing_behind() {
     let env = env_with_master();
     let pod = env.pod();
-    let host_before = link_names(env.host());
-    let check_clean = || {
-        assert!(link_names(&pod.name).is_empty());
-        assert!(env.leases(NET).is_empty());
-        assert_eq!(link_names(env.host()), host_before);
-    };
-    if !supported() {
-        // The kernel refuses the link kind: a clean 999 naming it.
-        let e = assert_cni_error(&env.cmd("ADD", &pod, "c1", &conf(&env, json!({}))), 999);
-        assert!(e["msg"].as_str().unwrap().contains("ipvlan"), "{e}");
-        check_clean();
-        return;
-    }
-    assert_cni_error(
-        &env.cmd("ADD", &pod, "c1", &conf(&env, json!({"master": "nosuch0"}))),
-        999,
-    );
-    check_clean();
-    for step in ["link", "ipam", "done"] {
-        let call = env
-            .call("ADD", &pod, "c1", &conf(&env, json!({})))
-            .env("RCNI_TEST_FAIL_AT", format!("ipvlan:{step}"));
-        assert_cni_error(&env.run("ipvlan", &call), 999);
-        check_clean();
-    }
+    let conf = |extra| conf(&env, extra);
+    let kind = ("ipvlan", NET);
+    assert_failed_adds_leave_nothing(&env, &pod, kind, supported(), Some("master"), conf);
 }
 
 #[test]
@@ -131,7 +104,7 @@ fn bad_inputs_have_the_right_codes() {
     }
     // Chained, but prevResult has two interfaces and no master is configured.
     let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "a"}, {"name": "b"}],
-                      "ips": [{"address": "10.67.0.9/24", "interface": 0}]});
+                      "ips": [{"address": "198.18.52.9/24", "interface": 0}]});
     let c = with_prev(&conf(&env, json!({"master": null, "ipam": null})), &prev);
     assert_cni_error(&env.cmd("ADD", &pod, "c1", &c), 7);
     // DEL without a netns still succeeds and releases nothing it does not hold.

@@ -159,13 +159,7 @@ impl Scenario {
         } else {
             json!({})
         };
-        let list = json!({"cniVersion": "1.1.0", "name": net, "plugins": plugins});
-        fs::write(
-            dir.join("net.d").join(format!("{net}.conflist")),
-            list.to_string(),
-        )
-        .unwrap();
-        Scenario {
+        let s = Scenario {
             name,
             sb,
             dir,
@@ -174,7 +168,9 @@ impl Scenario {
             plugins,
             cap_args,
             timing: BTreeMap::new(),
-        }
+        };
+        s.write_conflist();
+        s
     }
 
     fn host(&self) -> &str {
@@ -262,6 +258,34 @@ impl Scenario {
     }
 
     /// Runs `rcni` to completion; (success, output).
+    /// The network's conflist of the scenario's plugins, in its conf dir for `rcni`.
+    fn write_conflist(&self) {
+        let list = json!({"cniVersion": "1.1.0", "name": self.net, "plugins": self.plugins});
+        fs::write(
+            self.dir
+                .join("net.d")
+                .join(format!("{}.conflist", self.net)),
+            list.to_string(),
+        )
+        .unwrap();
+    }
+
+    /// GC with only the live attachment valid, after an ADD of `cid` in `pod` was killed at
+    /// `step`: everything beyond `base` is gone, and the link `other0` planted there is not.
+    #[track_caller]
+    fn assert_gc_removes_only_the_killed(&self, pod: &Netns, cid: &str, base: &State, step: &str) {
+        let (ok, out) = self.rcni_run(cid, &["gc", &self.net, "--valid", "live:eth0"]);
+        assert!(ok, "{step}: GC: {out}");
+        let left = self.state(Some(pod)).beyond(base);
+        assert!(left.is_empty(), "{step}: left after GC: {left:?}");
+        assert!(
+            self.state(Some(pod)).0["container links"]
+                .iter()
+                .any(|l| l.starts_with("other0:")),
+            "{step}: GC deleted a link that was not the attachment's"
+        );
+    }
+
     fn rcni_run(&self, cid: &str, verb_args: &[&str]) -> (bool, String) {
         let out = self.rcni(cid, verb_args).output().unwrap();
         let text = format!(
@@ -805,12 +829,7 @@ fn gc_after_a_killed_rcni_add_runs_del_in_the_containers_netns() {
     .unwrap();
     fs::set_permissions(&killer, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     s.plugins.push(json!({"type": "kill-runtime"}));
-    let list = json!({"cniVersion": "1.1.0", "name": s.net, "plugins": s.plugins});
-    fs::write(
-        s.dir.join("net.d").join(format!("{}.conflist", s.net)),
-        list.to_string(),
-    )
-    .unwrap();
+    s.write_conflist();
 
     let pod = s.sb.add_container().unwrap();
     let base = s.state(Some(&pod));
@@ -848,12 +867,7 @@ fn gc_removes_a_killed_macvlan_add() {
         panic!("the rcni binary is needed: cargo build -p rcni");
     }
     let s = Scenario::new(8, "macvlan");
-    let list = json!({"cniVersion": "1.1.0", "name": s.net, "plugins": s.plugins});
-    fs::write(
-        s.dir.join("net.d").join(format!("{}.conflist", s.net)),
-        list.to_string(),
-    )
-    .unwrap();
+    s.write_conflist();
     // A live attachment made through the runtime: GC must keep it.
     let live = s.sb.add_container().unwrap();
     s.full_add(Via::Runtime, &live, "live");
@@ -888,24 +902,15 @@ fn gc_removes_a_killed_macvlan_add() {
                 "{step}: the aborted ADD left its link: {left:?}"
             );
         }
-        let (ok, out) = s.rcni_run(&cid, &["gc", &s.net, "--valid", "live:eth0"]);
-        assert!(ok, "{step}: GC: {out}");
-        let left = s.state(Some(&pod)).beyond(&base);
-        assert!(left.is_empty(), "{step}: left after GC: {left:?}");
-        assert!(
-            s.state(Some(&pod)).0["container links"]
-                .iter()
-                .any(|l| l.starts_with("other0:")),
-            "{step}: GC deleted a link that was not the attachment's"
-        );
+        s.assert_gc_removes_only_the_killed(&pod, &cid, &base, step);
         s.sb.remove_container(&pod).unwrap();
     }
-    let (now, then) = (s.state(Some(&live)), &live_state);
+    let now = s.state(Some(&live));
     assert!(
-        now.beyond(then).is_empty() && then.beyond(&now).is_empty(),
+        now.beyond(&live_state).is_empty() && live_state.beyond(&now).is_empty(),
         "GC changed the live attachment: {:?} / {:?}",
         now.0,
-        then.0
+        live_state.0
     );
 }
 
@@ -920,12 +925,7 @@ fn gc_removes_a_killed_bandwidth_add() {
         panic!("the rcni binary is needed: cargo build -p rcni");
     }
     let s = Scenario::new(9, "bandwidth");
-    let list = json!({"cniVersion": "1.1.0", "name": s.net, "plugins": s.plugins});
-    fs::write(
-        s.dir.join("net.d").join(format!("{}.conflist", s.net)),
-        list.to_string(),
-    )
-    .unwrap();
+    s.write_conflist();
     let live = s.sb.add_container().unwrap();
     s.full_add(Via::Runtime, &live, "live");
     let live_state = s.state(Some(&live));
@@ -957,23 +957,14 @@ fn gc_removes_a_killed_bandwidth_add() {
                 "{step}: the aborted ADD left its IFB in the container: {left:?}"
             );
         }
-        let (ok, out) = s.rcni_run(&cid, &["gc", &s.net, "--valid", "live:eth0"]);
-        assert!(ok, "{step}: GC: {out}");
-        let left = s.state(Some(&pod)).beyond(&base);
-        assert!(left.is_empty(), "{step}: left after GC: {left:?}");
-        assert!(
-            s.state(Some(&pod)).0["container links"]
-                .iter()
-                .any(|l| l.starts_with("other0:")),
-            "{step}: GC deleted a link that was not the attachment's"
-        );
+        s.assert_gc_removes_only_the_killed(&pod, &cid, &base, step);
         s.sb.remove_container(&pod).unwrap();
     }
-    let (now, then) = (s.state(Some(&live)), &live_state);
+    let now = s.state(Some(&live));
     assert!(
-        now.beyond(then).is_empty() && then.beyond(&now).is_empty(),
+        now.beyond(&live_state).is_empty() && live_state.beyond(&now).is_empty(),
         "GC changed the live attachment: {:?} / {:?}",
         now.0,
-        then.0
+        live_state.0
     );
 }

@@ -10,22 +10,17 @@ use serde_json::{json, Value};
 use sublink::*;
 
 const NET: &str = "mvnet";
-const SUBNET: &str = "10.66.0.0/24";
+const SUBNET: &str = "198.18.51.0/24";
 const MASTER: &str = "master0";
 
 fn conf(env: &Env, extra: Value) -> Value {
-    let mut c = json!({
-        "cniVersion": "1.0.0", "name": NET, "type": "macvlan", "master": MASTER,
-        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            c.as_object_mut().unwrap().remove(k);
-        } else {
-            c[k] = v.clone();
-        }
-    }
-    c
+    env.conf(
+        json!({
+            "cniVersion": "1.0.0", "name": NET, "type": "macvlan", "master": MASTER
+        }),
+        SUBNET,
+        &extra,
+    )
 }
 
 fn env_with_master() -> Env {
@@ -49,7 +44,7 @@ fn add_check_del() {
     let c = conf(
         &env,
         json!({"mtu": 1400, "mode": "vepa", "bcqueuelen": 100,
-               "dns": {"nameservers": ["10.66.0.53"]}}),
+               "dns": {"nameservers": ["198.18.51.53"]}}),
     );
     let r = env.add(&pod, "c1", &c);
 
@@ -59,8 +54,8 @@ fn add_check_del() {
     assert_eq!(ifaces[0]["name"], "eth0");
     assert_eq!(ifaces[0]["sandbox"], pod.path.to_str().unwrap());
     assert_eq!(r["ips"][0]["interface"], 0);
-    assert_eq!(r["ips"][0]["address"], "10.66.0.2/24");
-    assert_eq!(r["dns"]["nameservers"], json!(["10.66.0.53"]));
+    assert_eq!(r["ips"][0]["address"], "198.18.51.2/24");
+    assert_eq!(r["dns"]["nameservers"], json!(["198.18.51.53"]));
 
     // Kernel: a vepa macvlan with MTU 1400, the result's MAC, up, with the address.
     let l = link(&pod.name, "eth0").expect("eth0 in the pod");
@@ -70,11 +65,11 @@ fn add_check_del() {
     assert_eq!(l["mtu"], 1400);
     assert_eq!(l["address"], ifaces[0]["mac"]);
     assert!(is_up(&pod.name, "eth0"));
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.66.0.2/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.51.2/24"]);
     // Nothing new on the host but the master pair; no temporary name left anywhere.
     assert_eq!(link_names(env.host()), ["master0", "master0p"]);
     assert_eq!(link_names(&pod.name), ["eth0"]);
-    assert_eq!(env.leases(NET), ["10.66.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.51.2"]);
     // Attribution: the link carries its attachment's tag as alias, and one record (0600)
     // names the attachment's netns for GC.
     let tag = temp_tag("c1");
@@ -198,7 +193,7 @@ fn gc_releases_the_lease_of_a_dead_attachment() {
     let dead = env.pod();
     env.add(&live, "live", &c);
     env.add(&dead, "dead", &c);
-    assert_eq!(env.leases(NET), ["10.66.0.2", "10.66.0.3"]);
+    assert_eq!(env.leases(NET), ["198.18.51.2", "198.18.51.3"]);
     // The dead pod's sandbox goes without a DEL; its macvlan goes with it (it never had a
     // host side), its lease stays until GC.
     env.sb.remove_container(&dead).unwrap();
@@ -208,7 +203,7 @@ fn gc_releases_the_lease_of_a_dead_attachment() {
         .path(&env.cni_dir)
         .stdin(gc.to_string());
     assert_silent_success(&env.run("macvlan", &call));
-    assert_eq!(env.leases(NET), ["10.66.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.51.2"]);
     assert_eq!(link_names(&live.name), ["eth0"]);
 }
 
@@ -218,7 +213,7 @@ fn del_after_the_netns_is_gone_still_releases_the_lease() {
     let pod = env.pod();
     let c = conf(&env, json!({}));
     env.add(&pod, "c1", &c);
-    assert_eq!(env.leases(NET), ["10.66.0.2"]);
+    assert_eq!(env.leases(NET), ["198.18.51.2"]);
     env.sb.remove_container(&pod).unwrap();
     assert_silent_success(&env.cmd("DEL", &pod, "c1", &c));
     assert!(env.leases(NET).is_empty());
@@ -432,7 +427,7 @@ fn result_shape_matches_go() {
     }
     let c = conf(
         &env,
-        json!({"mtu": 1400, "dns": {"nameservers": ["10.66.0.53"]}}),
+        json!({"mtu": 1400, "dns": {"nameservers": ["198.18.51.53"]}}),
     );
     let (p1, p2) = (env.pod(), env.pod());
     let go_out = env

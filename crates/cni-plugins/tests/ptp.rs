@@ -146,18 +146,18 @@ fn dual_stack_and_default_route() {
         SUBNET,
         json!({"dns": {"nameservers": ["198.18.55.53"]}}),
     );
-    conf["ipam"]["ranges"] = json!([[{"subnet": SUBNET}], [{"subnet": "fd55::/64"}]]);
+    conf["ipam"]["ranges"] = json!([[{"subnet": SUBNET}], [{"subnet": "2001:2:0:55::/64"}]]);
     conf["ipam"]["routes"] = json!([{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]);
     let r = env.add("ptp", &pod, "c1", &conf);
     assert_eq!(r["dns"], json!({"nameservers": ["198.18.55.53"]}));
     let veth = host_veth(&r);
     let mut host_addrs = addrs_of(env.host(), &veth);
     host_addrs.sort();
-    assert_eq!(host_addrs, ["198.18.55.1/32", "fd55::1/128"]);
+    assert_eq!(host_addrs, ["198.18.55.1/32", "2001:2:0:55::1/128"]);
     let v6 = main_routes(&pod.name, IpFamily::V6);
     for want in [
-        "default via fd55::1 dev eth0",
-        "fd55::/64 via fd55::1 dev eth0",
+        "default via 2001:2:0:55::1 dev eth0",
+        "2001:2:0:55::/64 via 2001:2:0:55::1 dev eth0",
     ] {
         assert!(
             v6.iter().any(|r| r.starts_with(want)),
@@ -173,7 +173,7 @@ fn dual_stack_and_default_route() {
     let check = Env::with_prev(&conf, &r);
     env.run("ptp", &env.call("CHECK", &pod, "c1", &check.to_string()))
         .assert_success();
-    let gw6: IpAddr = "fd55::1".parse().unwrap();
+    let gw6: IpAddr = "2001:2:0:55::1".parse().unwrap();
     assert!(ping(&pod.name, gw6));
 }
 

@@ -27,7 +27,7 @@ fn full_ipam() -> Value {
     json!({
         "addresses": [
             {"address": "198.18.5.5/24", "gateway": "198.18.5.1"},
-            {"address": "fd00:5::5/64"}
+            {"address": "2001:2:0:5::5/64"}
         ],
         "routes": [
             {"dst": "0.0.0.0/0", "gw": "198.18.5.1"},
@@ -62,7 +62,7 @@ fn add_returns_the_config() {
         r["ips"],
         json!([
             {"address": "198.18.5.5/24", "gateway": "198.18.5.1"},
-            {"address": "fd00:5::5/64"}
+            {"address": "2001:2:0:5::5/64"}
         ])
     );
     assert_eq!(
@@ -86,7 +86,7 @@ fn add_returns_the_config() {
     let r = add(&p, &call(&p, "ADD", &conf("0.2.0", full_ipam())));
     assert_eq!(r["ip4"]["ip"], "198.18.5.5/24");
     assert_eq!(r["ip4"]["gateway"], "198.18.5.1");
-    assert_eq!(r["ip6"]["ip"], "fd00:5::5/64");
+    assert_eq!(r["ip6"]["ip"], "2001:2:0:5::5/64");
     // No addresses: an empty list, not an error.
     let r = add(&p, &call(&p, "ADD", &conf("1.0.0", json!({}))));
     assert!(r["ips"].as_array().is_none_or(|a| a.is_empty()), "{r}");
@@ -101,14 +101,15 @@ fn overrides_in_go_order() {
     let c = conf("1.0.0", base.clone());
     let r = add(
         &p,
-        &call(&p, "ADD", &c).args("IP=198.18.6.6/24, fd00:6::6/64;GATEWAY=198.18.6.1,198.18.5.1"),
+        &call(&p, "ADD", &c)
+            .args("IP=198.18.6.6/24, 2001:2:0:6::6/64;GATEWAY=198.18.6.1,198.18.5.1"),
     );
     assert_eq!(
         r["ips"],
         json!([
             {"address": "198.18.5.5/24", "gateway": "198.18.5.1"},
             {"address": "198.18.6.6/24", "gateway": "198.18.6.1"},
-            {"address": "fd00:6::6/64"}
+            {"address": "2001:2:0:6::6/64"}
         ])
     );
     let c = conf_with(
@@ -125,7 +126,7 @@ fn overrides_in_go_order() {
         "1.0.0",
         base,
         json!({"args": {"cni": {"ips": ["198.18.7.7/16"]}},
-               "RuntimeConfig": {"ips": ["198.18.8.8/24", "fd00:8::8/64"]}}),
+               "RuntimeConfig": {"ips": ["198.18.8.8/24", "2001:2:0:8::8/64"]}}),
     );
     let r = add(
         &p,
@@ -133,7 +134,7 @@ fn overrides_in_go_order() {
     );
     assert_eq!(
         r["ips"],
-        json!([{"address": "198.18.8.8/24"}, {"address": "fd00:8::8/64"}])
+        json!([{"address": "198.18.8.8/24"}, {"address": "2001:2:0:8::8/64"}])
     );
 }
 
@@ -317,7 +318,7 @@ fn interop_results_match_go() {
         (conf("1.0.0", full_ipam()), ""),
         (
             conf("0.4.0", full_ipam()),
-            "IP=198.18.6.6/24,fd00:6::6/64;GATEWAY=198.18.6.1",
+            "IP=198.18.6.6/24,2001:2:0:6::6/64;GATEWAY=198.18.6.1",
         ),
         (conf("0.2.0", full_ipam()), ""),
         (

@@ -9,22 +9,17 @@ use serde_json::{json, Value};
 use sublink::*;
 
 const NET: &str = "vlnet";
-const SUBNET: &str = "10.68.0.0/24";
+const SUBNET: &str = "198.18.53.0/24";
 const MASTER: &str = "master0";
 
 fn conf(env: &Env, extra: Value) -> Value {
-    let mut c = json!({
-        "cniVersion": "1.0.0", "name": NET, "type": "vlan", "master": MASTER, "vlanId": 42,
-        "ipam": env.host_local(SUBNET), "dataDir": env.records_dir(),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            c.as_object_mut().unwrap().remove(k);
-        } else {
-            c[k] = v.clone();
-        }
-    }
-    c
+    env.conf(
+        json!({
+            "cniVersion": "1.0.0", "name": NET, "type": "vlan", "master": MASTER, "vlanId": 42
+        }),
+        SUBNET,
+        &extra,
+    )
 }
 
 fn supported() -> bool {
@@ -49,19 +44,19 @@ fn add_check_del() {
     let pod = env.pod();
     let c = conf(
         &env,
-        json!({"mtu": 1400, "dns": {"nameservers": ["10.68.0.53"]}}),
+        json!({"mtu": 1400, "dns": {"nameservers": ["198.18.53.53"]}}),
     );
     let r = env.add(&pod, "c1", &c);
     assert_eq!(r["interfaces"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["interfaces"][0]["sandbox"], pod.path.to_str().unwrap());
     assert_eq!(r["ips"][0]["interface"], 0);
-    assert_eq!(r["dns"]["nameservers"], json!(["10.68.0.53"]));
+    assert_eq!(r["dns"]["nameservers"], json!(["198.18.53.53"]));
     let l = link(&pod.name, "eth0").unwrap();
     assert_eq!(l["linkinfo"]["info_kind"], "vlan");
     assert_eq!(l["linkinfo"]["info_data"]["id"], 42);
     assert_eq!(l["mtu"], 1400);
     assert_eq!(l["address"], r["interfaces"][0]["mac"]);
-    assert_eq!(addrs_of(&pod.name, "eth0"), ["10.68.0.2/24"]);
+    assert_eq!(addrs_of(&pod.name, "eth0"), ["198.18.53.2/24"]);
     assert_silent_success(&env.cmd("CHECK", &pod, "c1", &with_prev(&c, &r)));
     let wrong = with_prev(&conf(&env, json!({"mtu": 1400, "vlanId": 43})), &r);
     assert_cni_error(&env.cmd("CHECK", &pod, "c1", &wrong), 999);
@@ -77,30 +72,9 @@ fn add_check_del() {
 fn failures_leave_nothing_behind() {
     let env = env_with_master();
     let pod = env.pod();
-    let host_before = link_names(env.host());
-    let check_clean = || {
-        assert!(link_names(&pod.name).is_empty());
-        assert!(env.leases(NET).is_empty());
-        assert_eq!(link_names(env.host()), host_before);
-    };
-    if !supported() {
-        let e = assert_cni_error(&env.cmd("ADD", &pod, "c1", &conf(&env, json!({}))), 999);
-        assert!(e["msg"].as_str().unwrap().contains("vlan"), "{e}");
-        check_clean();
-        return;
-    }
-    assert_cni_error(
-        &env.cmd("ADD", &pod, "c1", &conf(&env, json!({"master": "nosuch0"}))),
-        999,
-    );
-    check_clean();
-    for step in ["link", "ipam", "done"] {
-        let call = env
-            .call("ADD", &pod, "c1", &conf(&env, json!({})))
-            .env("RCNI_TEST_FAIL_AT", format!("vlan:{step}"));
-        assert_cni_error(&env.run("vlan", &call), 999);
-        check_clean();
-    }
+    let conf = |extra| conf(&env, extra);
+    let kind = ("vlan", NET);
+    assert_failed_adds_leave_nothing(&env, &pod, kind, supported(), Some("master"), conf);
 }
 
 #[test]

@@ -189,10 +189,10 @@ mod tests {
         );
         let (a, p) = parse_url("http://198.18.0.1").unwrap();
         assert_eq!((a.to_string(), p.as_str()), ("198.18.0.1:80".into(), "/"));
-        let (a, _) = parse_url("http://[fd00::1]:81/").unwrap();
-        assert_eq!(a.to_string(), "[fd00::1]:81");
-        let (a, _) = parse_url("http://[fd00::1]/").unwrap();
-        assert_eq!(a.to_string(), "[fd00::1]:80");
+        let (a, _) = parse_url("http://[2001:2::1]:81/").unwrap();
+        assert_eq!(a.to_string(), "[2001:2::1]:81");
+        let (a, _) = parse_url("http://[2001:2::1]/").unwrap();
+        assert_eq!(a.to_string(), "[2001:2::1]:80");
         assert!(parse_url("https://198.18.0.1/").is_err());
         assert!(parse_url("http://example.com/").is_err());
     }

@@ -163,7 +163,7 @@ mod tests {
         assert!(is_reply(&v4, a4, 0x1234, 1));
         assert!(!is_reply(&v4, a4, 0x1234, 2));
         assert!(!is_reply(&v4, a4, 0x9999, 1));
-        let a6: IpAddr = "fd00::1".parse().unwrap();
+        let a6: IpAddr = "2001:2::1".parse().unwrap();
         assert!(is_reply(
             &[ECHO_REPLY_V6, 0, 0, 0, 0x12, 0x34, 0, 1],
             a6,

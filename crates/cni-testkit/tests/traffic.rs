@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use cni_testkit::{http_get, http_server, ping, Netns, Sandbox, HTTP_BODY};
 
-/// host ns `h0` (198.18.99.1, fd00:99::1) <-veth-> container `c0` (198.18.99.2, fd00:99::2).
+/// host ns `h0` (198.18.99.1, 2001:2:0:99::1) <-veth-> container `c0` (198.18.99.2, 2001:2:0:99::2).
 fn connected() -> (Sandbox, Netns) {
     let sb = Sandbox::new().unwrap();
     let c = sb.add_container().unwrap();
@@ -14,7 +14,15 @@ fn connected() -> (Sandbox, Netns) {
             "ip", "link", "add", "h0", "type", "veth", "peer", "name", "c0", "netns", &c.name,
         ],
         vec!["ip", "addr", "add", "198.18.99.1/24", "dev", "h0"],
-        vec!["ip", "addr", "add", "fd00:99::1/64", "dev", "h0", "nodad"],
+        vec![
+            "ip",
+            "addr",
+            "add",
+            "2001:2:0:99::1/64",
+            "dev",
+            "h0",
+            "nodad",
+        ],
         vec!["ip", "link", "set", "h0", "up"],
     ];
     for argv in script {
@@ -22,7 +30,15 @@ fn connected() -> (Sandbox, Netns) {
     }
     for argv in [
         vec!["ip", "addr", "add", "198.18.99.2/24", "dev", "c0"],
-        vec!["ip", "addr", "add", "fd00:99::2/64", "dev", "c0", "nodad"],
+        vec![
+            "ip",
+            "addr",
+            "add",
+            "2001:2:0:99::2/64",
+            "dev",
+            "c0",
+            "nodad",
+        ],
         vec!["ip", "link", "set", "c0", "up"],
         vec!["ip", "link", "set", "lo", "up"],
     ] {
@@ -40,7 +56,7 @@ fn ping_over_a_veth() {
     let (sb, c) = connected();
     assert!(ping(&c.name, ip("198.18.99.1")));
     assert!(ping(&sb.host().name, ip("198.18.99.2")));
-    assert!(ping(&c.name, ip("fd00:99::1")));
+    assert!(ping(&c.name, ip("2001:2:0:99::1")));
     assert!(ping(&c.name, ip("127.0.0.1")));
     // nobody has this address
     assert!(!ping(&c.name, ip("198.18.99.3")));
@@ -68,9 +84,9 @@ fn http_round_trip_and_stop_on_drop() {
         HTTP_BODY
     );
 
-    let v6 = http_server(&c.name, ip("fd00:99::2"), 8080).unwrap();
+    let v6 = http_server(&c.name, ip("2001:2:0:99::2"), 8080).unwrap();
     assert_eq!(
-        http_get(&sb.host().name, "http://[fd00:99::2]:8080/").unwrap(),
+        http_get(&sb.host().name, "http://[2001:2:0:99::2]:8080/").unwrap(),
         HTTP_BODY
     );
     drop(v6);

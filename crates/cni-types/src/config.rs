@@ -306,14 +306,14 @@ mod tests {
     #[test]
     fn netconf_known_keys_and_passthrough() {
         let src = br#"{"cniVersion":"1.1.0","name":"dbnet","type":"bridge","bridge":"cni0","mtu":123456789012345678901,
-            "RuntimeConfig":{"mac":"00:11:22:33:44:55"},"ipam":{"type":"host-local","subnet":"10.1.0.0/16"},
-            "dns":{"nameservers":["10.1.0.1"]},"capabilities":{"mac":true},"args":{"cni":{"ips":["10.1.0.9"]}},
+            "RuntimeConfig":{"mac":"00:11:22:33:44:55"},"ipam":{"type":"host-local","subnet":"198.18.0.0/16"},
+            "dns":{"nameservers":["198.18.1.1"]},"capabilities":{"mac":true},"args":{"cni":{"ips":["198.18.1.9"]}},
             "cni.dev/valid-attachments":[{"containerID":"c1","ifname":"eth0"}]}"#;
         let c = NetConf::parse(src).unwrap();
         assert_eq!(c.version().unwrap(), SpecVersion::V1_1_0);
         assert_eq!(c.plugin_type, "bridge");
         assert_eq!(c.ipam_type, "host-local");
-        assert_eq!(c.dns.nameservers, ["10.1.0.1"]);
+        assert_eq!(c.dns.nameservers, ["198.18.1.1"]);
         assert_eq!(c.runtime_value("mac").unwrap(), "00:11:22:33:44:55");
         assert_eq!(
             c.runtime_key::<String>("MAC").unwrap().unwrap(),
@@ -321,7 +321,7 @@ mod tests {
         );
         assert_eq!(
             c.cni_arg::<Vec<String>>("ips").unwrap().unwrap(),
-            ["10.1.0.9"]
+            ["198.18.1.9"]
         );
         assert_eq!(c.capabilities.get("mac"), Some(&true));
         assert_eq!(c.valid_attachments.as_ref().unwrap().len(), 1);
@@ -336,7 +336,7 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(9_000), "]".repeat(9_000));
         let src = format!(
             r#"{{"name":"n","runtimeConfig":{{"x":1e400,"d":{deep},"mac":"02:00:00:00:00:01"}},
-                "args":{{"cni":{{"y":-1e999,"ips":["10.1.0.9"]}},"z":1e400}}}}"#
+                "args":{{"cni":{{"y":-1e999,"ips":["198.18.1.9"]}},"z":1e400}}}}"#
         );
         let c = NetConf::parse(src.as_bytes()).unwrap();
         assert_eq!(
@@ -346,7 +346,7 @@ mod tests {
         assert_eq!(c.runtime_key::<String>("absent").unwrap(), None);
         assert_eq!(
             c.cni_arg::<Vec<String>>("ips").unwrap().unwrap(),
-            ["10.1.0.9"]
+            ["198.18.1.9"]
         );
         // A known key of the wrong type is refused; an unreadable unknown one only if read.
         assert!(c.runtime_key::<u32>("mac").is_err());

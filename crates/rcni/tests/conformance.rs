@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cni_testkit::{bin_path, is_root};
+
+mod support;
 use serde_json::Value;
 
 /// Runs the suite on `dir`; returns the exit code and the JSON table, after checking that
@@ -18,23 +20,9 @@ fn conformance(dir: &Path, plugins: &[&str]) -> (i32, Value) {
     for p in plugins {
         c.args(["--plugin", p]);
     }
-    let child = c
-        .env_remove("CNI_PATH")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let (pid, code, v) = support::run_json(&mut c, "conformance");
     no_namespaces_left(pid);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), v)
+    (code, v)
 }
 
 fn no_namespaces_left(pid: u32) {

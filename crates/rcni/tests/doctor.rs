@@ -22,23 +22,24 @@ fn explain_places_a_kubelet_event_in_its_stage() {
 
 #[test]
 fn explain_reads_the_message_from_stdin() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rcni"))
-        .args(["doctor", "explain", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut rcni = Command::new(env!("CARGO_BIN_EXE_rcni"));
+    rcni.args(["doctor", "explain", "-"]);
+    let out = with_stdin(rcni, b"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("stage:   STATUS"), "{text}");
     assert!(text.contains("cni-not-initialized"), "{text}");
+}
+
+/// Runs `cmd` with `input` on its stdin; its output.
+fn with_stdin(mut cmd: Command, input: &[u8]) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 // ---- the node audit and --fix, on planted leaks --------------------------------------------
@@ -46,6 +47,8 @@ fn explain_reads_the_message_from_stdin() {
 use std::path::{Path, PathBuf};
 
 use cni_testkit::{bin_path, is_root, link, PluginCall, Sandbox};
+
+mod support;
 
 struct Node {
     sb: Sandbox,
@@ -60,38 +63,36 @@ struct Node {
 const NET: &str = "docnet";
 
 impl Node {
+    /// A node whose network runs rcni's plugins.
     fn new() -> Node {
-        let sb = Sandbox::new().unwrap();
-        let conf = sb.dir().join("net.d");
-        let cache = sb.dir().join("cache");
-        let ipam = sb.dir().join("ipam");
-        std::fs::create_dir_all(&conf).unwrap();
-        let bin = bin_path("rcni-plugins").expect("build rcni-plugins first");
-        let plugins = sb
-            .link_plugins(bin, &["bridge", "host-local", "tuning"])
-            .unwrap();
-        let list = Self::conflist(&ipam, &sb.dir().join("tuning"));
-        std::fs::write(conf.join("10-doc.conflist"), &list).unwrap();
-        Node {
-            sb,
-            conf,
-            cache,
-            ipam,
-            plugins,
-            list,
-        }
+        Node::with(|sb| {
+            let bin = bin_path("rcni-plugins").expect("build rcni-plugins first");
+            let plugins = sb
+                .link_plugins(bin, &["bridge", "host-local", "tuning"])
+                .unwrap();
+            (plugins, "1.1.0", "doc0", "198.18.93.0/24")
+        })
     }
 
     /// A node whose network runs Debian's Go plugins (spec 1.0.0; ipMasq through iptables).
     fn go(go_dir: PathBuf) -> Node {
+        Node::with(|_| (go_dir, "1.0.0", "godoc0", "198.18.94.0/24"))
+    }
+
+    /// A sandbox with the network's conflist (bridge + host-local + tuning) in its conf dir;
+    /// `setup` gives the plugin dir, spec version, bridge name and subnet.
+    fn with(
+        setup: impl FnOnce(&Sandbox) -> (PathBuf, &'static str, &'static str, &'static str),
+    ) -> Node {
         let sb = Sandbox::new().unwrap();
         let conf = sb.dir().join("net.d");
         let cache = sb.dir().join("cache");
         let ipam = sb.dir().join("ipam");
         std::fs::create_dir_all(&conf).unwrap();
+        let (plugins, version, bridge, subnet) = setup(&sb);
         let list = format!(
-            r#"{{"cniVersion":"1.0.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"godoc0","isGateway":true,"ipMasq":true,
-              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.94.0/24"}}]],"dataDir":"{}"}}}},
+            r#"{{"cniVersion":"{version}","name":"{NET}","plugins":[{{"type":"bridge","bridge":"{bridge}","isGateway":true,"ipMasq":true,
+              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"{subnet}"}}]],"dataDir":"{}"}}}},
               {{"type":"tuning","promisc":true,"dataDir":"{}"}}]}}"#,
             ipam.display(),
             sb.dir().join("tuning").display()
@@ -102,7 +103,7 @@ impl Node {
             conf,
             cache,
             ipam,
-            plugins: go_dir,
+            plugins,
             list,
         }
     }
@@ -143,16 +144,6 @@ impl Node {
         veth.unwrap()
     }
 
-    fn conflist(ipam: &Path, tuning: &Path) -> String {
-        format!(
-            r#"{{"cniVersion":"1.1.0","name":"{NET}","plugins":[{{"type":"bridge","bridge":"doc0","isGateway":true,"ipMasq":true,
-              "ipam":{{"type":"host-local","ranges":[[{{"subnet":"198.18.93.0/24"}}]],"dataDir":"{}"}}}},
-              {{"type":"tuning","promisc":true,"dataDir":"{}"}}]}}"#,
-            ipam.display(),
-            tuning.display()
-        )
-    }
-
     fn rcni(&self, args: &[&str]) -> std::process::Output {
         Command::new("ip")
             .args(["netns", "exec", &self.sb.host().name])
@@ -168,17 +159,20 @@ impl Node {
             .unwrap()
     }
 
+    /// `rcni <verb> NET <netns>`, which must succeed; its stdout.
+    #[track_caller]
+    fn ok(&self, verb: &str, netns: &Path) -> Vec<u8> {
+        let out = self.rcni(&[verb, NET, netns.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
     fn leases(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.ipam.join(NET))
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.starts_with("198."))
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        support::lease_files(&self.ipam.join(NET))
     }
 
     /// The audit's leaks that belong to this test (the machine may have others).
@@ -229,21 +223,11 @@ fn doctor_finds_planted_leaks_and_fix_removes_only_them() {
     let vanished = node.sb.add_container().unwrap();
 
     // A live attachment, through the runtime.
-    let out = node.rcni(&["add", NET, live.path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    node.ok("add", &live.path);
     // An attachment no runtime knows: the plugin run directly (a runtime that lost its state).
     let orphan_veth = node.orphan_add("leaked-orphan", &orphan.path);
     // An attachment whose sandbox died without DEL.
-    let out = node.rcni(&["add", NET, vanished.path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    node.ok("add", &vanished.path);
     node.sb.remove_container(&vanished).unwrap();
     assert_eq!(node.leases().len(), 3);
 
@@ -307,12 +291,7 @@ fn doctor_finds_planted_leaks_and_fix_removes_only_them() {
     assert!(link(&orphan.name, "eth0").unwrap().is_none());
     // The live attachment is untouched.
     assert!(link(&live.name, "eth0").unwrap().is_some());
-    let out = node.rcni(&["check", NET, live.path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    node.ok("check", &live.path);
 }
 
 /// A process holding a namespace whose netns file was removed; killed (by PID) on drop.
@@ -323,6 +302,22 @@ impl Drop for Holder {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The kinds of all the report's leaks (this test's and any others on the machine).
+fn kinds_of(report: &Value) -> Vec<&str> {
+    report["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect()
+}
+
+/// Asserts that a finding's `why` says `text`.
+#[track_caller]
+fn assert_why(finding: &Value, text: &str) {
+    assert!(finding["why"].as_str().unwrap().contains(text), "{finding}");
 }
 
 fn finding<'a>(report: &'a Value, kind: &str, object: &str) -> Option<&'a Value> {
@@ -354,24 +349,13 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
     let vanished = node.sb.add_container().unwrap();
     let held = node.sb.add_container().unwrap();
 
-    let out = node.rcni(&["add", NET, live.path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let live_result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let live_result: Value = serde_json::from_slice(&node.ok("add", &live.path)).unwrap();
     let live_veth = live_result["interfaces"][1]["name"]
         .as_str()
         .unwrap()
         .to_string();
     let orphan_veth = node.orphan_add("go-orphan", &orphan.path);
-    let out = node.rcni(&["add", NET, vanished.path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    node.ok("add", &vanished.path);
     node.sb.remove_container(&vanished).unwrap();
     // A veth whose peer sits in a namespace that lost its netns file but is held by a process.
     let out = node
@@ -404,25 +388,15 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
     let o = finding(&report, "veth-unattributed", &orphan_veth)
         .unwrap_or_else(|| panic!("Go orphan veth {orphan_veth} not found: {report:#}"));
     assert!(o["network"].is_null(), "{o}");
-    let why = o["why"].as_str().unwrap();
-    assert!(
-        why.contains(&format!("its peer is eth0 in {}", orphan.path.display())),
-        "{why}"
-    );
-    assert!(why.contains("godoc0"), "{why}");
+    assert_why(o, &format!("its peer is eth0 in {}", orphan.path.display()));
+    assert_why(o, "godoc0");
     assert_eq!(
         o["remedy"].as_str().unwrap(),
         format!("not removed by --fix: nothing attributes it to a CNI attachment; once you know it is unused: ip link del {orphan_veth}")
     );
     let g = finding(&report, "veth-unattributed", "vpeergone")
         .unwrap_or_else(|| panic!("peer-gone veth not found: {report:#}"));
-    assert!(
-        g["why"]
-            .as_str()
-            .unwrap()
-            .contains("no namespace a netns path names"),
-        "{g}"
-    );
+    assert_why(g, "no namespace a netns path names");
     assert!(
         report["leaks"]
             .as_array()
@@ -436,12 +410,7 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
         finding(&report, "lease", &orphan_lease.display().to_string()).is_some(),
         "{report:#}"
     );
-    let kinds: Vec<&str> = report["leaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = kinds_of(&report);
     assert!(kinds.contains(&"cache-netns-gone"), "{report:#}");
     // Go's tuning backup of the orphan (promisc changed).
     let backup = node.sb.dir().join("tuning").join("go-orphan_eth0.json");
@@ -454,13 +423,7 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
     let orphan_chain = go_chain(&format!("{NET}go-orphan"));
     let c = finding(&report, "go-masq-chain", &format!("nat/{orphan_chain}"))
         .unwrap_or_else(|| panic!("{orphan_chain} not found: {report:#}"));
-    assert!(
-        c["why"]
-            .as_str()
-            .unwrap()
-            .contains("container \"go-orphan\""),
-        "{c}"
-    );
+    assert_why(c, "container \"go-orphan\"");
     assert!(c["network"].is_null());
     let live_cid = cached_cid(&node, &live.path);
     assert!(nat_chain_exists(
@@ -484,12 +447,7 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
     );
     assert!(finding(&report, "go-masq-chain", &format!("nat/{orphan_chain}")).is_some());
     // What a cache entry attributes is gone through Go's own DEL ...
-    let kinds: Vec<&str> = report["leaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
+    let kinds = kinds_of(&report);
     assert!(!kinds.contains(&"cache-netns-gone"), "{report:#}");
     // ... and nothing unattributed was touched.
     assert!(link(&node.sb.host().name, &orphan_veth).unwrap().is_some());
@@ -538,12 +496,7 @@ fn doctor_reports_go_made_veths_and_fix_never_removes_them() {
     );
     // The live attachment is untouched.
     assert!(link(&node.sb.host().name, &live_veth).unwrap().is_some());
-    let out = node.rcni(&["check", NET, live.path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    node.ok("check", &live.path);
 }
 
 /// The lease file name (the address) host-local keeps for a container.
@@ -558,18 +511,7 @@ fn lease_of(node: &Node, cid: &str) -> String {
 
 /// `CNI-` and 24 hex digits of SHA-512, computed with sha512sum.
 fn go_chain(text: &str) -> String {
-    let mut child = Command::new("sha512sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = with_stdin(Command::new("sha512sum"), text.as_bytes());
     format!("CNI-{}", &String::from_utf8_lossy(&out.stdout)[..24])
 }
 

@@ -6,31 +6,18 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod support;
+
 fn rcni() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_rcni"))
 }
 
 /// Runs `rcni --json lab ...`; returns the exit code, the report and the lab's pid.
 fn lab(args: &[&str]) -> (i32, Value, u32) {
-    let child = Command::new(rcni())
-        .arg("--json")
-        .arg("lab")
-        .args(args)
-        .env_remove("CNI_PATH")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "lab printed no JSON report ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report, pid)
+    let mut c = Command::new(rcni());
+    c.arg("--json").arg("lab").args(args);
+    let (pid, code, report) = support::run_json(&mut c, "lab");
+    (code, report, pid)
 }
 
 /// `rcni lab` with Debian's Go plugins on a conflist.

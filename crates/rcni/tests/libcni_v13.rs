@@ -5,27 +5,20 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cni_testkit::{bin_path, is_root, link, Sandbox};
+
+mod support;
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// `rcni <args>` inside the sandbox's host namespace, with a trace context in its environment.
 fn rcni(sb: &Sandbox, confdir: &Path, plugins: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new("ip")
-        .args(["netns", "exec", &sb.host().name])
-        .arg(env!("CARGO_BIN_EXE_rcni"))
-        .args(["--cache-dir", &cache.display().to_string()])
-        .args(args)
-        .env("NETCONFPATH", confdir)
-        .env("CNI_PATH", plugins)
+    support::rcni_in_host(sb, confdir, plugins, cache, args)
         .env("TRACEPARENT", TRACEPARENT)
         .env("BAGGAGE", "pod=p1")
         .env_remove("TRACESTATE")
-        .env_remove("CNI_ARGS")
-        .env_remove("CAP_ARGS")
-        .env_remove("CNI_IFNAME")
         .output()
         .unwrap()
 }

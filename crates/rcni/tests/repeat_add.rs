@@ -5,41 +5,22 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cni_testkit::{bin_path, is_root, link, Sandbox};
 
+mod support;
+use support::lease_files as leases;
+
 /// `rcni <args>` inside the sandbox's host namespace, so the plugins it runs see only that.
 fn rcni(sb: &Sandbox, confdir: &Path, plugins: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new("ip")
-        .args(["netns", "exec", &sb.host().name])
-        .arg(env!("CARGO_BIN_EXE_rcni"))
-        .args(["--cache-dir", &cache.display().to_string()])
-        .args(args)
-        .env("NETCONFPATH", confdir)
-        .env("CNI_PATH", plugins)
-        .env_remove("CNI_ARGS")
-        .env_remove("CAP_ARGS")
-        .env_remove("CNI_IFNAME")
+    support::rcni_in_host(sb, confdir, plugins, cache, args)
         .output()
         .unwrap()
 }
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn leases(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("198."))
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
 }
 
 fn second_add_keeps_the_first_attachment(plugins: PathBuf, label: &str) {

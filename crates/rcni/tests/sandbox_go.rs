@@ -66,7 +66,8 @@ fn scenario(mode: SetupMode) {
         netns: pod.path.display().to_string(),
         ..Default::default()
     };
-    let good = SandboxNetworks::new(
+    // containerd's default network and a second one.
+    let two = || {
         vec![
             bridge_net(
                 "containerd-net",
@@ -77,9 +78,9 @@ fn scenario(mode: SetupMode) {
                 "",
             ),
             bridge_net("second", "1.0.0", "cni1", "198.19.66.0/24", &ipam, ""),
-        ],
-        true,
-    );
+        ]
+    };
+    let good = SandboxNetworks::new(two(), true);
     let host = NetNs::open(&sb.host().path).unwrap();
 
     let result = host.run(|| good.setup(&rt, &req, mode)).unwrap().unwrap();
@@ -113,28 +114,16 @@ fn scenario(mode: SetupMode) {
     host.run(|| good.teardown(&rt, &req)).unwrap().unwrap();
 
     // Partial failure: the third network fails, the two attached before are torn down.
-    let bad = SandboxNetworks::new(
-        vec![
-            bridge_net(
-                "containerd-net",
-                "0.4.0",
-                "cni0",
-                "198.18.0.0/16",
-                &ipam,
-                "",
-            ),
-            bridge_net("second", "1.0.0", "cni1", "198.19.66.0/24", &ipam, ""),
-            bridge_net(
-                "third",
-                "1.0.0",
-                "cni2",
-                "198.19.55.0/24",
-                &ipam,
-                r#",{"type":"always-fails"}"#,
-            ),
-        ],
-        false,
-    );
+    let mut three = two();
+    three.push(bridge_net(
+        "third",
+        "1.0.0",
+        "cni2",
+        "198.19.55.0/24",
+        &ipam,
+        r#",{"type":"always-fails"}"#,
+    ));
+    let bad = SandboxNetworks::new(three, false);
     let err = host
         .run(|| bad.setup(&rt, &req, mode))
         .unwrap()

@@ -16,7 +16,7 @@ use super::{Error, Handle};
 pub struct Address {
     /// Index of the link carrying the address.
     pub index: u32,
-    /// The address with its prefix length (host bits kept, as in `10.0.0.2/24`).
+    /// The address with its prefix length (host bits kept, as in `198.18.0.2/24`).
     pub addr: IpNet,
     /// Address scope (`0` universe, `253` link, `254` host).
     pub scope: u8,

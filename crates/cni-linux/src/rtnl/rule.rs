@@ -145,7 +145,7 @@ mod tests {
         let back = Rule::from_message(m).unwrap();
         assert_eq!(back, rule);
         assert_eq!(back.single_source(), Some("198.18.0.5".parse().unwrap()));
-        let v6 = Rule::from_source("2001:db8::5/128".parse().unwrap(), 100).to_message();
+        let v6 = Rule::from_source("2001:2::5/128".parse().unwrap(), 100).to_message();
         assert_eq!(v6.header.family, AddressFamily::Inet6);
         assert_eq!(v6.header.table, 100);
     }

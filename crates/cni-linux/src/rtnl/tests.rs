@@ -323,13 +323,13 @@ fn ipv4_address_gets_local_address_and_broadcast() {
     fake.push_ack();
     h.add_address(
         2,
-        "10.1.2.3/24".parse().unwrap(),
+        "198.18.2.3/24".parse().unwrap(),
         AddAddressOptions::default(),
     )
     .unwrap();
     h.add_address(
         2,
-        "fd00::3/64".parse().unwrap(),
+        "2001:2::3/64".parse().unwrap(),
         AddAddressOptions { nodad: true },
     )
     .unwrap();
@@ -344,12 +344,12 @@ fn ipv4_address_gets_local_address_and_broadcast() {
     assert_eq!(v4.header.family, AddressFamily::Inet);
     assert_eq!(v4.header.prefix_len, 24);
     assert_eq!(v4.header.index, 2);
-    let ip: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+    let ip: std::net::IpAddr = "198.18.2.3".parse().unwrap();
     assert!(v4.attributes.contains(&AddressAttribute::Local(ip)));
     assert!(v4.attributes.contains(&AddressAttribute::Address(ip)));
-    assert!(v4
-        .attributes
-        .contains(&AddressAttribute::Broadcast("10.1.2.255".parse().unwrap())));
+    assert!(v4.attributes.contains(&AddressAttribute::Broadcast(
+        "198.18.2.255".parse().unwrap()
+    )));
     let NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewAddress(v6)) = &sent[1].payload else {
         panic!("not RTM_NEWADDR")
     };
@@ -365,8 +365,8 @@ fn ipv4_address_gets_local_address_and_broadcast() {
 fn route_add_appends_and_encodes_every_field() {
     let (mut h, fake) = handle();
     fake.push_ack();
-    let mut route = Route::to("10.10.0.0/16".parse().unwrap());
-    route.gateway = Some("10.0.0.1".parse().unwrap());
+    let mut route = Route::to("198.19.0.0/16".parse().unwrap());
+    route.gateway = Some("198.18.0.1".parse().unwrap());
     route.oif = Some(3);
     route.priority = Some(100);
     route.table = Some(1000);
@@ -384,10 +384,10 @@ fn route_add_appends_and_encodes_every_field() {
     assert_eq!(r.header.protocol, RouteProtocol::Boot);
     let a = &r.attributes;
     assert!(a.contains(&RouteAttribute::Destination(RouteAddress::Inet(
-        "10.10.0.0".parse().unwrap()
+        "198.19.0.0".parse().unwrap()
     ))));
     assert!(a.contains(&RouteAttribute::Gateway(RouteAddress::Inet(
-        "10.0.0.1".parse().unwrap()
+        "198.18.0.1".parse().unwrap()
     ))));
     assert!(a.contains(&RouteAttribute::Oif(3)));
     assert!(a.contains(&RouteAttribute::Priority(100)));
@@ -403,7 +403,7 @@ fn route_replace_and_family_mismatch() {
     let (mut h, fake) = handle();
     fake.push_ack();
     let mut route = Route::to("::/0".parse().unwrap());
-    route.gateway = Some("fd00::1".parse().unwrap());
+    route.gateway = Some("2001:2::1".parse().unwrap());
     h.replace_route(&route).unwrap();
     let (header, msg) = only_request(&fake);
     assert_eq!(
@@ -421,7 +421,7 @@ fn route_replace_and_family_mismatch() {
         .iter()
         .any(|a| matches!(a, RouteAttribute::Destination(_))));
 
-    route.gateway = Some("10.0.0.1".parse().unwrap());
+    route.gateway = Some("198.18.0.1".parse().unwrap());
     assert!(matches!(
         h.add_route(&route),
         Err(Error::InvalidArgument(_))

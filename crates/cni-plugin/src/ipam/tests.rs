@@ -16,7 +16,7 @@ fn fake_ipam(dir: &Path) {
 echo "$CNI_COMMAND|$CNI_CONTAINERID|$CNI_NETNS|$CNI_IFNAME|$CNI_ARGS|$CNI_PATH" >> {log}
 cat > {dir}/stdin.$CNI_COMMAND
 case "$CNI_COMMAND" in
-ADD) printf '{{"cniVersion":"1.1.0","ips":[{{"address":"10.0.0.2/24","gateway":"10.0.0.1"}}]}}' ;;
+ADD) printf '{{"cniVersion":"1.1.0","ips":[{{"address":"198.18.0.2/24","gateway":"198.18.0.1"}}]}}' ;;
 CHECK) printf '{{"code":11,"msg":"try later"}}'; exit 1 ;;
 esac
 "#,
@@ -28,7 +28,7 @@ esac
     fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-const CONF: &str = r#"{"cniVersion":"1.1.0","name":"n","type":"bridge","ipam":{"type":"fake-ipam","subnet":"10.0.0.0/24"}}"#;
+const CONF: &str = r#"{"cniVersion":"1.1.0","name":"n","type":"bridge","ipam":{"type":"fake-ipam","subnet":"198.18.0.0/24"}}"#;
 
 fn args(dir: &Path, conf: &str) -> CmdArgs {
     let mut a = CmdArgs::new(Command::Add, conf.as_bytes()).unwrap();
@@ -55,7 +55,7 @@ fn add_passes_env_and_full_config() {
     fake_ipam(dir.path());
     let a = args(dir.path(), CONF);
     let r = ipam_add(&a).unwrap();
-    assert_eq!(r.ips[0].address.to_string(), "10.0.0.2/24");
+    assert_eq!(r.ips[0].address.to_string(), "198.18.0.2/24");
     let expected = format!("ADD|c1|/run/netns/x|eth0|K=V|{}", a.path);
     assert_eq!(calls(dir.path()), [expected]);
     assert_eq!(
@@ -108,7 +108,7 @@ fn guard_releases_unless_committed() {
         // dropped here, as when the caller's ADD returns an error
     }
     let committed = IpamGuard::add(&a).unwrap().commit();
-    assert_eq!(committed.ips[0].gateway.unwrap().to_string(), "10.0.0.1");
+    assert_eq!(committed.ips[0].gateway.unwrap().to_string(), "198.18.0.1");
     let cmds: Vec<String> = calls(dir.path())
         .iter()
         .map(|l| l.split('|').next().unwrap().to_string())

@@ -205,10 +205,10 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         // The record first: from the IFB's first instant in the container, GC can find it.
         // A record already there is a live attachment's: not this call's to undo.
         let dir = super::record_dir(args)?;
-        if sublink_record::write(&dir, &Record::of(args))? {
+        if sublink_record::write(&dir, super::RECORD, &Record::of(args))? {
             let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
             undo.push("bandwidth record".to_string(), move || {
-                sublink_record::remove(&dir, &tag).map_err(|e| e.msg)
+                sublink_record::remove(&dir, super::RECORD, &tag).map_err(|e| e.msg)
             });
         }
         fault::inject("bandwidth", "record")?;

@@ -245,23 +245,23 @@ mod tests {
         let c = conf(
             r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth",
                "runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600,
-               "shapedSubnets":["198.18.5.7/24","2001:db8::/32"]}}}"#,
+               "shapedSubnets":["198.18.5.7/24","2001:2::/48"]}}}"#,
         );
         let bw = Bandwidth::parse(&c).unwrap();
         let nets: Vec<IpNet> = vec![
             "198.18.5.0/24".parse().unwrap(),
-            "2001:db8::/32".parse().unwrap(),
+            "2001:2::/48".parse().unwrap(),
         ];
         assert_eq!(bw.subnets, Some(Subnets::Shaped(nets)));
         let both = conf(
             r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","egressRate":16000,
-               "egressBurst":1600,"shapedSubnets":["10.0.0.0/8"],"unshapedSubnets":["10.1.0.0/16"]}"#,
+               "egressBurst":1600,"shapedSubnets":["198.18.0.0/15"],"unshapedSubnets":["198.19.0.0/16"]}"#,
         );
         let e = Bandwidth::parse(&both).unwrap_err();
         assert_eq!(e.code, 7);
         assert!(e.msg.contains("cannot be both specified"), "{}", e.msg);
         let bad = conf(
-            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","unshapedSubnets":["10.0.0.0"]}"#,
+            r#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","unshapedSubnets":["198.18.0.0"]}"#,
         );
         assert_eq!(Bandwidth::parse(&bad).unwrap_err().code, 7);
         // A top-level list alone makes runtimeConfig.bandwidth ignored, as in Go.

@@ -31,7 +31,7 @@ pub(super) fn del(args: &CmdArgs) -> Result<(), CniError> {
         }
     }
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
-    sublink_record::remove(&super::record_dir(args)?, &owner)
+    sublink_record::remove(&super::record_dir(args)?, super::RECORD, &owner)
 }
 
 pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
@@ -60,7 +60,8 @@ pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
         }
     }
     // IFBs killed ADDs left in containers (not moved yet: no alias, the attachment's name).
-    let recorded = gc_recorded_links(args, &super::record_dir(args)?, |record, link| {
+    let dir = super::record_dir(args)?;
+    let recorded = gc_recorded_links(args, &dir, super::RECORD, |record, link| {
         link.kind.as_deref() == Some("ifb")
             && link.name == ifb_name(&record.network, &record.container_id)
     });

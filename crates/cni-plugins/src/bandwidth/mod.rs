@@ -59,6 +59,9 @@ use crate::netns;
 /// Where the attachment records go when the config names no `dataDir`.
 pub const RECORD_DIR: &str = "/run/rcni/bandwidth";
 
+/// What its attachment records are called in errors and logs.
+const RECORD: &str = "bandwidth IFB record";
+
 /// The directory of the attachment records (see [`add`]): `dataDir`, else [`RECORD_DIR`].
 fn record_dir(args: &CmdArgs) -> Result<std::path::PathBuf, CniError> {
     crate::common::sublink_record::state_dir_or(&args.conf.raw, RECORD_DIR)

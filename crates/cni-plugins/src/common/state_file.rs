@@ -1,5 +1,6 @@
-//! Small per-attachment state files (tuning's backups, the sub-link records), written so that
-//! neither a kill nor another user can leave or plant something nobody can attribute.
+//! Small per-attachment state files (tuning's backups, the sub-link and bandwidth records),
+//! written so that neither a kill nor another user can leave or plant something nobody can
+//! attribute.
 //!
 //! - The directory is made 0700 and used only when it is a real directory (not a symlink)
 //!   owned by this user and not writable by group or others.
@@ -28,7 +29,7 @@ pub fn ensure_dir(dir: &Path, what: &str) -> std::io::Result<()> {
 
 /// `dir` must be a directory (not a symlink to one), owned by this process's user and not
 /// writable by group or others: otherwise someone else could plant or swap its files.
-/// `what` names the files in the error ("backup", "sub-link record").
+/// `what` names the files in the error ("backup", "sub-link record", "bandwidth IFB record").
 pub fn check_dir(dir: &Path, what: &str) -> std::io::Result<()> {
     let meta = fs::symlink_metadata(dir)?;
     let refuse = |why: String| {

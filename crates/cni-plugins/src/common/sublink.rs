@@ -26,7 +26,7 @@ use super::fault;
 use super::iface_config::{configure_iface, ConfigureOptions};
 use super::link_info::interface_of;
 use super::nft_tag::AttachmentTag;
-use super::sublink_record::{self, Record};
+use super::sublink_record::{self, Record, SUBLINK};
 use super::undo::Undo;
 use super::validate;
 use crate::netns::{self, Opened};
@@ -239,10 +239,10 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
     // The record first: from the link's first instant, GC can find its namespace. A record
     // already there is a live attachment's (a repeated ADD): it is not this call's to undo.
     let dir = sublink_record::state_dir(&args.conf.raw)?;
-    if sublink_record::write(&dir, &Record::of(args))? {
+    if sublink_record::write(&dir, SUBLINK, &Record::of(args))? {
         let (dir, tag) = (dir.clone(), owner.clone());
         undo.push("sub-link record", move || {
-            sublink_record::remove(&dir, &tag).map_err(|e| e.msg)
+            sublink_record::remove(&dir, SUBLINK, &tag).map_err(|e| e.msg)
         });
     }
     fault::inject(plan.plugin, "record")?;
@@ -360,7 +360,7 @@ pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
 pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
     delete_container_link(args)?;
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
-    sublink_record::remove(&sublink_record::state_dir(&args.conf.raw)?, &owner)
+    sublink_record::remove(&sublink_record::state_dir(&args.conf.raw)?, SUBLINK, &owner)
 }
 
 /// GC of the sub-links of this network whose attachment is not in the valid list: for each
@@ -369,7 +369,7 @@ pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
 /// the record. Keeps going after a failure and reports every failure at the end.
 pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
     let dir = sublink_record::state_dir(&args.conf.raw)?;
-    gc_recorded_links(args, &dir, |record, link| {
+    gc_recorded_links(args, &dir, SUBLINK, |record, link| {
         let owner = record.tag();
         link.name == owner.sublink_temp_name()
             || link
@@ -379,17 +379,19 @@ pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
     })
 }
 
-/// For each record in `dir` of this network whose attachment is not in the valid list:
+/// For each record (called `what` in errors) in `dir` of this network whose attachment is
+/// not in the valid list:
 /// enters its namespace (when it is still there), deletes the links `owns` says are that
 /// attachment's, then drops the record (kept when a deletion failed, so GC tries again).
 /// Keeps going after a failure and reports every failure at the end.
 pub fn gc_recorded_links(
     args: &CmdArgs,
     dir: &std::path::Path,
+    what: &str,
     owns: impl Fn(&Record, &Link) -> bool,
 ) -> Result<(), CniError> {
     let mut errors = Vec::new();
-    for record in sublink_record::stale(dir, &args.conf.name, args.valid_attachments())? {
+    for record in sublink_record::stale(dir, what, &args.conf.name, args.valid_attachments())? {
         let tag = record.tag();
         let deleted = match netns::open(&record.netns) {
             Ok(Opened::Ns(ns)) => delete_owned_links(&ns, |l| owns(&record, l)),
@@ -400,7 +402,7 @@ pub fn gc_recorded_links(
             Err(e) => Err(e),
         };
         match deleted {
-            Ok(()) => errors.extend(sublink_record::remove(dir, &tag).err()),
+            Ok(()) => errors.extend(sublink_record::remove(dir, what, &tag).err()),
             Err(e) => errors.push(e),
         }
     }
@@ -596,7 +598,7 @@ mod tests {
         let mut r = CniResult::new(cni_types::SpecVersion::ALL[0]);
         r.ips.push(cni_types::IpConfig {
             interface: None,
-            address: "10.0.0.2/24".parse().unwrap(),
+            address: "198.18.0.2/24".parse().unwrap(),
             gateway: None,
         });
         ips_on_first_interface(&mut r);

@@ -1,6 +1,8 @@
-//! The record of a sub-link attachment (macvlan, ipvlan, vlan, dummy): which network,
-//! container, interface and namespace it is, one small file per attachment in the plugin's
-//! state directory (`dataDir`, default [`DEFAULT_DIR`]).
+//! The record of a sub-link attachment (macvlan, ipvlan, vlan, dummy; bandwidth keeps the same
+//! records for its IFB): which network, container, interface and namespace it is, one small
+//! file per attachment in the plugin's state directory (`dataDir`, default [`DEFAULT_DIR`]).
+//! Every call names what its caller's records are ([`SUBLINK`], bandwidth's own) for errors
+//! and logs.
 //!
 //! A sub-link lives only inside the container's namespace, and GC gets no namespace: without
 //! the record, a link a killed direct ADD left (no runtime cache entry, so no DEL) would be
@@ -25,8 +27,8 @@ use super::state_file::{self, Contents, Existing};
 /// Where the records go when the config names no `dataDir`.
 pub const DEFAULT_DIR: &str = "/run/rcni/sublink";
 
-/// What the directory's checks call its files.
-const WHAT: &str = "sub-link record";
+/// What the sub-link plugins' records are called in errors and logs.
+pub const SUBLINK: &str = "sub-link record";
 
 /// A record is a few hundred bytes; anything past this is not one.
 const MAX_RECORD_LEN: u64 = 16 * 1024;
@@ -82,20 +84,21 @@ fn io_error(dir: &Path, what: &str, e: std::io::Error) -> CniError {
 
 /// Writes `record` unless its attachment has one already (a live attachment's, which this
 /// call must not take over); returns whether this call wrote it.
-pub fn write(dir: &Path, record: &Record) -> Result<bool, CniError> {
+/// `what` names the records in errors ([`SUBLINK`], bandwidth's own).
+pub fn write(dir: &Path, what: &str, record: &Record) -> Result<bool, CniError> {
     let tag = record.tag();
     let text = serde_json::to_vec(record).map_err(|e| CniError::internal(e.to_string()))?;
-    state_file::write(&path(dir, &tag), &tag.prefix(), &text, Existing::Keep, WHAT)
-        .map_err(|e| io_error(dir, "failed to write the sub-link record", e))
+    state_file::write(&path(dir, &tag), &tag.prefix(), &text, Existing::Keep, what)
+        .map_err(|e| io_error(dir, &format!("failed to write the {what}"), e))
 }
 
 /// Removes the record of `owner` and any temp file a killed write of it left. A directory
 /// that is not there has nothing to remove.
-pub fn remove(dir: &Path, owner: &AttachmentTag) -> Result<(), CniError> {
-    let fail = |e| io_error(dir, "failed to remove the sub-link record", e);
+pub fn remove(dir: &Path, what: &str, owner: &AttachmentTag) -> Result<(), CniError> {
+    let fail = |e| io_error(dir, &format!("failed to remove the {what}"), e);
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        _ => state_file::check_dir(dir, WHAT).map_err(fail)?,
+        _ => state_file::check_dir(dir, what).map_err(fail)?,
     }
     state_file::remove_temps(dir, &owner.prefix()).map_err(fail)?;
     state_file::remove(&path(dir, owner)).map_err(fail)
@@ -103,11 +106,16 @@ pub fn remove(dir: &Path, owner: &AttachmentTag) -> Result<(), CniError> {
 
 /// GC, first half: the records of `network` whose attachment is not in `valid`. Temp files of
 /// such attachments are removed at once; a record that cannot be read is left (and logged).
-pub fn stale(dir: &Path, network: &str, valid: &[GcAttachment]) -> Result<Vec<Record>, CniError> {
-    let fail = |e| io_error(dir, "GC of sub-link records", e);
+pub fn stale(
+    dir: &Path,
+    what: &str,
+    network: &str,
+    valid: &[GcAttachment],
+) -> Result<Vec<Record>, CniError> {
+    let fail = |e| io_error(dir, &format!("GC of {what}s"), e);
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        _ => state_file::check_dir(dir, WHAT).map_err(fail)?,
+        _ => state_file::check_dir(dir, what).map_err(fail)?,
     }
     let net_prefix = AttachmentTag::network_prefix(network);
     let keep: Vec<String> = valid
@@ -133,15 +141,15 @@ pub fn stale(dir: &Path, network: &str, valid: &[GcAttachment]) -> Result<Vec<Re
             Contents::Bytes(bytes) => serde_json::from_slice::<Record>(&bytes),
             Contents::Missing => continue,
             Contents::Unreadable(e) => {
-                log::warn!("GC: sub-link record {name} left: {e}");
+                log::warn!("GC: {what} {name} left: {e}");
                 continue;
             }
         };
         match record {
             // Only a record whose content is the attachment its name says is trusted.
             Ok(r) if r.tag().prefix() == owner => out.push(r),
-            Ok(_) => log::warn!("GC: sub-link record {name} left: its content is another's"),
-            Err(e) => log::warn!("GC: sub-link record {name} left: {e}"),
+            Ok(_) => log::warn!("GC: {what} {name} left: its content is another's"),
+            Err(e) => log::warn!("GC: {what} {name} left: {e}"),
         }
     }
     Ok(out)
@@ -164,37 +172,39 @@ mod tests {
     fn write_keeps_a_live_record_and_gc_selects_only_stale_ones() {
         let dir = tempfile::tempdir().unwrap();
         let dir = dir.path().join("records");
-        assert!(write(&dir, &record("a")).unwrap());
+        assert!(write(&dir, SUBLINK, &record("a")).unwrap());
         let mut other = record("a");
         other.netns = "/elsewhere".into();
         assert!(
-            !write(&dir, &other).unwrap(),
+            !write(&dir, SUBLINK, &other).unwrap(),
             "a live record is not replaced"
         );
-        assert!(write(&dir, &record("b")).unwrap());
+        assert!(write(&dir, SUBLINK, &record("b")).unwrap());
         let foreign = Record {
             network: "other".into(),
             ..record("c")
         };
-        assert!(write(&dir, &foreign).unwrap());
+        assert!(write(&dir, SUBLINK, &foreign).unwrap());
         let valid = [GcAttachment {
             container_id: "b".into(),
             ifname: "eth0".into(),
         }];
-        assert_eq!(stale(&dir, "net", &valid).unwrap(), [record("a")]);
-        remove(&dir, &record("a").tag()).unwrap();
-        assert!(stale(&dir, "net", &valid).unwrap().is_empty());
-        remove(&dir, &record("a").tag()).unwrap();
-        assert!(stale(&dir.join("none"), "net", &[]).unwrap().is_empty());
+        assert_eq!(stale(&dir, SUBLINK, "net", &valid).unwrap(), [record("a")]);
+        remove(&dir, SUBLINK, &record("a").tag()).unwrap();
+        assert!(stale(&dir, SUBLINK, "net", &valid).unwrap().is_empty());
+        remove(&dir, SUBLINK, &record("a").tag()).unwrap();
+        assert!(stale(&dir.join("none"), SUBLINK, "net", &[])
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
     fn a_record_under_another_attachments_name_is_not_trusted() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(write(dir.path(), &record("a")).unwrap());
+        assert!(write(dir.path(), SUBLINK, &record("a")).unwrap());
         let a = path(dir.path(), &record("a").tag());
         let b = path(dir.path(), &record("b").tag());
         std::fs::rename(&a, &b).unwrap();
-        assert!(stale(dir.path(), "net", &[]).unwrap().is_empty());
+        assert!(stale(dir.path(), SUBLINK, "net", &[]).unwrap().is_empty());
     }
 }

@@ -409,6 +409,8 @@ mod tests {
 
     #[test]
     fn global_unicast() {
+        // Classification data, not test addresses: private and ULA addresses count as global
+        // unicast, as in Go's net.IP.IsGlobalUnicast.
         for (ip, want) in [
             ("10.0.0.1", true),
             ("fd00::1", true),

@@ -10,7 +10,7 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode, UnknownOption};
+use super::message::{code, Message, MessageType, BOOT_REPLY, BOOT_REQUEST};
 
 use super::conf::LeaseParams;
 use super::lease::{AckError, Lease};
@@ -91,21 +91,15 @@ impl<T: Transport> Client<'_, T> {
         let xid = (self.xid)();
         let mut discover = self.message(xid, MessageType::Discover, Ipv4Addr::UNSPECIFIED);
         if let Some(ip) = requested {
-            discover
-                .opts_mut()
-                .insert(DhcpOption::RequestedIpAddress(ip));
+            discover.set_ipv4(code::REQUESTED_IP, ip);
         }
         let offer = self.exchange(&discover, Dest::Broadcast, "DHCPOFFER", |m| {
-            m.opts().has_msg_type(MessageType::Offer) && !m.yiaddr().is_unspecified()
+            m.msg_type() == Some(MessageType::Offer) && !m.yiaddr.is_unspecified()
         })?;
         let server = server_id(&offer).unwrap_or(Ipv4Addr::UNSPECIFIED);
         let mut request = self.message(xid, MessageType::Request, Ipv4Addr::UNSPECIFIED);
-        request
-            .opts_mut()
-            .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
-        request
-            .opts_mut()
-            .insert(DhcpOption::ServerIdentifier(server));
+        request.set_ipv4(code::REQUESTED_IP, offer.yiaddr);
+        request.set_ipv4(code::SERVER_ID, server);
         let reply = self.exchange(&request, Dest::Broadcast, "DHCPACK", |m| {
             is_ack_or_nak(m) && server_id(m).is_none_or(|s| s == server)
         })?;
@@ -129,15 +123,14 @@ impl<T: Transport> Client<'_, T> {
     pub fn release(&mut self, lease: &Lease) -> Result<(), ClientError> {
         let xid = (self.xid)();
         let mut msg = self.message(xid, MessageType::Release, lease.address);
-        msg.opts_mut().remove(OptionCode::ParameterRequestList);
-        msg.opts_mut()
-            .insert(DhcpOption::ServerIdentifier(lease.server));
+        msg.remove(code::PARAMETER_REQUEST_LIST);
+        msg.set_ipv4(code::SERVER_ID, lease.server);
         self.transport.send(&msg, Dest::Server(lease.server))?;
         Ok(())
     }
 
     fn bound(&self, reply: &Message, server: Ipv4Addr) -> Result<Lease, ClientError> {
-        if reply.opts().has_msg_type(MessageType::Nak) {
+        if reply.msg_type() == Some(MessageType::Nak) {
             return Err(ClientError::Nak {
                 server: server_id(reply).unwrap_or(server),
             });
@@ -148,39 +141,18 @@ impl<T: Transport> Client<'_, T> {
     /// A request of `kind` with the provided options, the client identifier and the
     /// parameter request list.
     fn message(&self, xid: u32, kind: MessageType, ciaddr: Ipv4Addr) -> Message {
-        let unspecified = Ipv4Addr::UNSPECIFIED;
-        let mut m = Message::new_with_id(
-            xid,
-            ciaddr,
-            unspecified,
-            unspecified,
-            unspecified,
-            &self.id.mac,
-        );
-        m.set_opcode(Opcode::BootRequest);
-        if ciaddr.is_unspecified() || self.id.always_broadcast {
-            m.set_flags(Flags::default().set_broadcast());
-        }
-        let opts = m.opts_mut();
+        let mut m = Message::new(BOOT_REQUEST, xid, self.id.mac);
+        m.ciaddr = ciaddr;
+        m.broadcast = ciaddr.is_unspecified() || self.id.always_broadcast;
         let mut client_id = vec![0];
         client_id.extend_from_slice(&self.id.client_id);
-        opts.insert(DhcpOption::ClientIdentifier(client_id));
+        m.set(code::CLIENT_ID, client_id);
         // Provided options may replace the client identifier (as in Go), not the ones below.
         for (code, value) in &self.id.params.provide {
-            opts.insert(DhcpOption::Unknown(UnknownOption::new(
-                OptionCode::from(*code),
-                value.clone(),
-            )));
+            m.set(*code, value.clone());
         }
-        opts.insert(DhcpOption::MessageType(kind));
-        opts.insert(DhcpOption::ParameterRequestList(
-            self.id
-                .params
-                .request
-                .iter()
-                .map(|c| OptionCode::from(*c))
-                .collect(),
-        ));
+        m.set_type(kind);
+        m.set(code::PARAMETER_REQUEST_LIST, self.id.params.request.clone());
         m
     }
 
@@ -201,9 +173,9 @@ impl<T: Transport> Client<'_, T> {
                 let Some(reply) = self.transport.recv(left)? else {
                     break;
                 };
-                if reply.opcode() == Opcode::BootReply
-                    && reply.xid() == msg.xid()
-                    && reply.chaddr().get(..6) == Some(&self.id.mac[..])
+                if reply.op == BOOT_REPLY
+                    && reply.xid == msg.xid
+                    && reply.chaddr[..6] == self.id.mac
                     && wanted(&reply)
                 {
                     return Ok(reply);
@@ -221,14 +193,11 @@ impl<T: Transport> Client<'_, T> {
 }
 
 fn is_ack_or_nak(m: &Message) -> bool {
-    m.opts().has_msg_type(MessageType::Ack) || m.opts().has_msg_type(MessageType::Nak)
+    matches!(m.msg_type(), Some(MessageType::Ack | MessageType::Nak))
 }
 
 fn server_id(m: &Message) -> Option<Ipv4Addr> {
-    match m.opts().get(OptionCode::ServerIdentifier) {
-        Some(DhcpOption::ServerIdentifier(s)) => Some(*s),
-        _ => None,
-    }
+    m.ipv4(code::SERVER_ID)
 }
 
 #[cfg(test)]
@@ -267,24 +236,24 @@ mod tests {
     }
 
     fn reply_to(req: &Message, kind: MessageType, yiaddr: Ipv4Addr) -> Message {
-        let z = Ipv4Addr::UNSPECIFIED;
-        let mut m = Message::new_with_id(req.xid(), z, yiaddr, z, z, &req.chaddr()[..6]);
-        m.set_opcode(Opcode::BootReply);
-        let o = m.opts_mut();
-        o.insert(DhcpOption::MessageType(kind));
-        o.insert(DhcpOption::ServerIdentifier(SERVER));
-        o.insert(DhcpOption::SubnetMask(Ipv4Addr::new(255, 255, 255, 0)));
-        o.insert(DhcpOption::Router(vec![SERVER]));
-        o.insert(DhcpOption::AddressLeaseTime(120));
-        o.insert(DhcpOption::Renewal(10));
-        o.insert(DhcpOption::Rebinding(100));
+        let mut mac = [0; 6];
+        mac.copy_from_slice(&req.chaddr[..6]);
+        let mut m = Message::new(BOOT_REPLY, req.xid, mac);
+        m.yiaddr = yiaddr;
+        m.set_type(kind);
+        m.set_ipv4(code::SERVER_ID, SERVER);
+        m.set_ipv4(code::SUBNET_MASK, Ipv4Addr::new(255, 255, 255, 0));
+        m.set_ipv4(code::ROUTER, SERVER);
+        m.set(code::LEASE_TIME, 120u32.to_be_bytes().to_vec());
+        m.set(code::RENEWAL_TIME, 10u32.to_be_bytes().to_vec());
+        m.set(code::REBINDING_TIME, 100u32.to_be_bytes().to_vec());
         m
     }
 
     /// A well-behaved server handing out 198.18.0.50.
     fn good_server(req: &Message, _to: Dest) -> Vec<Message> {
         let ip = Ipv4Addr::new(198, 18, 0, 50);
-        match req.opts().msg_type() {
+        match req.msg_type() {
             Some(MessageType::Discover) => vec![reply_to(req, MessageType::Offer, ip)],
             Some(MessageType::Request) => vec![reply_to(req, MessageType::Ack, ip)],
             _ => vec![],
@@ -357,7 +326,7 @@ mod tests {
             xid: &mut xid,
         };
         c.renew(&lease, false).unwrap();
-        assert!(t.sent[0].0.flags().broadcast());
+        assert!(t.sent[0].0.broadcast);
     }
 
     #[test]
@@ -371,11 +340,7 @@ mod tests {
             (5000, 10, 100)
         );
 
-        let kinds: Vec<_> = t
-            .sent
-            .iter()
-            .map(|(m, d)| (m.opts().msg_type(), *d))
-            .collect();
+        let kinds: Vec<_> = t.sent.iter().map(|(m, d)| (m.msg_type(), *d)).collect();
         assert_eq!(
             kinds,
             [
@@ -384,34 +349,18 @@ mod tests {
             ]
         );
         let (req, _) = &t.sent[1];
-        assert!(req.flags().broadcast());
-        assert_eq!(req.xid(), t.sent[0].0.xid());
-        let o = req.opts();
+        assert!(req.broadcast);
+        assert_eq!(req.xid, t.sent[0].0.xid);
         assert_eq!(
-            o.get(OptionCode::RequestedIpAddress),
-            Some(&DhcpOption::RequestedIpAddress(Ipv4Addr::new(
-                198, 18, 0, 50
-            )))
+            req.ipv4(code::REQUESTED_IP),
+            Some(Ipv4Addr::new(198, 18, 0, 50))
         );
+        assert_eq!(req.ipv4(code::SERVER_ID), Some(SERVER));
+        assert_eq!(req.get(code::CLIENT_ID), Some(&b"\0cid/net/eth0"[..]));
+        assert_eq!(req.get(12), Some(&b"web-0"[..])); // host name, as provided
         assert_eq!(
-            o.get(OptionCode::ServerIdentifier),
-            Some(&DhcpOption::ServerIdentifier(SERVER))
-        );
-        assert_eq!(
-            o.get(OptionCode::ClientIdentifier),
-            Some(&DhcpOption::ClientIdentifier(b"\0cid/net/eth0".to_vec()))
-        );
-        match o.get(OptionCode::Hostname) {
-            Some(DhcpOption::Unknown(u)) => assert_eq!(u.data(), b"web-0"),
-            other => panic!("hostname: {other:?}"),
-        }
-        assert_eq!(
-            o.get(OptionCode::ParameterRequestList),
-            Some(&DhcpOption::ParameterRequestList(vec![
-                OptionCode::ClasslessStaticRoute,
-                OptionCode::SubnetMask,
-                OptionCode::Router
-            ]))
+            req.get(code::PARAMETER_REQUEST_LIST),
+            Some(&[code::CLASSLESS_ROUTES, code::SUBNET_MASK, code::ROUTER][..])
         );
     }
 
@@ -420,11 +369,11 @@ mod tests {
         let mut t = fake(|req: &Message, to| {
             let mut stray = good_server(req, to);
             for m in &mut stray {
-                m.set_xid(req.xid() ^ 1);
+                m.xid = req.xid ^ 1;
             }
             let mut other_mac = good_server(req, to);
             for m in &mut other_mac {
-                m.set_chaddr(&[2, 0, 0, 0, 0, 1]);
+                m.chaddr[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
             }
             stray
                 .into_iter()
@@ -453,7 +402,7 @@ mod tests {
         );
         // One DISCOVER per scheduled wait, all with one xid.
         assert_eq!(t.sent.len(), 3);
-        assert!(t.sent.iter().all(|(m, _)| m.xid() == t.sent[0].0.xid()));
+        assert!(t.sent.iter().all(|(m, _)| m.xid == t.sent[0].0.xid));
     }
 
     #[test]
@@ -465,10 +414,10 @@ mod tests {
         assert_eq!(renewed.address, lease.address);
         let (req, dest) = &t.sent[0];
         assert_eq!(*dest, Dest::Server(SERVER));
-        assert_eq!(req.ciaddr(), lease.address);
-        assert!(!req.flags().broadcast());
-        assert!(!req.opts().contains(OptionCode::ServerIdentifier));
-        assert!(!req.opts().contains(OptionCode::RequestedIpAddress));
+        assert_eq!(req.ciaddr, lease.address);
+        assert!(!req.broadcast);
+        assert_eq!(req.get(code::SERVER_ID), None);
+        assert_eq!(req.get(code::REQUESTED_IP), None);
 
         t.sent.clear();
         run(&mut t, 10, |c| c.renew(&lease, true)).unwrap();
@@ -491,9 +440,9 @@ mod tests {
         run(&mut t, 10, |c| c.release(&lease)).unwrap();
         let (m, dest) = &t.sent[0];
         assert_eq!(*dest, Dest::Server(SERVER));
-        assert_eq!(m.opts().msg_type(), Some(MessageType::Release));
-        assert_eq!(m.ciaddr(), lease.address);
-        assert!(!m.opts().contains(OptionCode::ParameterRequestList));
+        assert_eq!(m.msg_type(), Some(MessageType::Release));
+        assert_eq!(m.ciaddr, lease.address);
+        assert_eq!(m.get(code::PARAMETER_REQUEST_LIST), None);
     }
 
     #[test]
@@ -501,7 +450,7 @@ mod tests {
         let mut t = fake(|req: &Message, to| {
             let mut v = good_server(req, to);
             for m in &mut v {
-                m.opts_mut().remove(OptionCode::SubnetMask);
+                m.remove(code::SUBNET_MASK);
             }
             v
         });

@@ -3,8 +3,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use super::message::{code, Message};
 use cni_types::{CniResult, IpConfig, Route, SpecVersion};
-use dhcproto::v4::{DhcpOption, Message, OptionCode};
 use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
 
@@ -67,44 +67,19 @@ impl Lease {
     /// The lease a DHCPACK grants, bound at `now` (Unix seconds); `server` is the address
     /// the ACK's server identifier names, or the one it came from.
     pub fn from_ack(ack: &Message, now: u64, fallback_server: Ipv4Addr) -> Result<Lease, AckError> {
-        let opts = ack.opts();
-        let address = ack.yiaddr();
+        let address = ack.yiaddr;
         if address.is_unspecified() {
             return Err(AckError::NoAddress);
         }
-        let mask = match opts.get(OptionCode::SubnetMask) {
-            Some(DhcpOption::SubnetMask(m)) => *m,
-            _ => return Err(AckError::NoMask),
-        };
+        let mask = ack.ipv4(code::SUBNET_MASK).ok_or(AckError::NoMask)?;
         let prefix_len = ipnet::ipv4_mask_to_prefix(mask).map_err(|_| AckError::BadMask(mask))?;
-        let server = match opts.get(OptionCode::ServerIdentifier) {
-            Some(DhcpOption::ServerIdentifier(s)) => *s,
-            _ => fallback_server,
-        };
-        let routers = match opts.get(OptionCode::Router) {
-            Some(DhcpOption::Router(r)) => r.clone(),
-            _ => Vec::new(),
-        };
-        let static_routes = match opts.get(OptionCode::StaticRoutingTable) {
-            Some(DhcpOption::StaticRoutingTable(r)) => r.clone(),
-            _ => Vec::new(),
-        };
-        let classless_routes = match opts.get(OptionCode::ClasslessStaticRoute) {
-            Some(DhcpOption::ClasslessStaticRoute(r)) => r.clone(),
-            _ => Vec::new(),
-        };
-        let lease_secs = match opts.get(OptionCode::AddressLeaseTime) {
-            Some(DhcpOption::AddressLeaseTime(t)) => *t,
-            _ => DEFAULT_LEASE_SECS,
-        };
-        let t1 = match opts.get(OptionCode::Renewal) {
-            Some(DhcpOption::Renewal(t)) => Some(*t),
-            _ => None,
-        };
-        let t2 = match opts.get(OptionCode::Rebinding) {
-            Some(DhcpOption::Rebinding(t)) => Some(*t),
-            _ => None,
-        };
+        let server = ack.ipv4(code::SERVER_ID).unwrap_or(fallback_server);
+        let routers = ack.ipv4s(code::ROUTER).unwrap_or_default();
+        let static_routes = ack.static_routes().unwrap_or_default();
+        let classless_routes = ack.classless_routes().unwrap_or_default();
+        let lease_secs = ack.u32(code::LEASE_TIME).unwrap_or(DEFAULT_LEASE_SECS);
+        let t1 = ack.u32(code::RENEWAL_TIME);
+        let t2 = ack.u32(code::REBINDING_TIME);
         let (t1_secs, t2_secs) = timers(lease_secs, t1, t2);
         Ok(Lease {
             address,
@@ -229,25 +204,28 @@ fn classful(dst: Ipv4Addr) -> Option<IpNet> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dhcproto::v4::MessageType;
+    use crate::dhcp::message::{classless_routes_value, MessageType, BOOT_REPLY};
 
-    fn ack(opts: Vec<DhcpOption>) -> Message {
-        let mut m = Message::default();
-        m.set_yiaddr(Ipv4Addr::new(198, 18, 0, 77));
-        m.opts_mut()
-            .insert(DhcpOption::MessageType(MessageType::Ack));
-        for o in opts {
-            m.opts_mut().insert(o);
+    fn ack(opts: Vec<(u8, Vec<u8>)>) -> Message {
+        let mut m = Message::new(BOOT_REPLY, 1, [2, 0, 0, 0, 0, 9]);
+        m.yiaddr = Ipv4Addr::new(198, 18, 0, 77);
+        m.set_type(MessageType::Ack);
+        for (code, value) in opts {
+            m.set(code, value);
         }
         m
     }
 
-    fn base() -> Vec<DhcpOption> {
+    fn secs(n: u32) -> Vec<u8> {
+        n.to_be_bytes().to_vec()
+    }
+
+    fn base() -> Vec<(u8, Vec<u8>)> {
         vec![
-            DhcpOption::SubnetMask(Ipv4Addr::new(255, 255, 255, 0)),
-            DhcpOption::ServerIdentifier(Ipv4Addr::new(198, 18, 0, 1)),
-            DhcpOption::Router(vec![Ipv4Addr::new(198, 18, 0, 1)]),
-            DhcpOption::AddressLeaseTime(120),
+            (code::SUBNET_MASK, vec![255, 255, 255, 0]),
+            (code::SERVER_ID, vec![198, 18, 0, 1]),
+            (code::ROUTER, vec![198, 18, 0, 1]),
+            (code::LEASE_TIME, secs(120)),
         ]
     }
 
@@ -264,8 +242,8 @@ mod tests {
     #[test]
     fn phases_move_with_the_clock() {
         let mut opts = base();
-        opts.push(DhcpOption::Renewal(10));
-        opts.push(DhcpOption::Rebinding(100));
+        opts.push((code::RENEWAL_TIME, secs(10)));
+        opts.push((code::REBINDING_TIME, secs(100)));
         let l = Lease::from_ack(&ack(opts), 1000, Ipv4Addr::UNSPECIFIED).unwrap();
         assert_eq!(l.phase(1000), Phase::Bound);
         assert_eq!(l.phase(1009), Phase::Bound);
@@ -279,7 +257,7 @@ mod tests {
         let e = Lease::from_ack(&ack(vec![]), 0, Ipv4Addr::UNSPECIFIED).unwrap_err();
         assert_eq!(e, AckError::NoMask);
         let mut m = ack(base());
-        m.set_yiaddr(Ipv4Addr::UNSPECIFIED);
+        m.yiaddr = Ipv4Addr::UNSPECIFIED;
         assert_eq!(
             Lease::from_ack(&m, 0, Ipv4Addr::UNSPECIFIED).unwrap_err(),
             AckError::NoAddress
@@ -289,10 +267,9 @@ mod tests {
     #[test]
     fn result_without_option_121_has_static_and_default_routes() {
         let mut opts = base();
-        opts.push(DhcpOption::StaticRoutingTable(vec![(
-            Ipv4Addr::new(10, 1, 2, 3),
-            Ipv4Addr::new(198, 18, 0, 2),
-        )]));
+        // A class A destination (its network is the /8): no address of the test range
+        // 198.18.0.0/15 is one.
+        opts.push((code::STATIC_ROUTES, vec![10, 1, 2, 3, 198, 18, 0, 2]));
         let l = Lease::from_ack(&ack(opts), 0, Ipv4Addr::UNSPECIFIED).unwrap();
         let params = LeaseParams {
             priority: 5,
@@ -318,14 +295,17 @@ mod tests {
     #[test]
     fn option_121_replaces_other_routes_and_on_link_routes_get_link_scope() {
         let mut opts = base();
-        opts.push(DhcpOption::ClasslessStaticRoute(vec![
-            (
-                "198.19.0.0/16".parse().unwrap(),
-                Ipv4Addr::new(198, 18, 0, 1),
-            ),
-            ("198.19.128.0/24".parse().unwrap(), Ipv4Addr::UNSPECIFIED),
-            ("0.0.0.0/0".parse().unwrap(), Ipv4Addr::new(198, 18, 0, 1)),
-        ]));
+        opts.push((
+            code::CLASSLESS_ROUTES,
+            classless_routes_value(&[
+                (
+                    "198.19.0.0/16".parse().unwrap(),
+                    Ipv4Addr::new(198, 18, 0, 1),
+                ),
+                ("198.19.128.0/24".parse().unwrap(), Ipv4Addr::UNSPECIFIED),
+                ("0.0.0.0/0".parse().unwrap(), Ipv4Addr::new(198, 18, 0, 1)),
+            ]),
+        ));
         let l = Lease::from_ack(&ack(opts), 0, Ipv4Addr::UNSPECIFIED).unwrap();
         let r = l.to_result(&LeaseParams::default(), SpecVersion::V1_0_0);
         assert_eq!(r.routes.len(), 3);

@@ -4,8 +4,9 @@
 //! - `conf.rs`: the `ipam` keys (`daemonSocketPath`, `provide`, `request`, `priority`,
 //!   `suppress`) resolved to the parameters a lease is acquired with.
 //! - `plugin.rs`: ADD/DEL/CHECK/STATUS/GC, each one request to the daemon (`wire.rs`).
-//! - `client.rs`: the RFC 2131 exchanges over a transport; `transport.rs`: the UDP socket bound
-//!   to the container interface inside its netns; `lease.rs`: a lease, its timers and result.
+//! - `client.rs`: the RFC 2131 exchanges over a transport; `message.rs`: the DHCPv4 message
+//!   and options on the wire; `transport.rs`: the UDP socket bound to the container interface
+//!   inside its netns; `lease.rs`: a lease, its timers and result.
 //! - `daemon.rs`: the leases held, acquire/release, one maintenance thread per lease
 //!   (`maintain.rs`: renew at T1, rebind at T2); `store.rs`: leases persisted in the state dir;
 //!   `server.rs`: the command line, socket and signals.
@@ -39,6 +40,7 @@ mod conf;
 mod daemon;
 mod lease;
 mod maintain;
+mod message;
 mod plugin;
 mod server;
 mod store;

@@ -9,11 +9,10 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use cni_linux::{Handle, NetNs};
-use dhcproto::v4::Message;
-use dhcproto::{Decodable, Decoder, Encodable};
 use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
 
 use super::client::{Dest, Transport};
+use super::message::Message;
 
 /// Why the container side could not be reached.
 #[derive(Debug, thiserror::Error)]
@@ -127,9 +126,7 @@ fn open_inside(ifname: &str) -> Result<(UdpTransport, [u8; 6]), OpenError> {
 
 impl Transport for UdpTransport {
     fn send(&mut self, msg: &Message, to: Dest) -> io::Result<()> {
-        let bytes = msg
-            .to_vec()
-            .map_err(|e| io::Error::other(format!("encoding a DHCP message: {e}")))?;
+        let bytes = msg.encode();
         let ip = match to {
             Dest::Broadcast => Ipv4Addr::BROADCAST,
             Dest::Server(ip) => ip,
@@ -150,7 +147,7 @@ impl Transport for UdpTransport {
             self.sock.set_read_timeout(Some(left))?;
             match self.sock.recv_from(&mut buf) {
                 Ok((n, _)) => {
-                    if let Ok(m) = Message::decode(&mut Decoder::new(&buf[..n])) {
+                    if let Some(m) = Message::decode(&buf[..n]) {
                         return Ok(Some(m));
                     }
                 }

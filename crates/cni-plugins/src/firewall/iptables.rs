@@ -211,7 +211,7 @@ mod tests {
         let tag = AttachmentTag::new("n", "c", "eth0");
         let addrs: Vec<IpNet> = vec![
             "198.18.0.2/24".parse().unwrap(),
-            "fd00::2/64".parse().unwrap(),
+            "2001:2::2/64".parse().unwrap(),
         ];
         let r = attachment_rules(&tag, &addrs).unwrap();
         let fams: Vec<Family> = r.iter().map(Rule::family).collect();

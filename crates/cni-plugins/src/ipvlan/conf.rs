@@ -104,7 +104,7 @@ mod tests {
         if with_ip {
             r.ips.push(IpConfig {
                 interface: Some(0),
-                address: "10.1.0.5/24".parse().unwrap(),
+                address: "198.18.1.5/24".parse().unwrap(),
                 gateway: None,
             });
         }

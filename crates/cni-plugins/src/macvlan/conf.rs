@@ -94,7 +94,7 @@ mod tests {
         let c = parse(
             r#"{"name":"n","type":"macvlan","master":"eth1","mode":"vepa","mtu":1400,
                 "mac":"02:00:00:00:00:01","linkInContainer":true,"bcqueuelen":100,
-                "ipam":{"type":"host-local"},"dns":{"nameservers":["10.0.0.53"]}}"#,
+                "ipam":{"type":"host-local"},"dns":{"nameservers":["198.18.0.53"]}}"#,
             "",
         )
         .unwrap();
@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(c.mac.unwrap().to_string(), "02:00:00:00:00:01");
         assert!(c.link_in_container && c.layer3);
         assert_eq!(c.bc_queue_len, 100);
-        assert_eq!(c.dns.nameservers, ["10.0.0.53"]);
+        assert_eq!(c.dns.nameservers, ["198.18.0.53"]);
     }
 
     #[test]

@@ -95,8 +95,7 @@ mod tests {
 
     #[test]
     fn keys_and_refusals() {
-        let c =
-            parse(r#"{"name":"n","table":500,"gateways":["198.18.0.1","2001:db8::1"]}"#).unwrap();
+        let c = parse(r#"{"name":"n","table":500,"gateways":["198.18.0.1","2001:2::1"]}"#).unwrap();
         assert_eq!(c.table, Some(500));
         assert_eq!(c.gateways.len(), 2);
         assert_eq!(parse(r#"{"name":"n"}"#).unwrap().table, None);

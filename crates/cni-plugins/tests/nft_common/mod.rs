@@ -27,11 +27,13 @@ pub fn pod_plugins_available() -> bool {
     ok
 }
 
-/// The host side address of the outside veth (the "host IP" of port mappings).
-pub const HOST_IP4: &str = "192.168.77.1";
-pub const OUTSIDE_IP4: &str = "192.168.77.2";
-pub const HOST_IP6: &str = "fd00:77::1";
-pub const OUTSIDE_IP6: &str = "fd00:77::2";
+/// The host side address of the outside veth (the "host IP" of port mappings). The outside
+/// network is 198.19.254.0/24 and 2001:2:0:254::/64: the pod networks of a lab must not
+/// contain them (differential_chains' /16s are 198.18.0.0/16 for that reason).
+pub const HOST_IP4: &str = "198.19.254.1";
+pub const OUTSIDE_IP4: &str = "198.19.254.2";
+pub const HOST_IP6: &str = "2001:2:0:254::1";
+pub const OUTSIDE_IP6: &str = "2001:2:0:254::2";
 
 pub struct Lab {
     pub sb: Sandbox,

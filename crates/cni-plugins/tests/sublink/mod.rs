@@ -117,6 +117,22 @@ impl Env {
         self.data_dir.join("sublink-records")
     }
 
+    /// A sub-link plugin's config: `base` (cniVersion, name, type and the plugin's keys) with
+    /// host-local on `subnet` and the records dir, then `extra` merged over it (a null value
+    /// removes the key).
+    pub fn conf(&self, mut base: Value, subnet: &str, extra: &Value) -> Value {
+        base["ipam"] = self.host_local(subnet);
+        base["dataDir"] = json!(self.records_dir());
+        for (k, v) in extra.as_object().unwrap() {
+            if v.is_null() {
+                base.as_object_mut().unwrap().remove(k);
+            } else {
+                base[k] = v.clone();
+            }
+        }
+        base
+    }
+
     pub fn host_local(&self, subnet: &str) -> Value {
         json!({"type": "host-local", "dataDir": self.data_dir, "ranges": [[{"subnet": subnet}]]})
     }
@@ -209,4 +225,47 @@ pub fn assert_cni_error(out: &PluginOutput, code: u64) -> Value {
 pub fn assert_silent_success(out: &PluginOutput) {
     out.assert_success();
     assert_eq!(out.stdout, "", "{out}");
+}
+
+/// The failed ADDs every sub-link plugin must survive without leftovers (no link in `pod`
+/// or new on the host, no lease of `net`): on a kernel without the link kind a clean 999
+/// naming `plugin`; else an absent master (when `master` is given: the key) and a failure
+/// injected at each step. `conf` builds the plugin's config from extra keys. Returns whether
+/// the kernel supports the kind, so the caller can go on.
+pub fn assert_failed_adds_leave_nothing(
+    env: &Env,
+    pod: &Netns,
+    (plugin, net): (&str, &str),
+    supported: bool,
+    master: Option<&str>,
+    conf: impl Fn(Value) -> Value,
+) -> bool {
+    let host_before = link_names(env.host());
+    let check_clean = || {
+        assert!(link_names(&pod.name).is_empty());
+        assert!(env.leases(net).is_empty());
+        assert_eq!(link_names(env.host()), host_before);
+    };
+    if !supported {
+        // The kernel refuses the link kind: a clean 999 naming it.
+        let e = assert_cni_error(&env.cmd("ADD", pod, "c1", &conf(json!({}))), 999);
+        assert!(e["msg"].as_str().unwrap().contains(plugin), "{e}");
+        check_clean();
+        return false;
+    }
+    if let Some(key) = master {
+        assert_cni_error(
+            &env.cmd("ADD", pod, "c1", &conf(json!({key: "nosuch0"}))),
+            999,
+        );
+        check_clean();
+    }
+    for step in ["link", "ipam", "done"] {
+        let call = env
+            .call("ADD", pod, "c1", &conf(json!({})))
+            .env("RCNI_TEST_FAIL_AT", format!("{plugin}:{step}"));
+        assert_cni_error(&env.run(plugin, &call), 999);
+        check_clean();
+    }
+    true
 }

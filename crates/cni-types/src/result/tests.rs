@@ -13,11 +13,11 @@ fn full_v110() -> Value {
         ],
         "ips": [
             {"interface": 1, "address": "198.18.1.5/16", "gateway": "198.18.1.1"},
-            {"interface": 1, "address": "fd00::5/64", "gateway": "fd00::1"}
+            {"interface": 1, "address": "2001:2::5/64", "gateway": "2001:2::1"}
         ],
         "routes": [
             {"dst": "0.0.0.0/0", "table": 100, "priority": 10, "mtu": 1300, "advmss": 1200, "scope": 0},
-            {"dst": "::/0", "gw": "fd00::1"},
+            {"dst": "::/0", "gw": "2001:2::1"},
             {"dst": "198.19.0.0/16", "gw": "198.18.1.254"}
         ],
         "dns": {"nameservers": ["198.18.1.1"], "search": ["svc.local"]}
@@ -49,11 +49,11 @@ fn v110_to_v040() {
             ],
             "ips": [
                 {"version": "4", "interface": 1, "address": "198.18.1.5/16", "gateway": "198.18.1.1"},
-                {"version": "6", "interface": 1, "address": "fd00::5/64", "gateway": "fd00::1"}
+                {"version": "6", "interface": 1, "address": "2001:2::5/64", "gateway": "2001:2::1"}
             ],
             "routes": [
                 {"dst": "0.0.0.0/0"},
-                {"dst": "::/0", "gw": "fd00::1"},
+                {"dst": "::/0", "gw": "2001:2::1"},
                 {"dst": "198.19.0.0/16", "gw": "198.18.1.254"}
             ],
             "dns": {"nameservers": ["198.18.1.1"], "search": ["svc.local"]}
@@ -81,7 +81,7 @@ fn v110_to_v020() {
             "cniVersion": "0.2.0",
             "ip4": {"ip": "198.18.1.5/16", "gateway": "198.18.1.1",
                     "routes": [{"dst": "0.0.0.0/0"}, {"dst": "198.19.0.0/16", "gw": "198.18.1.254"}]},
-            "ip6": {"ip": "fd00::5/64", "gateway": "fd00::1", "routes": [{"dst": "::/0", "gw": "fd00::1"}]},
+            "ip6": {"ip": "2001:2::5/64", "gateway": "2001:2::1", "routes": [{"dst": "::/0", "gw": "2001:2::1"}]},
             "dns": {"nameservers": ["198.18.1.1"], "search": ["svc.local"]}
         })
     );

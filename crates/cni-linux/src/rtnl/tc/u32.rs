@@ -239,23 +239,23 @@ mod tests {
 
     #[test]
     fn ipv6_subnets_skip_words_outside_the_prefix() {
-        let m = subnet_matches(&net("2001:db8:1::/48"), AddrField::Destination);
+        let m = subnet_matches(&net("2001:2:0:100::/56"), AddrField::Destination);
         assert_eq!(
             m,
             [
                 U32Match {
                     offset: 24,
                     mask: 0xffff_ffff,
-                    value: 0x2001_0db8
+                    value: 0x2001_0002
                 },
                 U32Match {
                     offset: 28,
-                    mask: 0xffff_0000,
-                    value: 0x0001_0000
+                    mask: 0xffff_ff00,
+                    value: 0x0000_0100
                 },
             ]
         );
-        let host = subnet_matches(&net("2001:db8::1/128"), AddrField::Source);
+        let host = subnet_matches(&net("2001:2::1/128"), AddrField::Source);
         assert_eq!(host.len(), 4);
         assert_eq!(host[3].offset, 20);
         assert_eq!(host[3].value, 1);
@@ -271,7 +271,7 @@ mod tests {
             major: 1,
             minor: 0x30,
         };
-        h.add_u32_subnet_filter(5, parent, &net("2001:db8::/32"), AddrField::Source, class)
+        h.add_u32_subnet_filter(5, parent, &net("2001:2::/48"), AddrField::Source, class)
             .unwrap();
         let sent = fake.sent();
         let NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewTrafficFilter(msg)) =
@@ -287,11 +287,18 @@ mod tests {
         assert_eq!(f.class, Some(class));
         assert_eq!(
             f.matches,
-            [U32Match {
-                offset: 8,
-                mask: 0xffff_ffff,
-                value: 0x2001_0db8
-            }]
+            [
+                U32Match {
+                    offset: 8,
+                    mask: 0xffff_ffff,
+                    value: 0x2001_0002
+                },
+                U32Match {
+                    offset: 12,
+                    mask: 0xffff_0000,
+                    value: 0
+                }
+            ]
         );
         // A /0 still sends one (empty) key: the kernel refuses a filter without a selector.
         assert_eq!(selector(&[]).keys.len(), 1);
