@@ -3,7 +3,7 @@
 //!
 //! The conflist chains bridge (`rcni0`, gateway and default gateway, host-local over the node
 //! subnets, one range set per family, with a route to each cluster network, its leases under
-//! the agent's state dir), portmap and tuning. Its `cniVersion` is the highest version every
+//! the agent's state dir), portmap and tuning (its backups under the state dir too). Its `cniVersion` is the highest version every
 //! plugin in `--cni-bin-dir` supports, at most 1.1.0 ([`crate::cni_version`]): 1.1.0 with
 //! rcni's plugins, so that runtimes ask STATUS, 1.0.0 with Go plugins that know no newer one.
 //! Masquerade is not the bridge plugin's `ipMasq`: that one masquerades everything leaving the
@@ -42,6 +42,9 @@ pub struct NodeFiles {
     pub status_file: PathBuf,
     /// host-local's data directory.
     pub ipam_dir: PathBuf,
+    /// tuning's backup directory (beside the leases, so that everything the agent's network
+    /// keeps on disk lives under its state dir and not in `/run/cni`, which Go plugins share).
+    pub tuning_dir: PathBuf,
     /// The conflist's `cniVersion`.
     pub cni_version: String,
     /// The node's name.
@@ -89,7 +92,7 @@ impl NodeFiles {
                     }
                 },
                 {"type": "portmap", "capabilities": {"portMappings": true}},
-                {"type": "tuning", "capabilities": {"mac": true}}
+                {"type": "tuning", "capabilities": {"mac": true}, "dataDir": self.tuning_dir}
             ]
         })
     }
@@ -166,6 +169,7 @@ mod tests {
             mtu: 1450,
             status_file: "/run/rcni/node-status.json".into(),
             ipam_dir: "/var/lib/rcni/ipam".into(),
+            tuning_dir: "/var/lib/rcni/tuning".into(),
             cni_version: version.into(),
             node_name: "node-a".into(),
         }
@@ -203,6 +207,7 @@ mod tests {
         assert_eq!(bridge["ipam"]["dataDir"], "/var/lib/rcni/ipam");
         assert_eq!(list["plugins"][1]["type"], "portmap");
         assert_eq!(list["plugins"][2]["type"], "tuning");
+        assert_eq!(list["plugins"][2]["dataDir"], "/var/lib/rcni/tuning");
         // The runtime's parser accepts it.
         let text = serde_json::to_vec(&list).unwrap();
         cni_types::config::NetConfList::parse(&text).unwrap();

@@ -241,6 +241,7 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
         mtu,
         status_file: status_file.clone(),
         ipam_dir: opts.state_dir.join("ipam"),
+        tuning_dir: opts.state_dir.join("tuning"),
         cni_version: cni_version::for_plugins(&opts.cni_bin_dir, &PLUGINS).to_string(),
         node_name: opts.node_name.clone(),
     };
