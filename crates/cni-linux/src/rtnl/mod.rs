@@ -44,7 +44,7 @@ use crate::netns::NetNs;
 /// How many times an interrupted dump (`NLM_F_DUMP_INTR`) is attempted before giving up.
 /// With 16 pods tearing down at once the link table changes constantly: five immediate
 /// retries were all interrupted (the pod soak), so retries are many and paced.
-const DUMP_ATTEMPTS: usize = 40;
+pub(crate) const DUMP_ATTEMPTS: usize = 40;
 
 /// Waits a little longer after each interrupted dump, jittered so that concurrent plugins
 /// retrying the same dump do not collide again in lockstep.

@@ -449,14 +449,14 @@ fn interrupted_dumps_are_retried_then_given_up() {
     assert_eq!(fake.sent().len(), 3);
 
     let (mut h, fake) = handle();
-    for _ in 0..5 {
+    for _ in 0..super::DUMP_ATTEMPTS {
         fake.push_interrupted_dump(vec![]);
     }
     assert!(matches!(
         h.links(),
-        Err(Error::DumpInterrupted { attempts: 5 })
+        Err(Error::DumpInterrupted { attempts }) if attempts == super::DUMP_ATTEMPTS
     ));
-    assert_eq!(fake.sent().len(), 5);
+    assert_eq!(fake.sent().len(), super::DUMP_ATTEMPTS);
     assert_eq!(fake.pending_replies(), 0);
 }
 
