@@ -364,7 +364,12 @@ impl Cluster {
                 .status()
                 .is_ok_and(|s| s.success())
         });
-        assert!(up.is_some(), "etcd did not come up");
+        if up.is_none() {
+            let log = fs::read_to_string(self.sb.dir().join("etcd.log")).unwrap_or_default();
+            let tail: Vec<_> = log.lines().rev().take(20).collect();
+            let tail: Vec<_> = tail.into_iter().rev().collect();
+            panic!("etcd did not come up; the end of its log:\n{}", tail.join("\n"));
+        }
     }
 
     pub fn stop_etcd(&mut self) {
