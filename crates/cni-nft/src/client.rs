@@ -54,6 +54,13 @@ impl Nft {
         Nft { transport, seq: 0 }
     }
 
+    /// Lets the socket buffers hold a send of `send_bytes` and `replies` queued replies.
+    pub(crate) fn reserve(&mut self, send_bytes: usize, replies: usize) -> Result<(), Error> {
+        self.transport
+            .reserve(send_bytes, replies)
+            .map_err(Error::Io)
+    }
+
     fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         if self.seq == 0 {
@@ -140,7 +147,21 @@ impl Nft {
 
     /// Sends one request with `NLM_F_ACK` and returns the object replies that came before the
     /// ACK (for a GET of one object, that object).
-    pub(crate) fn request(&mut self, mut msg: NfMsg, what: &str) -> Result<Vec<DumpItem>, Error> {
+    pub(crate) fn request(&mut self, msg: NfMsg, what: &str) -> Result<Vec<DumpItem>, Error> {
+        match self.request_partial(msg, what)? {
+            (_, Some(e)) => Err(e),
+            (items, None) => Ok(items),
+        }
+    }
+
+    /// Like [`Nft::request`], but the replies that came before an error are kept: a request
+    /// naming several objects (set elements) is answered object by object until the first
+    /// failure, whose error comes second.
+    pub(crate) fn request_partial(
+        &mut self,
+        mut msg: NfMsg,
+        what: &str,
+    ) -> Result<(Vec<DumpItem>, Option<Error>), Error> {
         let seq = self.next_seq();
         msg.flags |= NLM_F_ACK;
         self.transport.send(&msg.encode(seq)).map_err(Error::Io)?;
@@ -154,14 +175,12 @@ impl Nft {
                 match reply.msg_type {
                     NLMSG_ERROR => {
                         let ack = message::decode_error(reply.flags, reply.payload)?;
-                        if ack.errno != 0 {
-                            return Err(Error::Kernel {
-                                what: what.to_string(),
-                                errno: ack.errno,
-                                message: ack.message,
-                            });
-                        }
-                        return Ok(items);
+                        let error = (ack.errno != 0).then(|| Error::Kernel {
+                            what: what.to_string(),
+                            errno: ack.errno,
+                            message: ack.message,
+                        });
+                        return Ok((items, error));
                     }
                     NLMSG_NOOP | NLMSG_DONE => {}
                     NLMSG_OVERRUN => return Err(Error::Decode("netlink overrun".into())),

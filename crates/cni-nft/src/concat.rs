@@ -361,17 +361,87 @@ impl Nft {
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
-        for item in items {
-            let attrs = attr::parse(&item.attrs)?;
-            let Some(list) = attr::find(&attrs, NFTA_SET_ELEM_LIST_ELEMENTS) else {
-                continue;
-            };
-            if let Some(first) = list.nested()?.first() {
-                return ConcatElement::decode(&first.nested()?).map(Some);
+        Ok(decode_items(&items)?.into_iter().next())
+    }
+
+    /// The elements with `keys` (a set without intervals), in order, up to the first key
+    /// that is missing; empty when the set or its table does not exist. One request per
+    /// [`KEYS_PER_REQUEST`] keys, each answered by the kernel with one lookup per key, so
+    /// the cost follows `keys`, not the set's size.
+    pub fn get_concat_elements(
+        &mut self,
+        set: &ConcatSet,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<ConcatElement>, Error> {
+        let mut out = Vec::new();
+        for chunk in keys.chunks(KEYS_PER_REQUEST) {
+            let probes: Vec<ConcatElement> = chunk
+                .iter()
+                .map(|k| ConcatElement::new(k.clone()))
+                .collect();
+            for p in &probes {
+                p.check(set, false)?;
+            }
+            let mut a = AttrWriter::new();
+            a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
+                .str(NFTA_SET_ELEM_LIST_SET, &set.name)
+                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
+                    for p in &probes {
+                        p.encode(list, false);
+                    }
+                });
+            let bytes = a.into_bytes();
+            // Every found key is one reply message, queued before the request returns.
+            self.reserve(bytes.len(), chunk.len() + 1)?;
+            let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), bytes);
+            let what = format!("get {} element(s) of set {}", chunk.len(), set.describe());
+            let (items, error) = self.request_partial(msg, &what)?;
+            let found = decode_items(&items)?;
+            let complete = found.len() == chunk.len();
+            out.extend(found);
+            match error {
+                None if complete => {}
+                None => break,
+                Some(e) if e.is_not_found() => break,
+                Some(e) => return Err(e),
             }
         }
-        Ok(None)
+        Ok(out)
     }
+
+    /// Every element of `set` (a dump; empty when the set or its table does not exist).
+    pub fn list_concat_elements(&mut self, set: &ConcatSet) -> Result<Vec<ConcatElement>, Error> {
+        check_name("table", &set.table)?;
+        check_name("set", &set.name)?;
+        let mut a = AttrWriter::new();
+        a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
+            .str(NFTA_SET_ELEM_LIST_SET, &set.name);
+        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), a.into_bytes());
+        match self.dump(&msg, &format!("list elements of set {}", set.describe())) {
+            Ok(items) => decode_items(&items),
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Keys per GETSETELEM request of [`Nft::get_concat_elements`] (the request stays small, and
+/// the replies fit a socket buffer of as many kilobytes).
+const KEYS_PER_REQUEST: usize = 256;
+
+/// The elements in reply messages, in order.
+fn decode_items(items: &[crate::client::DumpItem]) -> Result<Vec<ConcatElement>, Error> {
+    let mut out = Vec::new();
+    for item in items {
+        let attrs = attr::parse(&item.attrs)?;
+        let Some(list) = attr::find(&attrs, NFTA_SET_ELEM_LIST_ELEMENTS) else {
+            continue;
+        };
+        for el in list.nested()? {
+            out.push(ConcatElement::decode(&el.nested()?)?);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

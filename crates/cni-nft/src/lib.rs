@@ -27,7 +27,8 @@
 //! * [`ConcatSet`] / [`ConcatElement`] — sets and maps with concatenated (and interval) keys:
 //!   [`Batch::add_concat_set`], [`Batch::add_concat_elements`] (optionally exclusive),
 //!   [`Batch::delete_concat_elements`], [`Nft::get_concat_element`] (one element by key, with
-//!   its value and comment); [`concat`] builds keys and values field by field.
+//!   its value and comment), [`Nft::get_concat_elements`] (many keys in one request, each a
+//!   kernel lookup), [`Nft::list_concat_elements`] (a dump of the whole set); [`concat`] builds keys and values field by field.
 //! * [`Rule::builder`] → [`RuleBuilder`]: `saddr`, `saddr_not`, `daddr`, `daddr_not` (an
 //!   address or prefix; in `inet` tables the `meta nfproto` dependency is added like `nft`
 //!   does), `l4proto`, `dport`, `sport` ([`L4Proto`]), `iifname[_not]`, `oifname[_not]`,

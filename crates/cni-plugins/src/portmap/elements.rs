@@ -15,14 +15,13 @@
 //!   is needed. Hash sets, not one interval set: deleting from the kernel's interval-concat
 //!   backend (pipapo) costs time that grows with the set (13 ms at 2,000 elements here).
 //!
-//! Every element carries its attachment's [`AttachmentTag`] comment, and the attachment has
-//! an index chain named by its tag prefix whose expression-less rules list its keys (comment
-//! `<prefix> hp tcp 8080, net: .., if: .., id: ..`; never jumped to, so never evaluated):
-//! DEL reads that one chain and deletes elements by key, never listing what other
-//! attachments own. Elements are added exclusively, so each key has one
-//! owner; a key another attachment already owns goes to the rule-per-mapping layout of
-//! [`super::rules`] (first ADD wins, like Go's), as do attachments with `conditionsV4/V6`
-//! or a `markMasqBit` other than 13, which constant rules cannot express.
+//! Every element carries its attachment's [`AttachmentTag`] comment, and the attachment's
+//! entry in the index set `rcni_index` lists its keys (see [`super::index`]): DEL reads that
+//! entry and deletes elements by key, never listing what other attachments own. Elements
+//! are added exclusively, so each key has one owner; a key another attachment already owns
+//! goes to the rule-per-mapping layout of [`super::rules`] (first ADD wins, like Go's), as
+//! do attachments with `conditionsV4/V6` or a `markMasqBit` other than 13, which constant
+//! rules cannot express.
 //!
 //! Why elements and not per-attachment rules: the kernel re-validates every rule reachable
 //! from a table's base chains whenever a rule with a jump, NAT or mark statement is added, so
@@ -33,8 +32,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use ipnet::IpNet;
 
 use cni_nft::{
-    concat, fit_comment, priority, Batch, Chain, ChainType, ConcatElement, ConcatSet, Expr, Family,
-    Hook, L4Proto, MetaKey, NatKind, Nft, PayloadBase, Reg, Rule, SetType,
+    concat, priority, Batch, Chain, ChainType, ConcatElement, ConcatSet, Expr, Family, Hook,
+    L4Proto, MetaKey, NatKind, Nft, PayloadBase, Reg, Rule, SetType,
 };
 
 use super::conf::{PortMapConf, PortMapping, DEFAULT_MARK_BIT};
@@ -183,7 +182,7 @@ impl Key {
     }
 
     /// Whether the key belongs to family `f`'s table.
-    fn in_family(&self, f: Family) -> bool {
+    pub(super) fn in_family(&self, f: Family) -> bool {
         match self {
             Key::Port { .. } => true,
             Key::HostIpPort { ip, .. } => Family::of(*ip) == f,
@@ -203,7 +202,7 @@ impl Key {
     }
 
     /// The element as deleted (key only).
-    fn element(&self) -> ConcatElement {
+    pub(super) fn element(&self) -> ConcatElement {
         ConcatElement::new(self.bytes())
     }
 }
@@ -504,7 +503,7 @@ pub fn complete_skeleton(
 }
 
 /// The sets an attachment's keys live in, each with the elements `make` builds.
-fn by_set(
+pub(super) fn by_set(
     f: Family,
     keys: impl Iterator<Item = (Key, ConcatElement)>,
 ) -> Vec<(ConcatSet, Vec<ConcatElement>)> {
@@ -519,60 +518,14 @@ fn by_set(
     out
 }
 
-/// The keys in index chain `name` (an attachment's tag prefix) of family `f` (empty when
-/// there is none). One dump of that chain only.
-pub fn read_index(nft: &mut Nft, f: Family, name: &str) -> Result<Vec<Key>, cni_nft::Error> {
-    let prefix = name;
-    let mut keys = Vec::new();
-    for r in nft.list_rules(f, TABLE, name)? {
-        let text = r.comment.as_deref().and_then(|c| c.strip_prefix(prefix));
-        let key_text = text.and_then(|t| t.trim_start().split(',').next());
-        match key_text.and_then(Key::parse) {
-            Some(k) if k.in_family(f) => keys.push(k),
-            _ => log::warn!("portmap: ignoring unexpected rule in index chain {prefix}: {r:?}"),
-        }
-    }
-    Ok(keys)
-}
-
-/// Adds to `b` the removal of the elements index chain `name` lists, and empties it.
-pub fn remove_index(
-    b: &mut Batch,
-    f: Family,
-    name: &str,
-    keys: &[Key],
-) -> Result<(), cni_nft::Error> {
-    for (set, elems) in by_set(f, keys.iter().map(|k| (k.clone(), k.element()))) {
-        b.delete_concat_elements(&set, &elems)?;
-    }
-    b.flush_chain(f, TABLE, name)
-}
-
-/// Adds to `b` the attachment's index chain and elements (exclusively).
+/// Adds to `b` the attachment's elements (exclusively), tagged with its comment.
 pub fn add_entries(
     b: &mut Batch,
     f: Family,
     tag: &AttachmentTag,
     entries: &[Entry],
 ) -> Result<(), cni_nft::Error> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let prefix = tag.prefix();
     let comment = tag.comment();
-    // `<prefix> <key>, net: .., if: .., id: ..`: the key first, so a cut keeps it.
-    let description = comment.strip_prefix(prefix.as_str()).unwrap_or_default();
-    b.add_chain(&Chain::regular(f, TABLE, &prefix))?;
-    for e in entries {
-        b.add_rule(
-            &Rule::builder(f, TABLE, &prefix)
-                .comment(&fit_comment(&format!(
-                    "{prefix} {}{description}",
-                    e.key.text()
-                )))
-                .build()?,
-        );
-    }
     let elems = entries.iter().map(|e| (e.key.clone(), e.element(&comment)));
     for (set, elems) in by_set(f, elems) {
         b.add_concat_elements(&set, &elems, true)?;

@@ -6,13 +6,14 @@
 //!   had with its map elements (see [`elements`]); mappings the keyed layout cannot hold get
 //!   per-mapping rules (see [`rules`]). Then `route_localnet` (IPv4 with `snat`) and a
 //!   best-effort flush of UDP conntrack entries for the mapped ports.
-//! - DEL: removes the elements its index chain lists and every rule carrying the
-//!   attachment's tag, in both families; it needs neither `portMappings` nor `prevResult` nor
-//!   the netns (the Go plugin does nothing without mappings, upstream #683/#752).
+//! - DEL: removes the elements its index (see [`index`]) lists, and, when the index says it
+//!   may have some or there is no index, every rule carrying the attachment's tag, in both
+//!   families; it needs neither `portMappings` nor `prevResult` nor the netns (the Go
+//!   plugin does nothing without mappings, upstream #683/#752).
 //! - CHECK: the attachment's elements (or rules) exist for each family it has an address in
 //!   (IPv4-only attachments pass, unlike Go, upstream #819).
-//! - GC: removes this network's index chains, elements and rules whose attachment is not in
-//!   the valid list.
+//! - GC: removes this network's index entries (and index chains of the previous layout),
+//!   elements and rules whose attachment is not in the valid list.
 //!
 //! Any `backend` value Go accepts is served by this nftables implementation; `"iptables"` and
 //! `externalSetMarkChain` say so in one stderr line each (`common::conf::warn_not_honoured`).
@@ -21,6 +22,7 @@ pub mod conditions;
 pub mod conf;
 pub mod elements;
 pub mod host;
+pub mod index;
 pub mod rules;
 
 use ipnet::IpNet;
@@ -34,6 +36,7 @@ use crate::common::nft_tag::{
 };
 use conf::{container_addresses, port_mappings, PortMapConf, PortMapping};
 use elements::{Entry, Found};
+use index::IndexId;
 use rules::{family, Attachment, TABLE};
 
 /// The portmap plugin.
@@ -64,30 +67,37 @@ fn install_rules(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Err
 }
 
 /// One transaction: the keyed skeleton if missing, the removal of whatever the attachment
-/// had (its index and elements, its per-mapping rules), then `entries`.
+/// had (its index and elements, its per-mapping rules), then `entries` and their index, which
+/// says whether per-mapping rules (`rules`) may follow.
 fn write_entries(
     nft: &mut Nft,
     f: Family,
     tag: &AttachmentTag,
     entries: &[Entry],
+    rules: bool,
 ) -> Result<(), cni_nft::Error> {
     let mut b = Batch::new();
     if !entries.is_empty() {
         let state = elements::skeleton_state(nft, f)?;
         elements::complete_skeleton(&mut b, f, &state, entries)?;
     }
-    let index = tag.prefix();
-    let old = elements::read_index(nft, f, &index)?;
-    if !old.is_empty() {
-        elements::remove_index(&mut b, f, &index, &old)?;
-        if entries.is_empty() {
-            b.delete_chain(f, TABLE, &index)?;
+    let id = IndexId::of(tag)?;
+    let old = index::read(nft, f, id)?;
+    if let Some(old) = &old {
+        index::remove(&mut b, f, id, old)?;
+    }
+    if old.as_ref().is_none_or(|o| o.rules) {
+        for r in rules::owned_rules(nft, f, tag)? {
+            b.delete_rule(f, TABLE, &r.chain, r.handle)?;
         }
     }
-    for r in rules::owned_rules(nft, f, tag)? {
-        b.delete_rule(f, TABLE, &r.chain, r.handle)?;
+    if !entries.is_empty() || rules {
+        index::add(&mut b, f, tag, entries, rules)?;
     }
     elements::add_entries(&mut b, f, tag, entries)?;
+    if b.is_empty() {
+        return Ok(());
+    }
     nft.commit(&b)
 }
 
@@ -109,7 +119,7 @@ fn install(
         mappings,
     };
     if !elements::eligible(conf, ipv6) {
-        retry_transient(|| write_entries(nft, f, tag, &[]))?;
+        retry_transient(|| write_entries(nft, f, tag, &[], true))?;
         return install_rules(nft, &att(mappings));
     }
     let mut entries = elements::entries(conf, addr, mappings);
@@ -118,7 +128,8 @@ fn install(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match retry_transient(|| write_entries(nft, f, tag, &entries)) {
+        let with_rules = !as_rules.is_empty();
+        match retry_transient(|| write_entries(nft, f, tag, &entries, with_rules)) {
             Ok(()) => break,
             Err(e) if e.is_exists() && attempts < 10 => {
                 let mut kept = Vec::new();
@@ -150,26 +161,31 @@ fn install(
     Ok(())
 }
 
-/// Removes the attachment's elements and index of one family; the number of keys removed.
-fn remove_entries(nft: &mut Nft, f: Family, index: &str) -> Result<usize, cni_nft::Error> {
+/// Removes the attachment's elements and index of one family: the number of keys removed,
+/// and whether it may have per-mapping rules (true without an index).
+fn remove_entries(nft: &mut Nft, f: Family, id: IndexId) -> Result<(usize, bool), cni_nft::Error> {
     retry_transient(|| {
-        let keys = elements::read_index(nft, f, index)?;
-        if keys.is_empty() {
-            return Ok(0);
-        }
+        let Some(old) = index::read(nft, f, id)? else {
+            return Ok((0, true));
+        };
         let mut b = Batch::new();
-        elements::remove_index(&mut b, f, index, &keys)?;
-        b.delete_chain(f, TABLE, index)?;
-        nft.commit(&b)?;
-        Ok(keys.len())
+        index::remove(&mut b, f, id, &old)?;
+        if !b.is_empty() {
+            nft.commit(&b)?;
+        }
+        Ok((old.keys.len(), old.rules))
     })
 }
 
 /// Removes everything of the attachment in one family: elements, then per-mapping rules
-/// (including those of rcni versions before the keyed layout).
+/// (including those of rcni versions before the keyed layout) unless its index rules them
+/// out.
 fn remove_family(nft: &mut Nft, ipv6: bool, tag: &AttachmentTag) -> Result<usize, cni_nft::Error> {
     let f = family(ipv6);
-    let keys = remove_entries(nft, f, &tag.prefix())?;
+    let (keys, may_have_rules) = remove_entries(nft, f, IndexId::of(tag)?)?;
+    if !may_have_rules {
+        return Ok(keys);
+    }
     let rules = delete_selected(nft, &[(f, TABLE)], &rules::RULE_CHAINS, &|r| tag.owns(r))?;
     Ok(keys + rules)
 }
@@ -187,7 +203,11 @@ fn check_family(
     let f = family(ipv6);
     let mut as_rules: Vec<PortMapping> = Vec::new();
     if elements::eligible(conf, ipv6) {
-        let index = elements::read_index(nft, f, &tag.prefix()).map_err(|e| e.to_string())?;
+        let id = IndexId::of(tag).map_err(|e| e.to_string())?;
+        let index = index::read(nft, f, id)
+            .map_err(|e| e.to_string())?
+            .map(|i| i.keys)
+            .unwrap_or_default();
         // With every port taken by others (all as rules), no hairpin element is needed.
         let keyed = index
             .iter()
@@ -243,23 +263,20 @@ fn check_family(
     Ok(())
 }
 
-/// GC of the keyed layout: index chains of `network` whose attachment is not valid go, with
-/// their elements.
-fn gc_entries(nft: &mut Nft, network: &str, keep: &[String]) -> Result<(), cni_nft::Error> {
-    let net_prefix = AttachmentTag::network_prefix(network);
-    let index_len = AttachmentTag::new(network, "", "").prefix().len();
+/// GC of the keyed layout: index entries (and previous index chains) of `network` whose
+/// attachment is not valid go, with their elements.
+fn gc_entries(nft: &mut Nft, network: &str, keep: &[IndexId]) -> Result<(), cni_nft::Error> {
+    let Some(net) = IndexId::network_bytes(network) else {
+        return Ok(());
+    };
     for f in [Family::Ip, Family::Ip6] {
         if !nft.table_exists(f, TABLE)? {
             continue;
         }
-        for chain in nft.list_chains(f, TABLE)? {
-            let stale = !chain.is_base
-                && chain.name.len() == index_len
-                && chain.name.starts_with(&net_prefix)
-                && !keep.contains(&chain.name);
-            if stale {
-                remove_entries(nft, f, &chain.name)?;
-            }
+        let mut ids = index::ids_in(nft, f, &net)?;
+        ids.extend(index::legacy_chains(nft, f, network)?);
+        for id in ids.into_iter().filter(|id| !keep.contains(id)) {
+            remove_entries(nft, f, id)?;
         }
     }
     Ok(())
@@ -369,9 +386,16 @@ impl Plugin for Portmap {
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
         let valid = args.valid_attachments();
-        let keep: Vec<String> = valid
+        let keep: Vec<IndexId> = valid
             .iter()
-            .map(|a| AttachmentTag::new(&args.conf.name, &a.container_id, &a.ifname).prefix())
+            .filter_map(|a| {
+                IndexId::of(&AttachmentTag::new(
+                    &args.conf.name,
+                    &a.container_id,
+                    &a.ifname,
+                ))
+                .ok()
+            })
             .collect();
         let mut nft = open_host("portmap")?;
         gc_entries(&mut nft, &args.conf.name, &keep)
