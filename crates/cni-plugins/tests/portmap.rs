@@ -230,26 +230,6 @@ fn udp_and_ipv6_mappings() {
     }
 }
 
-/// A prevResult for a fabricated container address (portmap only reads its addresses).
-fn fake_result(ip: &str) -> Value {
-    json!({
-        "cniVersion": "1.0.0",
-        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/run/netns/fake" }],
-        "ips": [{ "address": format!("{ip}/20"), "interface": 1, "gateway": "198.19.144.1" }]
-    })
-}
-
-/// A lab with a bridge routing 198.19.144.0/20 (for route_localnet) and one empty pod
-/// namespace whose path the fabricated attachments use as CNI_NETNS.
-fn fake_lab() -> (Lab, String) {
-    let lab = Lab::new();
-    lab.host_sh(
-        "ip link add cni0 type bridge && ip addr add 198.19.144.1/20 dev cni0 && ip link set cni0 up",
-    );
-    let ns = lab.sb.add_container().unwrap().path.display().to_string();
-    (lab, ns)
-}
-
 #[test]
 fn gc_removes_only_stale_attachments_of_its_network() {
     let (lab, ns) = fake_lab();

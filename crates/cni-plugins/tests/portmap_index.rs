@@ -16,24 +16,6 @@ fn portmap_keys() -> Value {
     json!({ "type": "portmap", "capabilities": { "portMappings": true } })
 }
 
-fn fake_result(ip: &str) -> Value {
-    json!({
-        "cniVersion": "1.0.0",
-        "interfaces": [{ "name": "cni0" }, { "name": "eth0", "sandbox": "/run/netns/fake" }],
-        "ips": [{ "address": format!("{ip}/20"), "interface": 1, "gateway": "198.19.144.1" }]
-    })
-}
-
-/// A lab whose host routes 198.19.144.0/20 to a bridge, and one empty pod namespace.
-fn fake_lab() -> (Lab, String) {
-    let lab = Lab::new();
-    lab.host_sh(
-        "ip link add cni0 type bridge && ip addr add 198.19.144.1/20 dev cni0 && ip link set cni0 up",
-    );
-    let ns = lab.sb.add_container().unwrap().path.display().to_string();
-    (lab, ns)
-}
-
 fn add(lab: &Lab, ns: &str, cid: &str, ip: &str, port: u16) {
     let map = json!({ "portMappings": [{ "hostPort": port, "containerPort": 80 }] });
     let stdin = chained(NET, portmap_keys(), Some(&fake_result(ip)), Some(map));

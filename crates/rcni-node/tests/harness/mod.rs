@@ -368,7 +368,10 @@ impl Cluster {
             let log = fs::read_to_string(self.sb.dir().join("etcd.log")).unwrap_or_default();
             let tail: Vec<_> = log.lines().rev().take(20).collect();
             let tail: Vec<_> = tail.into_iter().rev().collect();
-            panic!("etcd did not come up; the end of its log:\n{}", tail.join("\n"));
+            panic!(
+                "etcd did not come up; the end of its log:\n{}",
+                tail.join("\n")
+            );
         }
     }
 
