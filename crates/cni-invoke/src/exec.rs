@@ -167,16 +167,29 @@ fn run(
     })
 }
 
+/// How often [`wait_until`] yields the CPU to an exiting child before it starts sleeping.
+const EXIT_YIELDS: u32 = 16;
+
 /// Waits for a child that has closed its output (so it is normally exiting already); at the
 /// deadline its group is killed and `None` returned.
+///
+/// The last close of the child's pipes happens a few steps before it becomes a zombie, and the
+/// wake-up it causes often runs us first (about every second run under load): yielding lets
+/// the child finish its exit on this CPU, where a sleep costs at least the timer slack and
+/// another wake-up. A child still running after the yields is waited for with growing sleeps.
 fn wait_until(child: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     let Some(deadline) = deadline else {
         return child.wait().ok();
     };
+    let mut yields = 0;
     let mut pause = Duration::from_micros(50);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Some(status),
+            Ok(None) if yields < EXIT_YIELDS => {
+                yields += 1;
+                thread::yield_now();
+            }
             Ok(None) if Instant::now() < deadline => {
                 thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
                 pause = (pause * 2).min(Duration::from_millis(5));
