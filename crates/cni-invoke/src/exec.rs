@@ -3,6 +3,7 @@
 //! kills the group, so a delegated IPAM plugin it started dies with it.
 
 use std::io::{ErrorKind, Write};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -59,9 +60,14 @@ fn remaining(deadline: Option<Instant>) -> Option<Duration> {
 fn spawn(
     plugin: &Path,
     inv: &Invocation,
+    stdin: &OwnedFd,
     opts: &ExecOptions,
     deadline: Option<Instant>,
 ) -> Result<Child, InvokeError> {
+    let spawn_error = |source| InvokeError::Spawn {
+        plugin: plugin_name(plugin),
+        source,
+    };
     let mut attempt = 0;
     loop {
         let mut cmd = Command::new(plugin);
@@ -70,7 +76,7 @@ fn spawn(
         }
         cmd.envs(inv.env())
             .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
+            .stdin(Stdio::from(stdin.try_clone().map_err(spawn_error)?))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // Its own process group, so a timeout kills the delegates it started too.
@@ -91,12 +97,7 @@ fn spawn(
                 }
                 thread::sleep(pause);
             }
-            Err(source) => {
-                return Err(InvokeError::Spawn {
-                    plugin: plugin_name(plugin),
-                    source,
-                })
-            }
+            Err(source) => return Err(spawn_error(source)),
         }
     }
 }
@@ -135,17 +136,28 @@ fn run(
     opts: &ExecOptions,
 ) -> Result<Finished, InvokeError> {
     let deadline = opts.timeout.map(|t| Instant::now() + t);
-    let mut child = spawn(plugin, inv, opts, deadline)?;
-    let (Some(child_in), Some(child_out), Some(child_err)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    let pipe = crate::pipes::prefilled_stdin(stdin).map_err(|source| InvokeError::Spawn {
+        plugin: plugin_name(plugin),
+        source,
+    })?;
+    let mut child = spawn(plugin, inv, &pipe.read, opts, deadline)?;
+    // Only the plugin holds the read end now: a plugin that exits early breaks our writes.
+    drop(pipe.read);
+    let (Some(child_out), Some(child_err)) = (child.stdout.take(), child.stderr.take()) else {
         kill_group(&mut child);
         return Err(InvokeError::Spawn {
             plugin: plugin_name(plugin),
             source: std::io::Error::other("plugin pipes missing"),
         });
     };
-    let outputs = match crate::pipes::exchange(child_in, stdin, child_out, child_err, deadline) {
+    let outputs = match crate::pipes::exchange(
+        pipe.write,
+        stdin,
+        pipe.written,
+        child_out,
+        child_err,
+        deadline,
+    ) {
         Ok(o) => o,
         Err(source) => {
             kill_group(&mut child);
