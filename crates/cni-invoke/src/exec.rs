@@ -3,6 +3,7 @@
 //! kills the group, so a delegated IPAM plugin it started dies with it.
 
 use std::io::{ErrorKind, Write};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -59,9 +60,14 @@ fn remaining(deadline: Option<Instant>) -> Option<Duration> {
 fn spawn(
     plugin: &Path,
     inv: &Invocation,
+    stdin: &OwnedFd,
     opts: &ExecOptions,
     deadline: Option<Instant>,
 ) -> Result<Child, InvokeError> {
+    let spawn_error = |source| InvokeError::Spawn {
+        plugin: plugin_name(plugin),
+        source,
+    };
     let mut attempt = 0;
     loop {
         let mut cmd = Command::new(plugin);
@@ -70,7 +76,7 @@ fn spawn(
         }
         cmd.envs(inv.env())
             .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
+            .stdin(Stdio::from(stdin.try_clone().map_err(spawn_error)?))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // Its own process group, so a timeout kills the delegates it started too.
@@ -91,12 +97,7 @@ fn spawn(
                 }
                 thread::sleep(pause);
             }
-            Err(source) => {
-                return Err(InvokeError::Spawn {
-                    plugin: plugin_name(plugin),
-                    source,
-                })
-            }
+            Err(source) => return Err(spawn_error(source)),
         }
     }
 }
@@ -135,17 +136,28 @@ fn run(
     opts: &ExecOptions,
 ) -> Result<Finished, InvokeError> {
     let deadline = opts.timeout.map(|t| Instant::now() + t);
-    let mut child = spawn(plugin, inv, opts, deadline)?;
-    let (Some(child_in), Some(child_out), Some(child_err)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    let pipe = crate::pipes::prefilled_stdin(stdin).map_err(|source| InvokeError::Spawn {
+        plugin: plugin_name(plugin),
+        source,
+    })?;
+    let mut child = spawn(plugin, inv, &pipe.read, opts, deadline)?;
+    // Only the plugin holds the read end now: a plugin that exits early breaks our writes.
+    drop(pipe.read);
+    let (Some(child_out), Some(child_err)) = (child.stdout.take(), child.stderr.take()) else {
         kill_group(&mut child);
         return Err(InvokeError::Spawn {
             plugin: plugin_name(plugin),
             source: std::io::Error::other("plugin pipes missing"),
         });
     };
-    let outputs = match crate::pipes::exchange(child_in, stdin, child_out, child_err, deadline) {
+    let outputs = match crate::pipes::exchange(
+        pipe.write,
+        stdin,
+        pipe.written,
+        child_out,
+        child_err,
+        deadline,
+    ) {
         Ok(o) => o,
         Err(source) => {
             kill_group(&mut child);
@@ -167,16 +179,29 @@ fn run(
     })
 }
 
+/// How often [`wait_until`] yields the CPU to an exiting child before it starts sleeping.
+const EXIT_YIELDS: u32 = 16;
+
 /// Waits for a child that has closed its output (so it is normally exiting already); at the
 /// deadline its group is killed and `None` returned.
+///
+/// The last close of the child's pipes happens a few steps before it becomes a zombie, and the
+/// wake-up it causes often runs us first (about every second run under load): yielding lets
+/// the child finish its exit on this CPU, where a sleep costs at least the timer slack and
+/// another wake-up. A child still running after the yields is waited for with growing sleeps.
 fn wait_until(child: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     let Some(deadline) = deadline else {
         return child.wait().ok();
     };
+    let mut yields = 0;
     let mut pause = Duration::from_micros(50);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Some(status),
+            Ok(None) if yields < EXIT_YIELDS => {
+                yields += 1;
+                thread::yield_now();
+            }
             Ok(None) if Instant::now() < deadline => {
                 thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
                 pause = (pause * 2).min(Duration::from_millis(5));

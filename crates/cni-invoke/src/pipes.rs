@@ -4,11 +4,14 @@
 //!
 //! One thread instead of a writer and two readers: every hand-off between threads is a
 //! wake-up, and on a loaded machine each wake-up can wait for a time slice, which cost more
-//! than the plugin's own work (issue #15 item 5).
+//! than the plugin's own work (issue #15 item 5). For the same reason stdin is filled before
+//! the plugin starts ([`prefilled_stdin`]): a plugin never waits for us to be scheduled again
+//! to read its config.
 
+use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::process::{ChildStderr, ChildStdin, ChildStdout};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::{ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -72,20 +75,45 @@ fn timeout(deadline: Option<Instant>) -> Option<PollTimeout> {
     Some(PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX))
 }
 
-/// Writes `input` to `stdin` (then closes it) while reading `stdout` and `stderr` to end of
-/// file. `None` when `deadline` passed first.
+/// The plugin's stdin: a pipe holding as much of the input as it takes without blocking (all
+/// of it for any real config, pipes take 64 KiB).
+pub(crate) struct Stdin {
+    /// The end the plugin reads (blocking, as a plugin expects).
+    pub read: OwnedFd,
+    /// The end we write the rest to (non-blocking), `None` once everything is in the pipe:
+    /// then the pipe is closed and the plugin reads the input and end of file on its own.
+    pub write: Option<File>,
+    /// How much of the input is in the pipe.
+    pub written: usize,
+}
+
+/// A new stdin pipe for the plugin, filled with what of `input` it takes.
+pub(crate) fn prefilled_stdin(input: &[u8]) -> std::io::Result<Stdin> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    let mut write = File::from(write);
+    set_nonblocking(write.as_fd())?;
+    let mut written = 0;
+    let more = feed(&mut write, input, &mut written);
+    Ok(Stdin {
+        read,
+        write: more.then_some(write),
+        written,
+    })
+}
+
+/// Writes the rest of `input` (from `written` on) to `stdin`, then closes it, while reading
+/// `stdout` and `stderr` to end of file. `None` when `deadline` passed first.
 pub(crate) fn exchange(
-    stdin: ChildStdin,
+    stdin: Option<File>,
     input: &[u8],
+    mut written: usize,
     mut stdout: ChildStdout,
     mut stderr: ChildStderr,
     deadline: Option<Instant>,
 ) -> std::io::Result<Option<Output>> {
-    set_nonblocking(stdin.as_fd())?;
     set_nonblocking(stdout.as_fd())?;
     set_nonblocking(stderr.as_fd())?;
-    let mut stdin = (!input.is_empty()).then_some(stdin);
-    let mut written = 0;
+    let mut stdin = stdin.filter(|_| written < input.len());
     let mut out = Output {
         stdout: Vec::new(),
         stderr: Vec::new(),

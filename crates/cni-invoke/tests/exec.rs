@@ -143,3 +143,28 @@ fn large_streams_in_both_directions_and_unread_stdin() {
     let out = exec_raw(&unread, &inv(), &input, &opts).unwrap();
     assert_eq!(out, br#"{"cniVersion":"1.0.0"}"#);
 }
+
+// stdin is filled before the plugin starts as far as the pipe takes it; the rest is fed
+// while the plugin runs. Both parts arrive whole and in order, and end of file follows.
+#[test]
+fn stdin_larger_than_a_pipe_arrives_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let p = script(&d, "cat", "cat");
+    for len in [0, 1, 4096, 65536, 65537, 300_000] {
+        let input: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        let out = exec_raw(&p, &inv(), &input, &quiet()).unwrap();
+        assert_eq!(out.len(), input.len(), "length {len}");
+        assert!(out == input, "content of length {len}");
+    }
+}
+
+// A plugin that exits without reading a stdin larger than the pipe is still judged by its
+// exit status and output, not by the input it left.
+#[test]
+fn plugin_that_ignores_a_large_stdin_still_answers() {
+    let d = tempfile::tempdir().unwrap();
+    let p = script(&d, "quick", r#"printf '{"cniVersion":"1.0.0"}'"#);
+    let input = vec![b' '; 300_000];
+    let out = exec_raw(&p, &inv(), &input, &quiet()).unwrap();
+    assert_eq!(out, br#"{"cniVersion":"1.0.0"}"#);
+}

@@ -28,10 +28,25 @@ pub fn run(plugin: &dyn Plugin) -> i32 {
     } else {
         Box::new(io::stdin().lock())
     };
-    // Not locked for the whole run, so nothing else in the process can block on it.
-    let mut stdout = io::stdout();
+    let mut stdout = unbuffered_stdout();
     let mut stderr = io::stderr();
-    run_with(plugin, &env, &mut stdin, &mut stdout, &mut stderr)
+    run_with(plugin, &env, &mut stdin, &mut *stdout, &mut stderr)
+}
+
+/// Stdout as a handle of our own without std's line buffering, so the answer (always written
+/// with one `write_all`) leaves in one write(2): the line-buffered stdout wrote a pretty result
+/// up to its last newline and the closing brace in a second write, and each write can wake the
+/// runtime reading the pipe. Nothing else in the process writes to stdout.
+fn unbuffered_stdout() -> Box<dyn Write> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        if let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() {
+            return Box::new(std::fs::File::from(fd));
+        }
+    }
+    // Not locked for the whole run, so nothing else in the process can block on it.
+    Box::new(io::stdout())
 }
 
 /// The basename of argv[0], for log lines.

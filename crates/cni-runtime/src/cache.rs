@@ -365,7 +365,7 @@ mod tests {
                 .as_object()
                 .unwrap()
                 .clone(),
-            result: Some(json!({"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/x"}],"ips":[{"interface":0,"address":"10.1.0.5/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0"}]})),
+            result: Some(json!({"cniVersion":"1.1.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/x"}],"ips":[{"interface":0,"address":"198.18.0.5/16","gateway":"198.18.0.1"}],"routes":[{"dst":"0.0.0.0/0"}]})),
         }
     }
 
@@ -378,7 +378,7 @@ mod tests {
                 r#"{{"kind":"cniCacheV1","containerId":"ctr1","config":"{}","ifName":"eth0","networkName":"dbnet","netns":"/run/netns/x","#,
                 r#""cniArgs":[["IgnoreUnknown","1"],["K8S_POD_NAME","p"]],"#,
                 r#""capabilityArgs":{{"mac":"00:11:22:33:44:55","portMappings":[{{"containerPort":80,"hostPort":8080,"protocol":"tcp"}}]}},"#,
-                r#""result":{{"cniVersion":"1.1.0","interfaces":[{{"name":"eth0","sandbox":"/run/netns/x"}}],"ips":[{{"address":"10.1.0.5/16","gateway":"10.1.0.1","interface":0}}],"routes":[{{"dst":"0.0.0.0/0"}}]}}}}"#
+                r#""result":{{"cniVersion":"1.1.0","interfaces":[{{"name":"eth0","sandbox":"/run/netns/x"}}],"ips":[{{"address":"198.18.0.5/16","gateway":"198.18.0.1","interface":0}}],"routes":[{{"dst":"0.0.0.0/0"}}]}}}}"#
             ),
             BASE64.encode(&e.config)
         );
@@ -435,7 +435,7 @@ mod tests {
         let path = cache.path("dbnet", &att).unwrap();
         fs::write(
             &path,
-            r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.1.2.3/24"}]}"#,
+            r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"198.18.2.3/24"}]}"#,
         )
         .unwrap();
         let v = cache

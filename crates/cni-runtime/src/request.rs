@@ -115,7 +115,7 @@ mod tests {
     // L-23 / item 17: only capabilities declared true and supplied; replaces a static value.
     #[test]
     fn l23_runtime_config_from_declared_capabilities() {
-        let caps = json!({"portMappings":[{"hostPort":8080}],"mac":"c2:11:22:33:44:55","ips":["10.0.0.5"]});
+        let caps = json!({"portMappings":[{"hostPort":8080}],"mac":"c2:11:22:33:44:55","ips":["198.18.0.5"]});
         let caps = caps.as_object().unwrap();
         let p = plugin(
             r#"{"type":"a","capabilities":{"portMappings":true,"mac":false,"bandwidth":true},"runtimeConfig":{"static":1}}"#,

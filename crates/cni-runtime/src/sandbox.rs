@@ -307,7 +307,7 @@ mod tests {
     fn merge_per_interface() {
         let r = CniResult::from_slice(
             br#"{"cniVersion":"1.0.0","interfaces":[{"name":"cni0","mac":"aa:aa:aa:aa:aa:aa"},{"name":"eth0","mac":"bb:bb:bb:bb:bb:bb","sandbox":"/run/netns/x"}],
-                "ips":[{"address":"10.0.0.2/24","interface":1},{"address":"10.0.0.3/24"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["1.1.1.1"]}}"#,
+                "ips":[{"address":"198.18.0.2/24","interface":1},{"address":"198.18.0.3/24"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["198.19.0.53"]}}"#,
             cni_types::SpecVersion::V1_0_0,
         )
         .unwrap();

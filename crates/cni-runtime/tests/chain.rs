@@ -34,7 +34,7 @@ fn abc() -> Fake {
 #[test]
 fn t16_add_chain() {
     let f = abc();
-    f.answer("C", "ADD", r#"{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/t1"}],"ips":[{"address":"10.1.0.5/16","gateway":"10.1.0.1","interface":0}],"routes":[{"dst":"0.0.0.0/0"}]}"#, 0);
+    f.answer("C", "ADD", r#"{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/t1"}],"ips":[{"address":"198.18.0.5/16","gateway":"198.18.0.1","interface":0}],"routes":[{"dst":"0.0.0.0/0"}]}"#, 0);
     let net = chain("1.0.0", "");
     let rt = f.runtime();
     let result = rt.add(&net, &att()).unwrap();
@@ -65,7 +65,7 @@ fn t16_add_chain() {
         assert_eq!(env["CNI_ARGS"], "IgnoreUnknown=1;K8S_POD_NAME=p");
         assert_eq!(env["CNI_PATH"], f.bin().display().to_string());
     }
-    assert_eq!(result.ips[0].address.to_string(), "10.1.0.5/16");
+    assert_eq!(result.ips[0].address.to_string(), "198.18.0.5/16");
     assert_eq!(result.interfaces[0].sandbox, "/run/netns/t1");
 }
 
@@ -76,7 +76,7 @@ fn prev_result_is_converted_to_the_list_version() {
     f.answer(
         "A",
         "ADD",
-        r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.1.2.3/24"}],"dns":{}}"#,
+        r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"198.18.2.3/24"}],"dns":{}}"#,
         0,
     );
     let net = chain("1.0.0", "");
@@ -118,7 +118,7 @@ fn t17_cache_write() {
     assert_eq!(config, net.config_bytes());
     // Keys of nested maps come out sorted, as Go writes them.
     assert!(
-        raw.contains(r#""ips":[{"address":"10.9.0.1/24","interface":0}]"#),
+        raw.contains(r#""ips":[{"address":"198.18.9.1/24","interface":0}]"#),
         "{raw}"
     );
 }
@@ -432,7 +432,7 @@ fn t28_plugin_output() {
     assert!(e.to_string().contains("not json"), "{e}");
     assert_eq!(e.code(), 0);
     // (c) no cniVersion: parsed as the config's version.
-    f.answer("P", "ADD", r#"{"ips":[{"address":"10.0.0.2/24"}]}"#, 0);
+    f.answer("P", "ADD", r#"{"ips":[{"address":"198.18.0.2/24"}]}"#, 0);
     let r = rt.add(&net, &att()).unwrap();
     assert_eq!(r.cni_version.to_string(), "1.0.0");
     assert_eq!(r.ips.len(), 1);
@@ -461,13 +461,13 @@ fn t29_legacy_cache_read() {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(
         &path,
-        r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.1.2.3/24"}]}"#,
+        r#"{"cniVersion":"0.4.0","ips":[{"version":"4","address":"198.18.2.3/24"}]}"#,
     )
     .unwrap();
     f.runtime().check(&chain("1.0.0", ""), &att()).unwrap();
     let prev = &f.stdin(1)["prevResult"];
     assert_eq!(prev["cniVersion"], "1.0.0");
-    assert_eq!(prev["ips"][0]["address"], "10.1.2.3/24");
+    assert_eq!(prev["ips"][0]["address"], "198.18.2.3/24");
     assert!(prev["ips"][0].get("version").is_none());
 }
 

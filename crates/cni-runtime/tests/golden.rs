@@ -54,7 +54,7 @@ fn rcni_writes_the_go_layout() {
     f.answer(
         "C",
         "ADD",
-        r#"{"routes":[{"dst":"0.0.0.0/0"}],"cniVersion":"1.1.0","ips":[{"interface":0,"gateway":"10.1.0.1","address":"10.1.0.5/16"}],"interfaces":[{"sandbox":"/run/netns/x","name":"eth0"}]}"#,
+        r#"{"routes":[{"dst":"0.0.0.0/0"}],"cniVersion":"1.1.0","ips":[{"interface":0,"gateway":"198.18.0.1","address":"198.18.0.5/16"}],"interfaces":[{"sandbox":"/run/netns/x","name":"eth0"}]}"#,
         0,
     );
     let att = Attachment::new("ctr1", "/run/netns/x", "eth0")
@@ -86,7 +86,7 @@ fn go_entry_drives_check_and_del() {
     rt.check(&net, &att).unwrap();
     assert_eq!(f.calls_str(), ["A CHECK", "B CHECK", "C CHECK"]);
     let prev = &f.stdin(1)["prevResult"];
-    assert_eq!(prev["ips"][0]["address"], "10.1.0.5/16");
+    assert_eq!(prev["ips"][0]["address"], "198.18.0.5/16");
     assert_eq!(prev["cniVersion"], "1.1.0");
     f.clear_log();
     // DEL with the cached arguments, as a runtime repeating the ADD parameters does (L-37).

@@ -6,6 +6,12 @@ use clap::{Args, Parser, Subcommand};
 
 /// Plugin directories used when neither `--bin-dir` nor `CNI_PATH` is given.
 pub const DEFAULT_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
+/// `--conf-dir` when neither it nor `NETCONFPATH` is given.
+pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
+/// `--cache-dir` when it is not given.
+pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
+/// `--ifname` when neither it nor `CNI_IFNAME` is given.
+pub const DEFAULT_IFNAME: &str = "eth0";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,7 +38,7 @@ pub struct Global {
     #[arg(
         long,
         env = "NETCONFPATH",
-        default_value = "/etc/cni/net.d",
+        default_value = DEFAULT_CONF_DIR,
         global = true
     )]
     pub conf_dir: PathBuf,
@@ -48,11 +54,11 @@ pub struct Global {
     pub bin_dirs: Vec<PathBuf>,
 
     /// Directory of the result cache (shared with Go libcni).
-    #[arg(long, default_value = "/var/lib/cni", global = true)]
+    #[arg(long, default_value = DEFAULT_CACHE_DIR, global = true)]
     pub cache_dir: PathBuf,
 
     /// Interface name inside the namespace.
-    #[arg(long, env = "CNI_IFNAME", default_value = "eth0", global = true)]
+    #[arg(long, env = "CNI_IFNAME", default_value = DEFAULT_IFNAME, global = true)]
     pub ifname: String,
 
     /// CNI_ARGS, as `KEY=VALUE;KEY=VALUE`.

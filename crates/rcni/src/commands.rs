@@ -46,8 +46,12 @@ fn network(g: &Global, verb: &str, name: &str) -> Result<Network, Failure> {
         .map_err(|e| Failure::runtime(verb, &e))
 }
 
+/// The value, pretty, and a newline, in one write(2): `println!` passed the text and its
+/// newline to std's line-buffered stdout separately, which then took two writes.
 fn print_json(v: &Value) {
-    println!("{}", cni_types::pretty_json(v));
+    let mut text = cni_types::pretty_json(v);
+    text.push('\n');
+    print!("{text}");
 }
 
 fn add(g: &Global, a: &AttachArgs) -> Result<(), Failure> {

@@ -1,5 +1,6 @@
 //! `rcni`: the command line of the rcni CNI runtime.
 
+mod argv;
 mod boot_gc;
 mod cli;
 mod commands;
@@ -22,8 +23,13 @@ use clap::Parser;
 fn main() -> ExitCode {
     logger::init();
     quiet_on_closed_stdout();
-    // clap prints usage errors itself and exits with status 2 (ignoring a closed stdout).
-    let cli = cli::Cli::parse();
+    // add/del/check take the fast path; everything else, and every usage error, goes to clap,
+    // which prints usage errors itself and exits with status 2 (ignoring a closed stdout).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = args
+        .get(1..)
+        .and_then(|rest| argv::fast(rest, |var| std::env::var_os(var)))
+        .unwrap_or_else(|| cli::Cli::parse_from(args));
     match panic::catch_unwind(AssertUnwindSafe(|| commands::run(&cli))) {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(f)) => {

@@ -18,7 +18,7 @@ pub struct Fake {
 /// The result a fake plugin prints for ADD unless told otherwise.
 pub fn default_result(name: &str) -> String {
     format!(
-        r#"{{"cniVersion":"1.0.0","interfaces":[{{"name":"if-{name}"}}],"ips":[{{"address":"10.9.0.1/24","interface":0}}]}}"#
+        r#"{{"cniVersion":"1.0.0","interfaces":[{{"name":"if-{name}"}}],"ips":[{{"address":"198.18.9.1/24","interface":0}}]}}"#
     )
 }
 
