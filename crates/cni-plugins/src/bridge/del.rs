@@ -1,4 +1,4 @@
-//! bridge DEL (PL §3.6): the masquerade teardown (on its own thread, alongside the rest),
+//! bridge DEL (PL §3.6): the masquerade teardown (first, its socket closed at the end),
 //! delete the container interface (its host peer goes with it), then IPAM DEL, then the
 //! spoof-check teardown. Both teardowns select rules
 //! by attachment, so they need neither the addresses nor the netns (no #810 leak).
@@ -20,20 +20,20 @@ use crate::netns::{self, Opened};
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     phase_trace::mark("conf");
-    std::thread::scope(|scope| {
-        // On its own thread, so that it overlaps the veth deletion.
-        let masq = (conf.layer3 && conf.ip_masq).then(|| {
-            masquerade::spawn_teardown(scope, &args.conf.name, &args.container_id, &args.ifname)
-        });
-        let mut errors = delete_links_and_lease(args, &conf);
-        if let Some(masq) = masq {
-            if let Err(e) = masquerade::join_teardown(masq) {
-                errors.push(e);
-            }
+    let mut errors = Vec::new();
+    // First, and its socket kept open until the veth is gone, so that the socket's closing
+    // wait overlaps the veth deletion (see masquerade::Teardown).
+    let mut masq_teardown = None;
+    if conf.layer3 && conf.ip_masq {
+        match masquerade::start_teardown(&args.conf.name, &args.container_id, &args.ifname) {
+            Ok(t) => masq_teardown = Some(t),
+            Err(e) => errors.push(e),
         }
-        phase_trace::mark("masq");
-        combine(errors)
-    })
+    }
+    phase_trace::mark("masq");
+    errors.extend(delete_links_and_lease(args, &conf));
+    drop(masq_teardown);
+    combine(errors)
 }
 
 /// Everything of the DEL but masquerading; returns the errors of the steps that failed.

@@ -195,28 +195,6 @@ pub fn start_teardown(
     Ok(Teardown(nft))
 }
 
-/// [`teardown_masquerade`] on a thread of `scope`, for a DEL: the nf_tables transaction and
-/// its socket's closing wait (see [`Teardown`]) run while the caller deletes the veth, whose
-/// own kernel waits take longer, so masquerading adds next to nothing to the DEL. The caller
-/// collects the outcome with [`join_teardown`].
-pub fn spawn_teardown<'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    network: &'scope str,
-    container_id: &'scope str,
-    ifname: &'scope str,
-) -> std::thread::ScopedJoinHandle<'scope, Result<(), CniError>> {
-    scope.spawn(move || teardown_masquerade(network, container_id, ifname))
-}
-
-/// The outcome of a [`spawn_teardown`]; a panic on its thread goes on in the caller.
-pub fn join_teardown(
-    handle: std::thread::ScopedJoinHandle<'_, Result<(), CniError>>,
-) -> Result<(), CniError> {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}
-
 /// Removes the masquerade rules of `network` whose attachment is not in `valid`.
 pub fn gc_masquerade(network: &str, valid: &[GcAttachment]) -> Result<(), CniError> {
     let select = super::nft_tag::stale_in_network(network, valid);
