@@ -52,6 +52,14 @@ fn plugin_name(plugin: &Path) -> String {
     plugin.display().to_string()
 }
 
+/// The error for a plugin that could not be started.
+fn spawn_error(plugin: &Path, source: std::io::Error) -> InvokeError {
+    InvokeError::Spawn {
+        plugin: plugin_name(plugin),
+        source,
+    }
+}
+
 /// Time left until `deadline`; `None` means no deadline.
 fn remaining(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
@@ -64,10 +72,6 @@ fn spawn(
     opts: &ExecOptions,
     deadline: Option<Instant>,
 ) -> Result<Child, InvokeError> {
-    let spawn_error = |source| InvokeError::Spawn {
-        plugin: plugin_name(plugin),
-        source,
-    };
     let mut attempt = 0;
     loop {
         let mut cmd = Command::new(plugin);
@@ -76,7 +80,9 @@ fn spawn(
         }
         cmd.envs(inv.env())
             .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::from(stdin.try_clone().map_err(spawn_error)?))
+            .stdin(Stdio::from(
+                stdin.try_clone().map_err(|e| spawn_error(plugin, e))?,
+            ))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // Its own process group, so a timeout kills the delegates it started too.
@@ -97,7 +103,7 @@ fn spawn(
                 }
                 thread::sleep(pause);
             }
-            Err(source) => return Err(spawn_error(source)),
+            Err(source) => return Err(spawn_error(plugin, source)),
         }
     }
 }
@@ -136,19 +142,16 @@ fn run(
     opts: &ExecOptions,
 ) -> Result<Finished, InvokeError> {
     let deadline = opts.timeout.map(|t| Instant::now() + t);
-    let pipe = crate::pipes::prefilled_stdin(stdin).map_err(|source| InvokeError::Spawn {
-        plugin: plugin_name(plugin),
-        source,
-    })?;
+    let pipe = crate::pipes::prefilled_stdin(stdin).map_err(|e| spawn_error(plugin, e))?;
     let mut child = spawn(plugin, inv, &pipe.read, opts, deadline)?;
     // Only the plugin holds the read end now: a plugin that exits early breaks our writes.
     drop(pipe.read);
     let (Some(child_out), Some(child_err)) = (child.stdout.take(), child.stderr.take()) else {
         kill_group(&mut child);
-        return Err(InvokeError::Spawn {
-            plugin: plugin_name(plugin),
-            source: std::io::Error::other("plugin pipes missing"),
-        });
+        return Err(spawn_error(
+            plugin,
+            std::io::Error::other("plugin pipes missing"),
+        ));
     };
     let outputs = match crate::pipes::exchange(
         pipe.write,
@@ -161,10 +164,7 @@ fn run(
         Ok(o) => o,
         Err(source) => {
             kill_group(&mut child);
-            return Err(InvokeError::Spawn {
-                plugin: plugin_name(plugin),
-                source,
-            });
+            return Err(spawn_error(plugin, source));
         }
     };
     let Some(crate::pipes::Output { stdout, stderr }) = outputs else {
