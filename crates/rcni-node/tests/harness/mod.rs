@@ -276,7 +276,22 @@ impl Cluster {
         let ipv6 = config["EnableIPv6"] == true;
         let sb = Sandbox::new().expect("sandbox");
         let host = sb.host().name.clone();
-        sh(&["ip", "-n", &host, "link", "add", "ul0", "type", "bridge"]);
+        // A fixed MAC: a bridge without one takes the lowest MAC of its ports, so a node joining
+        // later could change it under the neighbour entries the other nodes hold for the
+        // gateway, and their packets to etcd would go to the old MAC (seen as a restarted agent
+        // that never reached etcd).
+        sh(&[
+            "ip",
+            "-n",
+            &host,
+            "link",
+            "add",
+            "ul0",
+            "address",
+            "02:00:c6:12:00:01",
+            "type",
+            "bridge",
+        ]);
         sh(&["ip", "-n", &host, "link", "set", "ul0", "up"]);
         sh(&[
             "ip",
