@@ -5,9 +5,11 @@
 mod error;
 mod exec;
 mod find;
+mod forked;
 mod invocation;
-#[cfg(unix)]
+mod own_plugins;
 mod pipes;
+mod running;
 
 pub use error::InvokeError;
 pub use exec::{
@@ -16,3 +18,4 @@ pub use exec::{
 };
 pub use find::find_in_path;
 pub use invocation::Invocation;
+pub use own_plugins::{is_this_executable, register_own_plugins, OwnPlugins};

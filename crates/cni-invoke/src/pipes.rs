@@ -11,7 +11,6 @@
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::process::{ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -24,9 +23,11 @@ pub(crate) struct Output {
     pub stderr: Vec<u8>,
 }
 
+/// Makes one of our fresh pipe ends non-blocking. A new pipe has no status flags besides its
+/// access mode, which F_SETFL ignores, so no F_GETFL is needed first (one system call less
+/// per pipe, three per plugin run).
 fn set_nonblocking(fd: BorrowedFd<'_>) -> std::io::Result<()> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
-    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     Ok(())
 }
 
@@ -107,8 +108,8 @@ pub(crate) fn exchange(
     stdin: Option<File>,
     input: &[u8],
     mut written: usize,
-    mut stdout: ChildStdout,
-    mut stderr: ChildStderr,
+    mut stdout: File,
+    mut stderr: File,
     deadline: Option<Instant>,
 ) -> std::io::Result<Option<Output>> {
     set_nonblocking(stdout.as_fd())?;

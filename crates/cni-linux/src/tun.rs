@@ -52,7 +52,8 @@ impl TapSpec {
     }
 }
 
-// The only unsafe code of rcni: no safe binding of these ioctls exists in nix or libc.
+// One of the two places with unsafe code (the other: cni-invoke's fork of a plugin of this
+// executable): no safe binding of these ioctls exists in nix or libc.
 #[allow(unsafe_code)]
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> std::io::Result<()> {
     // SAFETY: these tun ioctls take an integer argument, or (TUNSETIFF) a pointer to a
