@@ -76,6 +76,7 @@ fn start(
     opts: &ExecOptions,
     deadline: Option<Instant>,
 ) -> Result<Started, InvokeError> {
+    #[cfg(target_os = "linux")]
     if let Some((own, name)) = crate::own_plugins::forkable(plugin) {
         log::debug!(
             "starting {name} forked ({} is this executable)",
