@@ -249,21 +249,7 @@ fn run() -> Result<()> {
         phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
     }
     if step("runtime") {
-        let linked_to_cli = Impl {
-            label: "rcni",
-            dir: rcni_plugin_dir(&rcni_cli, &work.0.join("cli-links"))?,
-        };
-        let setups = [
-            overhead::Setup {
-                label: "plugins linked to rcni (forked)",
-                plugins: &linked_to_cli,
-            },
-            overhead::Setup {
-                label: "plugins linked to rcni-plugins (executed)",
-                plugins: &rcni,
-            },
-        ];
-        overhead::measure(&mut report, &rcni_cli, &setups, runs_latency, &work.0)?;
+        overhead::measure(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
     }
     if step("churn") {
         churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;

@@ -8,11 +8,6 @@
 //! for, from `getrusage(RUSAGE_CHILDREN)`) is recorded: on a loaded machine the wall-clock
 //! difference is dominated by waiting for a CPU at each process and pipe wake-up, and the CPU
 //! difference shows what the runtime itself costs.
-//!
-//! Two installations are measured, each against its own plugins run directly: the plugins as
-//! links to the `rcni` executable (an all-in-one install; `rcni add` then forks them without
-//! exec, and the direct runs exec `rcni` under the plugin's name), and as links to
-//! `rcni-plugins` (which `rcni add` has to execute).
 
 use std::path::Path;
 use std::process::Command;
@@ -118,37 +113,13 @@ fn direct(rcni: &Impl, list: &Value, cid: &str, netns: &Path, out: &mut Samples)
     Ok(())
 }
 
-/// How the plugins in the bin directory are installed.
-pub struct Setup<'a> {
-    /// For the rows: what the bin directory's plugins are links to.
-    pub label: &'static str,
-    pub plugins: &'a Impl,
-}
-
-/// Measures each setup in turn: plugins that are links to the `rcni` executable itself (which
-/// `rcni add` starts forked, without exec), and links to `rcni-plugins` (executed).
 pub fn measure(
     report: &mut Report,
     cli: &Path,
-    setups: &[Setup<'_>],
+    rcni: &Impl,
     runs: usize,
     data: &Path,
 ) -> Result<()> {
-    for setup in setups {
-        measure_setup(report, cli, setup, runs, data)?;
-    }
-    Ok(())
-}
-
-fn measure_setup(
-    report: &mut Report,
-    cli: &Path,
-    setup: &Setup<'_>,
-    runs: usize,
-    data: &Path,
-) -> Result<()> {
-    let rcni = setup.plugins;
-    let label = setup.label;
     let conf_dir = data.join("net.d");
     let cache_dir = data.join("cache");
     std::fs::create_dir_all(&conf_dir)?;
@@ -184,9 +155,7 @@ fn measure_setup(
         let (a, b) = (median(through_cpu), median(alone_cpu));
         report.add_row(Row {
             figure: "runtime",
-            item: format!(
-                "{verb} runtime CPU overhead, {label} (rcni CLI minus plugins alone, user+sys)"
-            ),
+            item: format!("{verb} runtime CPU overhead (rcni CLI minus plugins alone, user+sys)"),
             unit: "ms",
             rcni: a.zip(b).map(|(a, b)| a - b),
             go: None,
@@ -212,7 +181,7 @@ fn measure_setup(
         report.add_row(Row {
             figure: "runtime",
             item: format!(
-                "{verb} bridge+host-local through `rcni {}`, {label}",
+                "{verb} bridge+host-local through `rcni {}`",
                 verb.to_lowercase()
             ),
             unit: "ms",
@@ -222,7 +191,7 @@ fn measure_setup(
         });
         report.add_row(Row {
             figure: "runtime",
-            item: format!("{verb} runtime overhead, {label} (rcni CLI minus plugins alone)"),
+            item: format!("{verb} runtime overhead (rcni CLI minus plugins alone)"),
             unit: "ms",
             rcni: overhead,
             go: None,
@@ -231,7 +200,7 @@ fn measure_setup(
         for (implementation, samples) in [("rcni", through), ("plugins alone", alone)] {
             report.series.push(Series {
                 figure: "runtime",
-                item: format!("{verb} bridge+host-local, {label}"),
+                item: format!("{verb} bridge+host-local"),
                 implementation,
                 unit: "ms",
                 samples,

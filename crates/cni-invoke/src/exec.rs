@@ -2,7 +2,6 @@
 //! result or the error (L-14 – L-20). A plugin runs in its own process group; a timeout
 //! kills the group, so a delegated IPAM plugin it started dies with it.
 
-use std::fs::File;
 use std::io::{ErrorKind, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -14,7 +13,6 @@ use cni_types::{CniError, CniResult, SpecVersion, VersionInfo};
 
 use crate::error::InvokeError;
 use crate::invocation::Invocation;
-use crate::running::{Running, Started};
 
 /// How a plugin is run.
 #[derive(Debug, Clone)]
@@ -67,41 +65,7 @@ fn remaining(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
 }
 
-/// Starts the plugin: forked when it is this executable's own ([`crate::own_plugins`]),
-/// executed otherwise.
-fn start(
-    plugin: &Path,
-    inv: &Invocation,
-    stdin: &OwnedFd,
-    opts: &ExecOptions,
-    deadline: Option<Instant>,
-) -> Result<Started, InvokeError> {
-    #[cfg(target_os = "linux")]
-    if let Some((own, name)) = crate::own_plugins::forkable(plugin) {
-        log::debug!(
-            "starting {name} forked ({} is this executable)",
-            plugin.display()
-        );
-        return crate::forked::spawn(own, name, inv, stdin, opts)
-            .map_err(|e| spawn_error(plugin, e));
-    }
-    let mut child = execute(plugin, inv, stdin, opts, deadline)?;
-    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
-        let mut process = Running::Exec(child);
-        process.kill_group();
-        return Err(spawn_error(
-            plugin,
-            std::io::Error::other("plugin pipes missing"),
-        ));
-    };
-    Ok(Started {
-        process: Running::Exec(child),
-        stdout: File::from(OwnedFd::from(out)),
-        stderr: File::from(OwnedFd::from(err)),
-    })
-}
-
-fn execute(
+fn spawn(
     plugin: &Path,
     inv: &Invocation,
     stdin: &OwnedFd,
@@ -151,6 +115,22 @@ fn timeout(plugin: &Path, opts: &ExecOptions) -> InvokeError {
     }
 }
 
+/// Kills the plugin's whole process group (the plugin and every child it started that did
+/// not leave the group), then reaps the plugin. The plugin is not reaped before the kill, so
+/// its pid, which is the group id, cannot have been reused.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Runs the plugin to completion and collects its output. One deadline, set before the
 /// spawn, covers everything: retries of a busy binary, writing stdin, reading output until
 /// every holder of the pipes closed them (a delegate that inherited them included), and the
@@ -163,13 +143,16 @@ fn run(
 ) -> Result<Finished, InvokeError> {
     let deadline = opts.timeout.map(|t| Instant::now() + t);
     let pipe = crate::pipes::prefilled_stdin(stdin).map_err(|e| spawn_error(plugin, e))?;
-    let Started {
-        mut process,
-        stdout: child_out,
-        stderr: child_err,
-    } = start(plugin, inv, &pipe.read, opts, deadline)?;
+    let mut child = spawn(plugin, inv, &pipe.read, opts, deadline)?;
     // Only the plugin holds the read end now: a plugin that exits early breaks our writes.
     drop(pipe.read);
+    let (Some(child_out), Some(child_err)) = (child.stdout.take(), child.stderr.take()) else {
+        kill_group(&mut child);
+        return Err(spawn_error(
+            plugin,
+            std::io::Error::other("plugin pipes missing"),
+        ));
+    };
     let outputs = match crate::pipes::exchange(
         pipe.write,
         stdin,
@@ -180,15 +163,15 @@ fn run(
     ) {
         Ok(o) => o,
         Err(source) => {
-            process.kill_group();
+            kill_group(&mut child);
             return Err(spawn_error(plugin, source));
         }
     };
     let Some(crate::pipes::Output { stdout, stderr }) = outputs else {
-        process.kill_group();
+        kill_group(&mut child);
         return Err(timeout(plugin, opts));
     };
-    let status = wait_until(&mut process, deadline).ok_or_else(|| timeout(plugin, opts))?;
+    let status = wait_until(&mut child, deadline).ok_or_else(|| timeout(plugin, opts))?;
     Ok(Finished {
         status,
         stdout,
@@ -206,7 +189,7 @@ const EXIT_YIELDS: u32 = 16;
 /// wake-up it causes often runs us first (about every second run under load): yielding lets
 /// the child finish its exit on this CPU, where a sleep costs at least the timer slack and
 /// another wake-up. A child still running after the yields is waited for with growing sleeps.
-fn wait_until(child: &mut Running, deadline: Option<Instant>) -> Option<ExitStatus> {
+fn wait_until(child: &mut Child, deadline: Option<Instant>) -> Option<ExitStatus> {
     let Some(deadline) = deadline else {
         return child.wait().ok();
     };
@@ -224,7 +207,7 @@ fn wait_until(child: &mut Running, deadline: Option<Instant>) -> Option<ExitStat
                 pause = (pause * 2).min(Duration::from_millis(5));
             }
             _ => {
-                child.kill_group();
+                kill_group(child);
                 return None;
             }
         }

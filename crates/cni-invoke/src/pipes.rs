@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::{ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -25,7 +26,7 @@ pub(crate) struct Output {
 
 /// Makes one of our fresh pipe ends non-blocking. A new pipe has no status flags besides its
 /// access mode, which F_SETFL ignores, so no F_GETFL is needed first (one system call less
-/// per pipe, three per plugin run).
+/// per pipe end, three per plugin run).
 fn set_nonblocking(fd: BorrowedFd<'_>) -> std::io::Result<()> {
     fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     Ok(())
@@ -108,8 +109,8 @@ pub(crate) fn exchange(
     stdin: Option<File>,
     input: &[u8],
     mut written: usize,
-    mut stdout: File,
-    mut stderr: File,
+    mut stdout: ChildStdout,
+    mut stderr: ChildStderr,
     deadline: Option<Instant>,
 ) -> std::io::Result<Option<Output>> {
     set_nonblocking(stdout.as_fd())?;

@@ -52,8 +52,7 @@ impl TapSpec {
     }
 }
 
-// One of the two places with unsafe code (the other: cni-invoke's fork of a plugin of this
-// executable): no safe binding of these ioctls exists in nix or libc.
+// The only unsafe code of rcni: no safe binding of these ioctls exists in nix or libc.
 #[allow(unsafe_code)]
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> std::io::Result<()> {
     // SAFETY: these tun ioctls take an integer argument, or (TUNSETIFF) a pointer to a

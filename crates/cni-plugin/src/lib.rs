@@ -42,6 +42,6 @@ pub use cmd_args::CmdArgs;
 pub use command::Command;
 pub use env::{Env, ProcessEnv};
 pub use plugin::{Plugin, ResultExt};
-pub use runner::{program_name, run, run_with, set_program_name};
+pub use runner::{run, run_with};
 
 pub use cni_types::{CniError, CniResult, SpecVersion};

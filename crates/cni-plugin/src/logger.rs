@@ -39,7 +39,7 @@ pub fn parse_level(value: Option<&str>) -> LevelFilter {
 }
 
 /// Installs the logger from `RCNI_LOG` / `RCNI_LOG_FILE` (done by [`crate::run`]). Lines are
-/// tagged with `program` and the process id. A second call changes only the level.
+/// tagged with `program` and the process id. A second call changes nothing.
 pub fn init(program: &str) {
     let level = parse_level(std::env::var("RCNI_LOG").ok().as_deref());
     let sink = match std::env::var_os("RCNI_LOG_FILE") {
@@ -53,17 +53,9 @@ pub fn init(program: &str) {
     };
     let _ = LOGGER.sink.set(sink);
     let _ = LOGGER.program.set(program.to_string());
-    // When another backend was installed first (`rcni`, which forks plugins of its own), it
-    // forwards to this one ([`configured`]); the plugin's level holds either way.
-    let _ = log::set_logger(&LOGGER);
-    log::set_max_level(level);
-}
-
-/// This logger once [`init`] ran. A program whose own `log` backend was installed first and
-/// that then runs a plugin as the process (a plugin forked from `rcni`) forwards every record
-/// to it, so the plugin logs exactly as when it is executed.
-pub fn configured() -> Option<&'static dyn Log> {
-    LOGGER.program.get().map(|_| &LOGGER as &dyn Log)
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
 }
 
 impl Log for Logger {

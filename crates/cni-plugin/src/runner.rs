@@ -49,22 +49,8 @@ fn unbuffered_stdout() -> Box<dyn Write> {
     Box::new(io::stdout())
 }
 
-/// The name the running plugin goes by, when the process was not started under it (a plugin
-/// forked from `rcni`, whose argv[0] stays `rcni`).
-static PROGRAM_NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Names the plugin this process runs, for log lines and traces, instead of argv[0]. A second
-/// call changes nothing.
-pub fn set_program_name(name: &str) {
-    let _ = PROGRAM_NAME.set(name.to_string());
-}
-
-/// The plugin's name for log lines: the one set with [`set_program_name`], or the basename of
-/// argv[0].
-pub fn program_name() -> String {
-    if let Some(name) = PROGRAM_NAME.get() {
-        return name.clone();
-    }
+/// The basename of argv[0], for log lines.
+fn program_name() -> String {
     std::env::args_os()
         .next()
         .as_deref()

@@ -14,7 +14,6 @@ mod ipam_shared;
 pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;
-pub mod multicall;
 mod netns;
 pub mod portmap;
 pub mod ptp;

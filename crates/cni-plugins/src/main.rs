@@ -6,10 +6,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use cni_plugins::install::{install, Outcome};
-use cni_plugins::PLUGINS;
+use cni_plugins::{plugin_by_name, PLUGINS};
 use cni_types::{pretty_json, CniError};
 
 fn main() {
+    cni_plugins::common::phase_trace::mark("main");
     let mut argv = std::env::args_os();
     let argv0 = argv.next().unwrap_or_default();
     let name = Path::new(&argv0)
@@ -19,10 +20,15 @@ fn main() {
     let rest: Vec<OsString> = argv.collect();
     // `dhcp daemon ...` under the plugin's own name, as Go's `/opt/cni/bin/dhcp daemon`.
     if name == "dhcp" && rest.first().is_some_and(|a| a == "daemon") {
-        std::process::exit(cni_plugins::multicall::run_dhcp_daemon(&rest[1..]));
+        std::process::exit(run_dhcp_daemon(&rest[1..]));
     }
-    if let Some(code) = cni_plugins::multicall::run_plugin(&name) {
-        std::process::exit(code);
+    if let Some(plugin) = plugin_by_name(&name) {
+        let plugin = test_panic::wrap(&name, plugin);
+        // An IPAM delegate that is this executable runs in-process (one process per ADD).
+        cni_plugin::ipam::register_in_process(|name| {
+            plugin_by_name(name).map(|plugin| test_panic::wrap(name, plugin))
+        });
+        std::process::exit(cni_plugin::run(&*plugin));
     }
     std::process::exit(front_end(&name, &rest));
 }
@@ -50,7 +56,7 @@ fn front_end(name: &str, args: &[OsString]) -> i32 {
             println!("rcni-plugins v{}", env!("CARGO_PKG_VERSION"));
             0
         }
-        ["dhcp", "daemon", ..] => cni_plugins::multicall::run_dhcp_daemon(&args_os(&args[2..])),
+        ["dhcp", "daemon", ..] => run_dhcp_daemon(&args_os(&args[2..])),
         ["install", dir] => run_install(dir, false),
         ["install", dir, "--force"] | ["install", "--force", dir] => run_install(dir, true),
         _ => {
@@ -62,6 +68,14 @@ fn front_end(name: &str, args: &[OsString]) -> i32 {
 
 fn args_os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
+}
+
+fn run_dhcp_daemon(args: &[OsString]) -> i32 {
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| a.to_str().unwrap_or("\u{fffd}"))
+        .collect();
+    cni_plugins::dhcp::run_daemon(&args)
 }
 
 fn plugin_names() -> Vec<&'static str> {
@@ -127,5 +141,58 @@ fn run_install(dir: &str, force: bool) -> i32 {
             eprintln!("rcni-plugins: install into {dir}: {e}");
             1
         }
+    }
+}
+
+/// Debug builds only: `RCNI_TEST_PANIC=1` makes ADD, DEL and CHECK panic (CHECK on a worker thread), to test the panic hook
+/// against the real binary; with `RCNI_TEST_PANIC_ONLY=<plugin>` only that plugin panics (a
+/// delegate, run in-process or executed). Release builds ignore both variables.
+#[cfg(debug_assertions)]
+mod test_panic {
+    use cni_plugin::{CmdArgs, Plugin};
+    use cni_types::{CniError, CniResult, SpecVersion};
+
+    pub fn wrap(name: &str, plugin: Box<dyn Plugin>) -> Box<dyn Plugin> {
+        let only = std::env::var_os("RCNI_TEST_PANIC_ONLY");
+        if std::env::var_os("RCNI_TEST_PANIC").is_some_and(|v| v == "1")
+            && only.is_none_or(|only| only == name)
+        {
+            Box::new(Panicking(plugin))
+        } else {
+            plugin
+        }
+    }
+
+    struct Panicking(Box<dyn Plugin>);
+
+    impl Plugin for Panicking {
+        fn add(&self, _: &CmdArgs) -> Result<CniResult, CniError> {
+            panic!("RCNI_TEST_PANIC in ADD")
+        }
+        fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
+            panic!("RCNI_TEST_PANIC in DEL")
+        }
+        /// Panics on another thread, as work inside a network namespace does.
+        fn check(&self, _: &CmdArgs) -> Result<(), CniError> {
+            std::thread::scope(|s| {
+                let _ = s
+                    .spawn(|| panic!("RCNI_TEST_PANIC in CHECK (worker thread)"))
+                    .join();
+            });
+            Ok(())
+        }
+        fn supported_versions(&self) -> Vec<SpecVersion> {
+            self.0.supported_versions()
+        }
+        fn about(&self) -> String {
+            self.0.about()
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+mod test_panic {
+    pub fn wrap(_name: &str, plugin: Box<dyn cni_plugin::Plugin>) -> Box<dyn cni_plugin::Plugin> {
+        plugin
     }
 }

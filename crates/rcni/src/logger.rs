@@ -10,10 +10,6 @@ impl Log for Stderr {
         m.level() <= log::max_level()
     }
     fn log(&self, r: &Record) {
-        // In a child forked to run a plugin of this executable, the plugin's logger speaks.
-        if let Some(plugin) = cni_plugin::logger::configured() {
-            return plugin.log(r);
-        }
         if self.enabled(r.metadata()) {
             eprintln!("rcni: {}: {}", r.level().as_str().to_lowercase(), r.args());
         }

@@ -21,18 +21,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    // Run under a plugin's name (`/opt/cni/bin/bridge -> rcni`), rcni is that plugin, as
-    // rcni-plugins is.
-    if let Some(code) = as_plugin(&args) {
-        std::process::exit(code);
-    }
     logger::init();
     quiet_on_closed_stdout();
-    // Plugins found in CNI_PATH that are links to this executable start forked, without exec.
-    cni_invoke::register_own_plugins(cni_plugins::multicall::OWN_PLUGINS);
     // add/del/check take the fast path; everything else, and every usage error, goes to clap,
     // which prints usage errors itself and exits with status 2 (ignoring a closed stdout).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = args
         .get(1..)
         .and_then(|rest| argv::fast(rest, |var| std::env::var_os(var)))
@@ -53,16 +46,6 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
-}
-
-/// The exit code of the plugin named by argv[0]'s basename (or of `dhcp daemon`), `None` when
-/// argv[0] names no plugin.
-fn as_plugin(args: &[std::ffi::OsString]) -> Option<i32> {
-    let name = std::path::Path::new(args.first()?).file_name()?.to_str()?;
-    if name == "dhcp" && args.get(1).is_some_and(|a| a == "daemon") {
-        return Some(cni_plugins::multicall::run_dhcp_daemon(&args[2..]));
-    }
-    cni_plugins::multicall::run_plugin(name)
 }
 
 /// Whether a panic is `print!`/`println!` failing on a closed stdout. std offers no typed way

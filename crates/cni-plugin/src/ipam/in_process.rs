@@ -13,12 +13,13 @@
 //! delegate error; the process-wide first-panic record is restored, so the caller's own answer
 //! does not change either.
 
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::OnceLock;
 
-use cni_invoke::{is_this_executable, judge_output, ExecOptions, Invocation, InvokeError};
+use cni_invoke::{judge_output, ExecOptions, Invocation, InvokeError};
 
 use crate::env::{Env, ProcessEnv};
 use crate::plugin::Plugin;
@@ -34,11 +35,21 @@ pub fn register(resolver: Resolver) {
     let _ = RESOLVER.set(resolver);
 }
 
+/// (device, inode) of the running executable, once known.
+fn own_executable() -> Option<(u64, u64)> {
+    static OWN: OnceLock<Option<(u64, u64)>> = OnceLock::new();
+    *OWN.get_or_init(|| {
+        let meta = std::fs::metadata("/proc/self/exe").ok()?;
+        Some((meta.dev(), meta.ino()))
+    })
+}
+
 /// The plugin to run in-process for the delegate found at `found` under the name `name`:
 /// only when a resolver is registered, `found` is the running executable, and it knows `name`.
 fn resolve(found: &Path, name: &str) -> Option<Box<dyn Plugin>> {
     let resolver = RESOLVER.get()?;
-    if !is_this_executable(found) {
+    let meta = std::fs::metadata(found).ok()?;
+    if Some((meta.dev(), meta.ino())) != own_executable() {
         return None;
     }
     resolver(name)

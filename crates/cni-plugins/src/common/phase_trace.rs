@@ -33,7 +33,14 @@ fn tracer() -> Option<&'static Tracer> {
                 .open(path)
                 .ok()?;
             cni_linux::counters::enable();
-            let plugin = cni_plugin::program_name();
+            let plugin = std::env::args_os()
+                .next()
+                .and_then(|a| {
+                    std::path::Path::new(&a)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                })
+                .unwrap_or_default();
             let command = std::env::var("CNI_COMMAND").unwrap_or_default();
             let prefix = format!(
                 r#"{{"pid":{},"plugin":{},"command":{}"#,
