@@ -1,11 +1,13 @@
 //! portmap's index: every attachment's keys are listed in one flat set (`rcni_index`), not in
-//! a chain of its own; DEL and GC still remove the index chains of the previous layout. Real
+//! a chain of its own; DEL and GC still remove the index chains of the previous layout, empty
+//! ones too. Real
 //! `rcni-plugins` binary, throwaway namespaces, checked with `nft -j`.
 
 mod nft_common;
 
 use cni_linux::NetNs;
 use cni_nft::{concat, Batch, Chain, ConcatElement, ConcatSet, Family, Nft, Rule, SetType};
+use cni_plugins::common::nft_tag::AttachmentTag;
 use nft_common::*;
 use serde_json::{json, Value};
 
@@ -213,4 +215,40 @@ fn del_and_gc_remove_index_chains_of_the_previous_layout() {
         .filter(|(_, t, s, _)| t == TABLE && s == "rcni_index")
         .collect();
     assert!(left.is_empty(), "{left:#?}");
+}
+
+#[test]
+fn empty_index_chains_of_the_previous_layout_are_removed_too() {
+    let (lab, ns) = fake_lab();
+    // The table exists (a live attachment), plus two empty chains named as the previous
+    // layout named an attachment's index: what an old DEL that flushed the chain but was
+    // killed before deleting it left behind.
+    add(&lab, &ns, "live", "198.19.145.10", 9300);
+    let prefix = |cid: &str| AttachmentTag::new(NET, cid, "eth0").prefix();
+    let mut b = Batch::new();
+    for cid in ["empty-del", "empty-gc"] {
+        b.add_chain(&Chain::regular(Family::Ip, TABLE, &prefix(cid)))
+            .unwrap();
+    }
+    in_host(&lab, |nft| nft.commit(&b)).expect("make the empty chains");
+    for cid in ["empty-del", "empty-gc"] {
+        assert!(chains(&lab).contains(&prefix(cid)), "{cid}");
+    }
+
+    let bare = chained(NET, portmap_keys(), None, None);
+    lab.rcni("portmap", "DEL", "empty-del", &ns, &bare)
+        .assert_success();
+    assert!(!chains(&lab).contains(&prefix("empty-del")));
+    assert!(chains(&lab).contains(&prefix("empty-gc")));
+
+    let gc = json!({
+        "cniVersion": "1.1.0", "name": NET, "type": "portmap",
+        "cni.dev/valid-attachments": [{ "containerID": "live", "ifname": "eth0" }]
+    });
+    lab.rcni_gc("portmap", &gc.to_string()).assert_success();
+    assert!(!chains(&lab).contains(&prefix("empty-gc")));
+    assert!(
+        !owned(&lab, "live").is_empty(),
+        "GC kept the valid attachment"
+    );
 }

@@ -156,6 +156,28 @@ pub fn read(nft: &mut Nft, f: Family, id: IndexId) -> Result<Option<Index>, cni_
     }))
 }
 
+/// As [`read`], and an empty index chain of the previous layout (an old DEL flushed it but
+/// did not get to delete it) counts as an index without keys, so that DEL and GC remove it.
+/// Costs one request more when the attachment has no index; ADD and CHECK use [`read`].
+pub fn read_for_removal(
+    nft: &mut Nft,
+    f: Family,
+    id: IndexId,
+) -> Result<Option<Index>, cni_nft::Error> {
+    if let Some(index) = read(nft, f, id)? {
+        return Ok(Some(index));
+    }
+    if !nft.chain_exists(f, TABLE, &id.prefix())? {
+        return Ok(None);
+    }
+    Ok(Some(Index {
+        keys: Vec::new(),
+        rules: true,
+        slots: 0,
+        legacy: true,
+    }))
+}
+
 /// A previous layout's index chain named `prefix` (one dump of that chain only).
 fn read_legacy(nft: &mut Nft, f: Family, prefix: &str) -> Result<Option<Index>, cni_nft::Error> {
     let rules = nft.list_rules(f, TABLE, prefix)?;

@@ -165,7 +165,7 @@ fn install(
 /// and whether it may have per-mapping rules (true without an index).
 fn remove_entries(nft: &mut Nft, f: Family, id: IndexId) -> Result<(usize, bool), cni_nft::Error> {
     retry_transient(|| {
-        let Some(old) = index::read(nft, f, id)? else {
+        let Some(old) = index::read_for_removal(nft, f, id)? else {
             return Ok((0, true));
         };
         let mut b = Batch::new();
