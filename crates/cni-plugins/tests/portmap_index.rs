@@ -1,7 +1,6 @@
 //! portmap's index: every attachment's keys are listed in one flat set (`rcni_index`), not in
 //! a chain of its own; DEL and GC still remove the index chains of the previous layout, empty
-//! ones too. Real
-//! `rcni-plugins` binary, throwaway namespaces, checked with `nft -j`.
+//! ones too. Real `rcni-plugins` binary, throwaway namespaces, checked with `nft -j`.
 
 mod nft_common;
 
