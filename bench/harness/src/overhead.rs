@@ -8,6 +8,12 @@
 //! for, from `getrusage(RUSAGE_CHILDREN)`) is recorded: on a loaded machine the wall-clock
 //! difference is dominated by waiting for a CPU at each process and pipe wake-up, and the CPU
 //! difference shows what the runtime itself costs.
+//!
+//! The same rounds also time two processes that run no plugin: `/bin/true` (the cost of any
+//! process on this machine) and `rcni add` of a network that is not in the conf dir (rcni's
+//! start, argument parsing and config discovery, then an error). They split the overhead into
+//! what any separately executed runtime pays, what rcni's own start adds to it, and the
+//! runtime's work (lock, cache claim and result, plugin spawn and wait).
 
 use std::path::Path;
 use std::process::Command;
@@ -34,6 +40,32 @@ struct Samples {
     del: Vec<f64>,
     add_cpu: Vec<f64>,
     del_cpu: Vec<f64>,
+}
+
+/// Wall and CPU time of processes that run no plugin.
+#[derive(Default)]
+struct Floor {
+    wall: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl Floor {
+    /// Runs `cmd` to its exit and records it; `expect_success` tells which exit is normal.
+    fn time(&mut self, cmd: &mut Command, expect_success: bool) -> Result<()> {
+        let cpu = children_cpu_ms();
+        let started = Instant::now();
+        let done = cmd.output()?;
+        self.wall.push(ms(started.elapsed()));
+        self.cpu.push(children_cpu_ms() - cpu);
+        if done.status.success() != expect_success {
+            bail!(
+                "{cmd:?} exited with {}: {}",
+                done.status,
+                String::from_utf8_lossy(&done.stderr)
+            );
+        }
+        Ok(())
+    }
 }
 
 /// CPU time (user + system) of every waited-for child process so far, in ms.
@@ -130,6 +162,19 @@ pub fn measure(
         serde_json::to_vec(&list)?,
     )?;
     let (mut rt, mut plain) = (Samples::default(), Samples::default());
+    let (mut true_floor, mut rcni_floor) = (Floor::default(), Floor::default());
+    let missing_network = |netns: &Path| {
+        let mut cmd = Command::new(cli);
+        cmd.args(["add", "rt-not-configured"])
+            .arg(netns)
+            .arg("--conf-dir")
+            .arg(&conf_dir)
+            .arg("--bin-dir")
+            .arg(&rcni.dir)
+            .arg("--cache-dir")
+            .arg(&cache_dir);
+        cmd
+    };
     let mut failure = String::new();
     for i in 0..runs {
         stop::check()?;
@@ -138,21 +183,30 @@ pub fn measure(
             |rt: &mut Samples| through_cli(cli, rcni, &conf_dir, &cache_dir, &name, &a.path, rt);
         let direct_round =
             |plain: &mut Samples| direct(rcni, &list, &format!("rt{i}"), &b.path, plain);
+        let floors = |t: &mut Floor, r: &mut Floor| {
+            t.time(&mut Command::new("/bin/true"), true)?;
+            r.time(&mut missing_network(&a.path), false)
+        };
+        // The floors always last: whatever goes first in a round shares the CPU with the
+        // kernel's clean-up of the previous round's namespaces, and that alternates.
         let done = if i % 2 == 0 {
             cli_round(&mut rt).and_then(|()| direct_round(&mut plain))
         } else {
             direct_round(&mut plain).and_then(|()| cli_round(&mut rt))
-        };
+        }
+        .and_then(|()| floors(&mut true_floor, &mut rcni_floor));
         if let Err(e) = done {
             failure = e.to_string().replace('\n', " ").chars().take(160).collect();
             break;
         }
     }
+    let mut cpu_overheads = Vec::new();
     for (verb, through_cpu, alone_cpu) in [
         ("ADD", &rt.add_cpu, &plain.add_cpu),
         ("DEL", &rt.del_cpu, &plain.del_cpu),
     ] {
         let (a, b) = (median(through_cpu), median(alone_cpu));
+        cpu_overheads.push(a.zip(b).map(|(a, b)| a - b));
         report.add_row(Row {
             figure: "runtime",
             item: format!("{verb} runtime CPU overhead (rcni CLI minus plugins alone, user+sys)"),
@@ -167,9 +221,11 @@ pub fn measure(
             ),
         });
     }
+    let mut wall_overheads = Vec::new();
     for (verb, through, alone) in [("ADD", rt.add, plain.add), ("DEL", rt.del, plain.del)] {
         let (m_rt, m_plain) = (median(&through), median(&alone));
         let overhead = m_rt.zip(m_plain).map(|(a, b)| a - b);
+        wall_overheads.push(overhead);
         let note = match overhead {
             Some(o) => format!(
                 "plugins alone {:.2} ms in the same rounds; runtime overhead {o:.2} ms (target <= {TARGET_MS:.1} ms: {})",
@@ -207,5 +263,72 @@ pub fn measure(
             });
         }
     }
+    floor_rows(report, &true_floor, &rcni_floor);
+    for ((verb, wall), cpu) in ["ADD", "DEL"]
+        .into_iter()
+        .zip(wall_overheads)
+        .zip(cpu_overheads)
+    {
+        split_row(report, verb, wall, cpu, &true_floor, &rcni_floor);
+    }
     Ok(())
+}
+
+/// The two processes that run no plugin, wall and CPU.
+fn floor_rows(report: &mut Report, true_floor: &Floor, rcni_floor: &Floor) {
+    for (what, floor) in [
+        ("`/bin/true` (any process)", true_floor),
+        (
+            "`rcni add` of a network not configured (start, arguments, config discovery, error)",
+            rcni_floor,
+        ),
+    ] {
+        report.add_row(Row {
+            figure: "runtime",
+            item: format!("no plugin run: {what}"),
+            unit: "ms",
+            rcni: median(&floor.wall),
+            go: None,
+            note: format!(
+                "CPU {:.2} ms; same rounds as the rows above",
+                median(&floor.cpu).unwrap_or_default()
+            ),
+        });
+    }
+}
+
+/// Where one verb's overhead goes: any process's start, what rcni's own start and config
+/// discovery add to it, and the rest of the runtime's work.
+fn split_row(
+    report: &mut Report,
+    verb: &str,
+    wall: Option<f64>,
+    cpu: Option<f64>,
+    true_floor: &Floor,
+    rcni_floor: &Floor,
+) {
+    let split = |overhead: f64, any: Option<f64>, rcni: Option<f64>| {
+        let (any, rcni) = (any.unwrap_or_default(), rcni.unwrap_or_default());
+        format!(
+            "{overhead:.2} ms = any process {any:.2} + rcni's start and discovery beyond it {:.2} + lock, cache, plugin spawn and wait {:.2}",
+            rcni - any,
+            overhead - rcni
+        )
+    };
+    let note = match (wall, cpu) {
+        (Some(w), Some(c)) => format!(
+            "wall {}; CPU {}",
+            split(w, median(&true_floor.wall), median(&rcni_floor.wall)),
+            split(c, median(&true_floor.cpu), median(&rcni_floor.cpu))
+        ),
+        _ => String::new(),
+    };
+    report.add_row(Row {
+        figure: "runtime",
+        item: format!("{verb} runtime overhead beyond an rcni process that runs no plugin"),
+        unit: "ms",
+        rcni: wall.zip(median(&rcni_floor.wall)).map(|(w, f)| w - f),
+        go: None,
+        note,
+    });
 }
