@@ -49,6 +49,18 @@ struct Samples {
     del_cpu: Vec<f64>,
 }
 
+impl Samples {
+    fn push(&mut self, verb: &str, wall: f64, cpu: f64) {
+        if verb == "add" {
+            self.add.push(wall);
+            self.add_cpu.push(cpu);
+        } else {
+            self.del.push(wall);
+            self.del_cpu.push(cpu);
+        }
+    }
+}
+
 /// Wall and CPU time of processes that run no plugin.
 #[derive(Default)]
 struct Floor {
@@ -75,30 +87,21 @@ impl Floor {
     }
 }
 
-/// CPU time (user + system) of every waited-for child process so far, in ms.
-fn children_cpu_ms() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_CHILDREN)
-        .map(|u| {
-            let t = |tv: nix::sys::time::TimeVal| {
-                tv.tv_sec() as f64 * 1000.0 + tv.tv_usec() as f64 / 1000.0
-            };
-            t(u.user_time()) + t(u.system_time())
-        })
+/// CPU time (user + system) so far, in ms, of `who`: the waited-for children or this thread.
+fn cpu_ms(who: nix::sys::resource::UsageWho) -> f64 {
+    let t =
+        |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1000.0 + tv.tv_usec() as f64 / 1000.0;
+    nix::sys::resource::getrusage(who)
+        .map(|u| t(u.user_time()) + t(u.system_time()))
         .unwrap_or(0.0)
 }
 
-/// CPU time (user + system) of the calling thread so far, in ms.
+fn children_cpu_ms() -> f64 {
+    cpu_ms(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+}
+
 fn thread_cpu_ms() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_THREAD)
-        .map(|u| {
-            let t = |tv: nix::sys::time::TimeVal| {
-                tv.tv_sec() as f64 * 1000.0 + tv.tv_usec() as f64 / 1000.0
-            };
-            t(u.user_time()) + t(u.system_time())
-        })
-        .unwrap_or(0.0)
+    cpu_ms(nix::sys::resource::UsageWho::RUSAGE_THREAD)
 }
 
 /// The runtime library in this process, doing what `rcni add` and `rcni del` do between
@@ -127,14 +130,7 @@ fn through_library(
             rt.del_with_cached_args(net, &att)?;
         }
         let t = ms(started.elapsed());
-        let cpu = thread_cpu_ms() + children_cpu_ms() - cpu;
-        if verb == "add" {
-            out.add.push(t);
-            out.add_cpu.push(cpu);
-        } else {
-            out.del.push(t);
-            out.del_cpu.push(cpu);
-        }
+        out.push(verb, t, thread_cpu_ms() + children_cpu_ms() - cpu);
     }
     Ok(())
 }
@@ -172,14 +168,7 @@ fn through_cli(
                 String::from_utf8_lossy(&done.stderr)
             );
         }
-        let cpu = children_cpu_ms() - cpu;
-        if verb == "add" {
-            out.add.push(t);
-            out.add_cpu.push(cpu);
-        } else {
-            out.del.push(t);
-            out.del_cpu.push(cpu);
-        }
+        out.push(verb, t, children_cpu_ms() - cpu);
     }
     Ok(())
 }

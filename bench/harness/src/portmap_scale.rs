@@ -278,6 +278,11 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, quick: bool) -> Resu
         plan.big
     );
     let r = Side::new(rcni, "pmrb")?;
+    // An empty rcni host measured in the same rounds as the one beside the big container: the
+    // levels' hosts were just deleted and the kernel tears them down in the background (RCU
+    // heavy, and a DEL waits for a grace period), so level 0's medians from minutes ago would
+    // compare different conditions.
+    let r_empty = Side::new(rcni, "pmre")?;
     // Go 1.1.1 adds a container's rules one iptables process at a time: 5,000 mappings take
     // more than 20 minutes here, so the full run measures rcni alone beside them.
     let g = if plan.go_big {
@@ -289,9 +294,16 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, quick: bool) -> Resu
         let stdin = request(&side.pod.path, 0, ports(20000, plan.big));
         side.must("ADD", "big", &stdin)?;
     }
-    let got = rounds([Some(&r), g.as_ref()], plan.runs)?;
+    let [beside, empty] = rounds([Some(&r), Some(&r_empty)], plan.runs)?;
+    let [_, go_beside] = rounds([None, g.as_ref()], plan.runs)?;
+    let base_now = [0, 1, 2].map(|op| [median(&empty.by_op[op]), base[op][1]]);
     let what = format!("beside 1 container with {} mappings", plan.big);
-    add_rows(report, &what, got, &base);
+    add_rows(report, &what, [beside, go_beside], &base_now);
+    report.notes.push(format!(
+        "portmap scale, {what}: rcni's ratio is to an empty host measured in the same rounds, \
+         alternating ({} rounds); Go's, when measured, to its level-0 medians.",
+        plan.runs
+    ));
     if !plan.go_big {
         report.notes.push(format!(
             "portmap scale, {what}: Go not measured (Go 1.1.1 runs one iptables process per \
