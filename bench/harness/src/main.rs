@@ -37,6 +37,9 @@ struct Options {
     rcni_plugins: PathBuf,
     rcni_cli: PathBuf,
     go_dir: PathBuf,
+    /// A statically linked program that exits at once (`bench/noop.c`), for the runtime
+    /// figure's process floor; that row is left out without it.
+    noop: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Options> {
@@ -47,6 +50,7 @@ fn parse_args() -> Result<Options> {
         rcni_plugins: PathBuf::from("target/release/rcni-plugins"),
         rcni_cli: PathBuf::from("target/release/rcni"),
         go_dir: PathBuf::from("/usr/lib/cni"),
+        noop: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -58,10 +62,11 @@ fn parse_args() -> Result<Options> {
             "--rcni-plugins" => o.rcni_plugins = value()?.into(),
             "--rcni" => o.rcni_cli = value()?.into(),
             "--go-dir" => o.go_dir = value()?.into(),
+            "--noop" => o.noop = Some(value()?.into()),
             "-h" | "--help" => {
                 println!(
                     "usage: rcni-bench [--quick] [--only FIGURE[,FIGURE]] [--out DIR] \
-                     [--rcni-plugins BIN] [--rcni BIN] [--go-dir DIR]\nfigures: {}",
+                     [--rcni-plugins BIN] [--rcni BIN] [--go-dir DIR] [--noop BIN]\nfigures: {}",
                     STEPS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
                 );
                 std::process::exit(0);
@@ -249,7 +254,14 @@ fn run() -> Result<()> {
         phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
     }
     if step("runtime") {
-        overhead::measure(&mut report, &rcni_cli, &rcni, runs_latency, &work.0)?;
+        overhead::measure(
+            &mut report,
+            &rcni_cli,
+            &rcni,
+            o.noop.as_deref(),
+            runs_latency,
+            &work.0,
+        )?;
     }
     if step("churn") {
         churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
