@@ -73,7 +73,8 @@ pub struct Global {
     #[arg(long, global = true)]
     pub container_id: Option<String>,
 
-    /// Kill a plugin that runs longer than this many seconds (default 60 for ADD/DEL/CHECK).
+    /// Deadline in seconds for the whole chain of one operation, any verb (default 60 for
+    /// ADD/DEL/CHECK); a plugin still running at it is killed with its process group.
     #[arg(long, value_name = "SECONDS", global = true)]
     pub timeout: Option<u64>,
 
