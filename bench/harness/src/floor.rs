@@ -95,7 +95,7 @@ fn one(bridge: u32, leases: &Leases, i: usize) -> Result<(f64, f64)> {
     Ok((add, del))
 }
 
-/// The file work host-local cannot do without (Go's store layout, PL §2.2): under the range's
+/// The file work host-local cannot do without (Go's `backend/disk` store layout): under the range's
 /// `flock`ed lock file, a lease file named by the address holding `<id>\r\n<ifname>`, and
 /// `last_reserved_ip.0`; DEL removes the lease file under the lock. No directory scan, no
 /// fsync: the least a byte-compatible store writes.

@@ -1,6 +1,7 @@
 //! Running a plugin process: environment, stdin, captured output, timeout, and decoding of the
-//! result or the error (L-14 – L-20). A plugin runs in its own process group; a timeout
-//! kills the group, so a delegated IPAM plugin it started dies with it.
+//! result or the error (as libcni's `pkg/invoke/raw_exec.go` and `pkg/invoke/exec.go`). A plugin
+//! runs in its own process group; a timeout kills the group, so a delegated IPAM plugin it started
+//! dies with it.
 
 use std::io::{ErrorKind, Write};
 use std::os::fd::OwnedFd;
@@ -227,7 +228,7 @@ fn tail(bytes: &[u8], max: usize) -> String {
     format!("...{}", &s[start..])
 }
 
-/// Turns a non-zero exit into the plugin's error (L-17).
+/// Turns a non-zero exit into the plugin's error (with libcni's `RawExec.pluginErr` texts).
 fn failure(plugin: &Path, f: &Finished) -> InvokeError {
     let status = match f.status.code() {
         Some(c) => format!("exit status {c}"),
@@ -298,8 +299,8 @@ pub fn judge_output(
     Ok(f.stdout)
 }
 
-/// Parses a plugin's successful ADD output (L-18): a result without `cniVersion` is read as
-/// `config_version`.
+/// Parses a plugin's successful ADD output (as libcni's `fixupResultVersion`): a result without
+/// `cniVersion` is read as `config_version`.
 pub fn decode_result(
     plugin: &Path,
     out: &[u8],
@@ -311,7 +312,7 @@ pub fn decode_result(
     })
 }
 
-/// Runs ADD (or any command that answers with a result) and parses the result (L-18): a result
+/// Runs ADD (or any command that answers with a result) and parses the result: a result
 /// without `cniVersion` is read as `config_version`.
 pub fn exec_with_result(
     plugin: &Path,
@@ -324,7 +325,8 @@ pub fn exec_with_result(
     decode_result(plugin, &out, config_version)
 }
 
-/// Runs DEL, CHECK, STATUS or GC: success output is ignored (L-19).
+/// Runs DEL, CHECK, STATUS or GC: success output is ignored (as libcni's
+/// `ExecPluginWithoutResult`).
 pub fn exec_without_result(
     plugin: &Path,
     inv: &Invocation,
@@ -334,7 +336,7 @@ pub fn exec_without_result(
     exec_raw(plugin, inv, stdin, opts).map(|_| ())
 }
 
-/// Asks a plugin which versions it supports (L-20, SC item 69).
+/// Asks a plugin which versions it supports (as libcni's `GetVersionInfo` in `pkg/invoke/exec.go`).
 pub fn get_version_info(plugin: &Path, opts: &ExecOptions) -> Result<VersionInfo, InvokeError> {
     let inv = Invocation {
         command: "VERSION".into(),

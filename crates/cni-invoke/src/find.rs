@@ -1,4 +1,4 @@
-//! Plugin lookup in a list of directories (SC item 11, L-13).
+//! Plugin lookup in a list of directories (libcni's `FindInPath` in `pkg/invoke/find.go`).
 
 use std::path::{Path, PathBuf};
 
@@ -34,7 +34,7 @@ fn is_regular_file(p: &Path) -> bool {
 mod tests {
     use super::*;
 
-    // T27: invalid names, not found, first dir wins, directories skipped.
+    // Invalid names, not found, first dir wins, directories skipped.
     #[test]
     fn lookup_rules() {
         let a = tempfile::tempdir().unwrap();

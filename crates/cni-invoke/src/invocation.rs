@@ -1,7 +1,7 @@
 //! The six CNI_* variables of one plugin run.
 
-/// What a plugin run is told through its environment (SC item 25). All six are always sent,
-/// empty where there is nothing to say (libcni L-11).
+/// What a plugin run is told through its environment (SPEC.md, Section 2: Execution Protocol). All
+/// six are always sent, empty where there is nothing to say (as libcni's `CNIConfig.args`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Invocation {
     pub command: String,

@@ -1,4 +1,4 @@
-//! Finding and running CNI plugins (the runtime side of the exec protocol, SC §2.2).
+//! Finding and running CNI plugins (the runtime side of the exec protocol; libcni's `pkg/invoke`).
 //!
 //! Used by the runtime to run chains and by plugins that delegate (IPAM).
 

@@ -1,4 +1,4 @@
-//! Exec protocol against scripted fake plugins (T28 and friends).
+//! Exec protocol against scripted fake plugins.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -48,7 +48,8 @@ fn passes_env_and_stdin() {
     assert_eq!(r.ips.len(), 1);
 }
 
-// T28 (a)-(d).
+// Plugin output handling: a failure with stderr only, a failure with unparsable stdout, a result
+// without `cniVersion`, an unknown result version, a typed error.
 #[test]
 fn output_handling() {
     let d = tempfile::tempdir().unwrap();

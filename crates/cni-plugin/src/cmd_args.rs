@@ -100,7 +100,8 @@ pub(crate) fn parse_conf(stdin: &[u8]) -> Result<NetConf, CniError> {
     })
 }
 
-/// Parses `prevResult`; a result without `cniVersion` takes the config's version (SC item 120).
+/// Parses `prevResult`; a result without `cniVersion` takes the config's version (Go's
+/// `version.ParsePrevResult`).
 pub(crate) fn parse_prev_result(
     conf: &NetConf,
     version: SpecVersion,
@@ -116,7 +117,7 @@ pub(crate) fn parse_prev_result(
 mod tests {
     use super::*;
 
-    // SC item 120: prevResult parsed at the config version; a versionless one inherits it.
+    // prevResult parsed at the config version; a versionless one inherits it.
     #[test]
     fn new_parses_conf_and_prev_result() {
         let a = CmdArgs::new(
@@ -158,7 +159,7 @@ mod tests {
         assert_eq!(inv.path, "/a::/b");
     }
 
-    // T6/T7 messages.
+    // Messages for bad JSON (code 6) and a bad network name (code 7).
     #[test]
     fn conf_errors() {
         let e = parse_conf(b"{not json").unwrap_err();

@@ -1,4 +1,4 @@
-//! The six CNI commands (SC item 26).
+//! The six CNI commands (SPEC.md, Section 2: Execution Protocol).
 
 use std::fmt;
 
@@ -50,7 +50,7 @@ impl fmt::Display for Command {
 mod tests {
     use super::*;
 
-    // SC item 26: exactly six commands, spelled in upper case.
+    // Exactly six commands, spelled in upper case.
     #[test]
     fn round_trip() {
         for c in [

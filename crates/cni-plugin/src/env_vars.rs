@@ -1,4 +1,5 @@
-//! Reading the `CNI_*` variables with the Go skeleton's rules (SC items 27, 29, 32, 33, 121).
+//! Reading the `CNI_*` variables with the Go skeleton's rules (`getCmdArgsFromEnv` in
+//! containernetworking/cni `pkg/skel/skel.go`).
 //!
 //! - An empty value counts as missing.
 //! - `CNI_PATH` is required for every command but VERSION (stricter than the spec, as Go).
@@ -110,7 +111,7 @@ mod tests {
         read_env(&pairs)
     }
 
-    // SC items 32/33, T4: every missing variable in one code-4 error, in the fixed order.
+    // Every missing variable in one code-4 error, in the fixed order.
     #[test]
     fn all_missing_reported_together_in_order() {
         let e = read(&[("CNI_COMMAND", "ADD".into())]).unwrap_err();
@@ -130,7 +131,7 @@ mod tests {
         );
     }
 
-    // SC item 33: an empty value is missing.
+    // An empty value is missing.
     #[test]
     fn empty_counts_as_missing() {
         let mut v = full("ADD");
@@ -141,7 +142,7 @@ mod tests {
         );
     }
 
-    // SC item 32: per-command requirements (DEL: NETNS optional; GC/STATUS: PATH only; VERSION: none).
+    // Per-command requirements (DEL: NETNS optional; GC/STATUS: PATH only; VERSION: none).
     #[test]
     fn per_command_requirements() {
         let mut del = full("DEL");
@@ -160,7 +161,7 @@ mod tests {
         );
     }
 
-    // SC item 121: no command at all names only CNI_COMMAND; unknown commands need nothing else.
+    // No command at all names only CNI_COMMAND; unknown commands need nothing else.
     #[test]
     fn missing_or_unknown_command() {
         let e = read(&[]).unwrap_err();
@@ -168,7 +169,7 @@ mod tests {
         assert!(read(&[("CNI_COMMAND", "FOO".into())]).is_ok());
     }
 
-    // SC items 27, 29, 121, T5: invalid ID/ifname reported at once, before missing variables.
+    // Invalid ID/ifname reported at once, before missing variables.
     #[test]
     fn invalid_values_reported_at_once() {
         let mut v = full("ADD");
@@ -215,7 +216,7 @@ mod tests {
         assert!(read_env(&Bytes(full("ADD"), "OTHER")).is_ok());
     }
 
-    // SC item 125: the override switch.
+    // The `CNI_NETNS_OVERRIDE` switch.
     #[test]
     fn override_values() {
         for yes in ["1", "true", "TRUE", "True"] {

@@ -1,4 +1,4 @@
-//! Delegation to another plugin, above all IPAM (SC §1.6, items 66, 73, 92, 93).
+//! Delegation to another plugin, above all IPAM (SPEC.md, Section 4: Plugin Delegation).
 //!
 //! The delegate is looked up in `CNI_PATH` and run with the same `CNI_*` values and the complete
 //! request config the calling plugin received; only `CNI_COMMAND` may differ.

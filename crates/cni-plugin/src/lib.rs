@@ -1,6 +1,7 @@
-//! The CNI plugin skeleton (SC §1.2, §1.4, §1.10): a [`Plugin`] trait and the runner that
-//! turns environment and stdin into a callback, and the callback's outcome into stdout and an
-//! exit code, with the Go skeleton's validation order, codes and messages.
+//! The CNI plugin skeleton (SPEC.md, Section 2: Execution Protocol; Go's `pkg/skel/skel.go`):
+//! a [`Plugin`] trait and the runner that turns environment and stdin into a callback, and the
+//! callback's outcome into stdout and an exit code, with the Go skeleton's validation order,
+//! codes and messages.
 //!
 //! ```no_run
 //! use cni_plugin::{CmdArgs, Plugin};

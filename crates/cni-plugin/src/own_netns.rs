@@ -1,5 +1,5 @@
 //! The skeleton's guard against `CNI_NETNS` being the plugin's own network namespace
-//! (SC item 125, Go error code 8).
+//! (Go's `pkg/skel/skel.go`, error code 8).
 //!
 //! Namespaces are compared by (device, inode) of the files, which is all a namespace identity
 //! is; no Linux-specific API is needed. A path that cannot be opened passes: the plugin itself
@@ -45,7 +45,7 @@ fn is_own_netns(_netns: &str) -> bool {
 mod tests {
     use super::*;
 
-    // SC item 125: the own namespace is rejected with code 8; unopenable paths pass.
+    // The own namespace is rejected with code 8; unopenable paths pass.
     #[test]
     fn detects_own_namespace() {
         if std::fs::metadata(OWN_NETNS_PATHS[1]).is_err() {

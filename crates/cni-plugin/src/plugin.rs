@@ -72,7 +72,7 @@ impl<T, E: Display> ResultExt<T> for Result<T, E> {
 mod tests {
     use super::*;
 
-    // SC item 124: untyped errors become code 999 carrying the error text.
+    // Untyped errors become code 999 carrying the error text, as in Go's skeleton.
     #[test]
     fn untyped_errors_are_internal() {
         let r: Result<(), std::io::Error> = Err(std::io::Error::other("disk on fire"));

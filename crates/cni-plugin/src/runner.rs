@@ -1,4 +1,5 @@
-//! The runner: from environment and stdin to stdout and an exit code (SC §1.2, §1.10).
+//! The runner: from environment and stdin to stdout and an exit code (SPEC.md, Section 2:
+//! Execution Protocol, with the order of checks of Go's `pkg/skel/skel.go`).
 //!
 //! [`run`] wires the real process; [`run_with`] takes every input and output as a seam so the
 //! whole protocol can be tested without processes. Nothing but the result, the VERSION answer or
@@ -118,7 +119,7 @@ fn dispatch(
     stderr: &mut dyn Write,
     stamp: &mut SpecVersion,
 ) -> Result<Option<String>, CniError> {
-    // 1. Environment (SC items 32, 33, 121, 123).
+    // 1. Environment.
     let vars = match read_env(env) {
         Ok(vars) => vars,
         Err(e) => {
@@ -132,7 +133,7 @@ fn dispatch(
     };
     let command = Command::parse(&vars.command);
 
-    // VERSION answers before any config check (SC item 68).
+    // VERSION answers before any config check.
     if command == Some(Command::Version) {
         let mut body = Vec::new();
         // A stdin we cannot read only means we do not know the caller's version.
@@ -140,12 +141,12 @@ fn dispatch(
         return Ok(Some(version_answer(&body, &plugin.supported_versions())));
     }
 
-    // 2. stdin (SC item 45), 3. config (SC items 46, 47).
+    // 2. stdin (code 5), 3. config (codes 6, 7).
     let bytes = read_capped(stdin)?;
     let conf = parse_conf(&bytes)?;
     *stamp = known_or_current(&conf.cni_version);
 
-    // Unknown commands are reported after the config checks, as Go does (SC item 122).
+    // Unknown commands are reported after the config checks, as Go does.
     let Some(command) = command else {
         return Err(CniError::invalid_environment(format!(
             "unknown CNI_COMMAND: {}",
@@ -153,7 +154,7 @@ fn dispatch(
         )));
     };
 
-    // 4. gates, 5. reconciliation (SC items 67, 77, 78, 118).
+    // 4. gates, 5. reconciliation.
     let version = negotiate(command, &conf.cni_version, &plugin.supported_versions())?;
     *stamp = version;
 
@@ -166,7 +167,7 @@ fn dispatch(
 
     let prev_result = match parse_prev_result(&conf, version) {
         Ok(prev) => prev,
-        // DEL is best effort: an unusable prevResult must not block cleanup (SC item 57).
+        // DEL is best effort: an unusable prevResult must not block cleanup.
         Err(e) if command == Command::Del => {
             log::warn!("DEL ignores an unusable prevResult: {e}");
             None
@@ -194,7 +195,7 @@ fn dispatch(
     );
 
     // 6. the callback. The own-netns check runs *before* ADD and DEL so a plugin can never
-    // change the namespace it runs in (Go checks after the callback, SC item 125).
+    // change the namespace it runs in (Go checks after the callback).
     let guard_netns = || {
         if netns_override(&vars.netns_override) {
             Ok(())
@@ -262,7 +263,7 @@ fn version_answer(stdin: &[u8], supported: &[SpecVersion]) -> String {
     text
 }
 
-/// The "about" text for a run without `CNI_COMMAND` (SC item 123).
+/// The "about" text for a run without `CNI_COMMAND` (printed to stderr, exit 0, as Go does).
 fn print_about(stderr: &mut dyn Write, about: &str, supported: &[SpecVersion]) {
     let list: Vec<String> = supported.iter().map(ToString::to_string).collect();
     let _ = writeln!(stderr, "{about}");

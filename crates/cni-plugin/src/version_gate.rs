@@ -1,4 +1,5 @@
-//! Per-command version gates and version reconciliation (SC items 67, 77, 78, 118, 119).
+//! Per-command version gates and version reconciliation (Go's `pkg/skel/skel.go`,
+//! `pkg/version/reconcile.go` and `pkg/version/plugin.go` in containernetworking/cni).
 //!
 //! The order and the messages follow the Go skeleton:
 //! 1. CHECK needs a config version >= 0.4.0, STATUS and GC >= 1.1.0 (code 1
@@ -71,7 +72,7 @@ mod tests {
 
     const ALL: &[SpecVersion] = &SpecVersion::ALL;
 
-    // SC item 78, T12: CHECK below 0.4.0 is code 1.
+    // CHECK below 0.4.0 is code 1.
     #[test]
     fn check_floor() {
         let e = negotiate(Command::Check, "0.3.1", ALL).unwrap_err();
@@ -83,7 +84,7 @@ mod tests {
         );
     }
 
-    // SC items 67, 77, T14/T15 (gate part): GC and STATUS below 1.1.0 are code 1.
+    // GC and STATUS below 1.1.0 are code 1.
     #[test]
     fn status_and_gc_floor() {
         for (cmd, name) in [(Command::Gc, "GC"), (Command::Status, "STATUS")] {
@@ -94,7 +95,7 @@ mod tests {
         }
     }
 
-    // SC items 67, 77, 78: no supported version as high as the config's.
+    // No supported version as high as the config's.
     #[test]
     fn plugin_version_too_low() {
         let old = [SpecVersion::V0_4_0, SpecVersion::V1_0_0];
@@ -104,14 +105,14 @@ mod tests {
         assert_eq!(e.msg, "plugin version does not allow CHECK");
     }
 
-    // SC item 119: an unparsable version at a gated command is a decoding failure.
+    // An unparsable version at a gated command is a decoding failure.
     #[test]
     fn unparsable_version_at_gate() {
         let e = negotiate(Command::Check, "1.0.0-rc1", ALL).unwrap_err();
         assert_eq!(e.code, code::DECODING_FAILURE);
     }
 
-    // SC item 118, T8: exact string match; empty means 0.1.0; Go's details format.
+    // Exact string match; empty means 0.1.0; Go's details format (`Reconciler.CheckRaw`).
     #[test]
     fn reconciliation() {
         let two = [SpecVersion::V1_0_0, SpecVersion::V1_1_0];

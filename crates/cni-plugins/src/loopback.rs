@@ -1,4 +1,5 @@
-//! loopback (PL §1.5): brings `lo` up in the container's namespace.
+//! loopback (Go: containernetworking/plugins `plugins/main/loopback/loopback.go`): brings `lo` up
+//! in the container's namespace.
 //!
 //! - ADD sets `lo` up and reports it like the Go plugin: interface `lo` with MAC
 //!   `00:00:00:00:00:00` and `sandbox` = CNI_NETNS, plus the first IPv4 and the first IPv6
@@ -116,7 +117,7 @@ mod tests {
         }
     }
 
-    // PL §1.5: the first address of each family, interface 0.
+    // The first address of each family, interface 0.
     #[test]
     fn first_address_per_family() {
         let ips = loopback_addresses(&[addr("::1/128"), addr("127.0.0.1/8"), addr("127.0.0.2/8")])
@@ -129,7 +130,7 @@ mod tests {
         assert!(loopback_addresses(&[]).unwrap().is_empty());
     }
 
-    // PL §1.5: lo with a non-loopback address is an error.
+    // lo with a non-loopback address is an error.
     #[test]
     fn rejects_non_loopback_address() {
         let e = loopback_addresses(&[addr("127.0.0.1/8"), addr("198.18.0.1/8")]).unwrap_err();

@@ -1,4 +1,5 @@
-//! static (PL §1.3): the addresses, routes and DNS written in the config, nothing stored.
+//! static (Go: containernetworking/plugins `plugins/ipam/static/main.go`): the addresses, routes
+//! and DNS written in the config, nothing stored.
 //!
 //! - ADD answers `ipam.addresses` after the overrides, in Go's order: CNI_ARGS `IP` (a list of
 //!   CIDRs) appends, CNI_ARGS `GATEWAY` fills the gateway of every address whose subnet holds

@@ -1,4 +1,4 @@
-//! The real `rcni-plugins` binary run as `bandwidth` (PL §1.15) after rcni's bridge and
+//! The real `rcni-plugins` binary run as `bandwidth` after rcni's bridge and
 //! host-local in throwaway namespaces: qdiscs, filter and IFB read back with `tc -j`/`ip -j`,
 //! CHECK catching drift, DEL removing the IFB, bad input refused with code 7, and the TBF
 //! settings compared with Go's bandwidth plugin. Needs root.

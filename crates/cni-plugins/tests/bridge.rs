@@ -56,7 +56,7 @@ fn add_check_del_with_gateway() {
     let conf = bridge_conf(&env, NET, BR, SUBNET, json!({"isGateway": true}));
     let r = env.add("bridge", &pod, "c1", &conf);
 
-    // Result shape (PL §3.2).
+    // Result shape (as Go's bridge: bridge, host veth, container veth).
     assert_eq!(r["cniVersion"], "1.0.0");
     let ifaces = r["interfaces"].as_array().unwrap();
     assert_eq!(ifaces.len(), 3, "{r}");
@@ -141,7 +141,8 @@ fn check_tolerates_a_rewritten_host_veth_mac() {
     let pod = env.pod();
     let conf = bridge_conf(&env, NET, BR, SUBNET, json!({"isGateway": true}));
     let r = env.add("bridge", &pod, "c1", &conf);
-    // What udev's MACAddressPolicy=persistent does to a random MAC (PL §6 #805).
+    // What udev's MACAddressPolicy=persistent does to a random MAC
+    // (containernetworking/plugins issue #805).
     env.sb
         .exec_host([
             "ip",

@@ -1,4 +1,4 @@
-//! rcni's bridge plugin `ipMasq` (PL §1.1, §3.3) measured with traffic: a pod's TCP
+//! rcni's bridge plugin `ipMasq` measured with traffic: a pod's TCP
 //! connection to an "outside world" namespace arrives from the host's address with
 //! `ipMasq: true`, and from the pod's own address with `ipMasq: false`, over IPv4 and IPv6.
 //! DEL removes the masquerade rules. Needs root.

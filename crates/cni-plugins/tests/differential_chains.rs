@@ -48,7 +48,7 @@ fn go_plugins_or_skip() -> bool {
     missing.is_empty()
 }
 
-/// podman's `87-podman-bridge.conflist` (PL §5.2) with a unique name, bridge and subnet.
+/// podman's `87-podman-bridge.conflist` with a unique name, bridge and subnet.
 fn podman_conflist(data_dir: &str) -> Value {
     json!({
         "cniVersion": "0.4.0",
@@ -73,7 +73,7 @@ fn podman_conflist(data_dir: &str) -> Value {
     })
 }
 
-/// containerd's `10-containerd-net.conflist` (PL §5.2) with a unique name, bridge and
+/// containerd's `10-containerd-net.conflist` with a unique name, bridge and
 /// test-range subnets of its prefix lengths. The IPv4 /16 is podman's: the other /16 of
 /// 198.18.0.0/15 holds the lab's outside network, and each chain runs in its own lab.
 fn containerd_conflist(data_dir: &str) -> Value {

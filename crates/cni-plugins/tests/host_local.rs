@@ -1,4 +1,4 @@
-//! The real `rcni-plugins` binary run as `host-local` (PL §1.2, §2; SC §1.4, T14, T15), and
+//! The real `rcni-plugins` binary run as `host-local` (ADD, DEL, CHECK, GC, STATUS), and
 //! side by side with the Go host-local on one data directory. No namespace is involved.
 
 mod common;
@@ -89,7 +89,7 @@ fn dual() -> Value {
 
 // ---- ADD ----------------------------------------------------------------------------------
 
-// PL §2.4, SC §1.7: one address per range set, gateway .1, no interface index, in each layout.
+// One address per range set, gateway .1, no interface index, in each layout.
 #[test]
 fn add_result_shape_per_version() {
     let net = Net::new();
@@ -134,7 +134,7 @@ fn add_result_shape_per_version() {
     assert_eq!(held.len(), 14, "{held:?}");
 }
 
-// PL §2.5: round-robin from subnet + 1, the gateway skipped; `last_reserved_ip.N` per set.
+// Round-robin from subnet + 1, the gateway skipped; `last_reserved_ip.N` per set.
 #[test]
 fn allocation_order_and_store_layout() {
     let net = Net::new();
@@ -162,7 +162,7 @@ fn allocation_order_and_store_layout() {
     );
 }
 
-// SC item 55 / issue 4: a repeated ADD of one attachment returns its addresses; another ifname
+// Issue 4: a repeated ADD of one attachment returns its addresses; another ifname
 // of the same container is another attachment.
 #[test]
 fn add_twice_returns_the_same_addresses() {
@@ -176,7 +176,7 @@ fn add_twice_returns_the_same_addresses() {
     assert_eq!(leases(&net.dir()).len(), 4);
 }
 
-// PL §1.2: routes are copied; the 1.1.0 route fields only appear at 1.1.0.
+// Routes are copied; the 1.1.0 route fields only appear at 1.1.0.
 #[test]
 fn routes_are_copied_with_version_fields() {
     let net = Net::new();
@@ -215,7 +215,7 @@ fn routes_are_copied_with_version_fields() {
     assert_eq!(leases(&net.dir()), before);
 }
 
-// PL §1.2, §2.4: resolvConf fills `dns`; an unreadable file fails the ADD before any lease.
+// resolvConf fills `dns`; an unreadable file fails the ADD before any lease.
 #[test]
 fn resolv_conf_fills_dns() {
     let net = Net::new();
@@ -239,7 +239,7 @@ fn resolv_conf_fills_dns() {
     assert_eq!(leases(&net.dir()).len(), 1);
 }
 
-// PL §2.1: the legacy top-level range comes after ipRanges and before ranges; dataDir "" is
+// The legacy top-level range comes after ipRanges and before ranges; dataDir "" is
 // the default (not exercised: it is a system directory), a gateway outside the subnet is kept.
 #[test]
 fn range_sets_in_go_order() {
@@ -273,7 +273,8 @@ fn range_sets_in_go_order() {
     assert_eq!(addresses(&net.add("b", "eth0", &conf)), ["198.18.224.2"]);
 }
 
-// C-4, PL §2.1: requested addresses. CNI_ARGS IP= only when args/runtimeConfig ask for none.
+// Requested addresses (CONVENTIONS.md, "CNI_ARGS"). CNI_ARGS IP= only when args/runtimeConfig ask
+// for none.
 #[test]
 fn requested_addresses() {
     let net = Net::new();
@@ -354,7 +355,8 @@ fn requested_addresses() {
         .any(|v| v.starts_with("c5") || v.starts_with("c6")));
 }
 
-// C-5, PL §0.3: unknown CNI_ARGS keys (lowercase `ip` included) are code 4, unless ignored.
+// Unknown CNI_ARGS keys (lowercase `ip` included: Go's `LoadArgs` matches keys case-sensitively)
+// are code 4, unless ignored.
 #[test]
 fn unknown_cni_args() {
     let net = Net::new();
@@ -373,7 +375,7 @@ fn unknown_cni_args() {
     assert!(leases(&net.dir()).is_empty());
 }
 
-// PL §2.1: every config error of a range, with code 7 and a message naming the problem.
+// Every config error of a range, with code 7 and a message naming the problem.
 #[test]
 fn config_errors() {
     let net = Net::new();
@@ -425,7 +427,7 @@ fn config_errors() {
     assert_eq!(leases(&net.dir()).len(), 2, "only the 0.3.0 ADD allocated");
 }
 
-// SC T6, T7, item 118: bad JSON 6, unknown version 1, bad or missing name 7.
+// Bad JSON 6, unknown version 1, bad or missing name 7.
 #[test]
 fn request_errors() {
     let net = Net::new();
@@ -442,7 +444,7 @@ fn request_errors() {
     assert!(!net.dir().exists(), "nothing was created");
 }
 
-// PL §2.2, §2.9: hostile container IDs, ifnames and network names never become paths.
+// Hostile container IDs, ifnames and network names never become paths.
 #[test]
 fn hostile_identifiers_are_rejected() {
     let net = Net::new();
@@ -475,8 +477,8 @@ fn hostile_identifiers_are_rejected() {
     assert_eq!(std::fs::read_dir(net.data.path()).unwrap().count(), 0);
 }
 
-// PL §2.4, issue 4: exhaustion fails with Go's message, rolls back the other sets, and STATUS
-// reports it with code 50 (T15) until an address is freed.
+// Issue 4: exhaustion fails with Go's message, rolls back the other sets, and STATUS
+// reports it with code 50 until an address is freed.
 #[test]
 fn exhaustion() {
     let net = Net::new();
@@ -505,7 +507,7 @@ fn exhaustion() {
     );
 }
 
-// SC items 56-59: DEL releases the attachment only, twice is fine, no netns is fine.
+// DEL releases the attachment only, twice is fine, no netns is fine.
 #[test]
 fn del_is_idempotent_and_needs_no_netns() {
     let net = Net::new();
@@ -534,7 +536,7 @@ fn del_is_idempotent_and_needs_no_netns() {
     other.del("c1", "eth0", &other.conf("1.0.0", v4()));
 }
 
-// PL §2.2: leases written by hand or by old versions: odd content is skipped, never handed
+// Leases written by hand or by old versions: odd content is skipped, never handed
 // out; a legacy id-only lease is released by its container's DEL.
 #[test]
 fn hand_written_and_legacy_leases() {
@@ -559,7 +561,7 @@ fn hand_written_and_legacy_leases() {
     assert!(f.contains_key("198.18.144.2") && f.contains_key("not-an-ip"));
 }
 
-// PL §2.7, SC items 60-61: CHECK compares prevResult's addresses with the reservations.
+// CHECK compares prevResult's addresses with the reservations.
 #[test]
 fn check() {
     let net = Net::new();
@@ -600,7 +602,7 @@ fn check() {
     }
 }
 
-// SC T14, items 70-75: GC keeps the valid attachments' leases and releases the rest, of this
+// GC keeps the valid attachments' leases and releases the rest, of this
 // network only; both keys of the valid list are read; GC needs 1.1.0.
 #[test]
 fn gc_releases_exactly_the_stale_leases() {
@@ -663,7 +665,7 @@ fn gc_releases_exactly_the_stale_leases() {
     assert_eq!(files(&net.data.path().join("other-net")), other_before);
 }
 
-// SC T15: STATUS is ready on a fresh store, 50 when exhausted (see `exhaustion`) or when the
+// STATUS is ready on a fresh store, 50 when exhausted (see `exhaustion`) or when the
 // data directory is read-only.
 #[test]
 fn status_read_only_data_dir() {
@@ -710,7 +712,7 @@ fn status_read_only_data_dir() {
     assert_eq!(leases(&net.dir()).len(), 1);
 }
 
-// PL §2.3, §2.9: the `flock` on `<dir>/lock` is honoured: an ADD waits for a live holder and a
+// The `flock` on `<dir>/lock` is honoured: an ADD waits for a live holder and a
 // lock file left by a dead one is no obstacle.
 #[test]
 fn waits_for_the_store_lock() {
@@ -883,7 +885,7 @@ fn interop_churn_with_go_never_hands_out_a_held_address() {
     }
 }
 
-// PL §2.2, §2.9: the same requests through Go and rcni in two data directories leave
+// The same requests through Go and rcni in two data directories leave
 // byte-identical files with the same names, and each continues the other's round-robin.
 // A lease write that fails half-way (here: no file may grow, `ulimit -f 0`) leaves neither a
 // lease nor a temp file, and the ADD fails with an I/O error. (A guard for the temp-file path

@@ -37,9 +37,9 @@ enum Expect {
     Code(u64),
     /// As `Code`, with either code.
     OneOf(u64, u64),
-    /// Exit 0 and nothing on stdout (DEL of a namespace that is not there, SC item 32).
+    /// Exit 0 and nothing on stdout (DEL of a namespace that is not there).
     Silent,
-    /// No `CNI_COMMAND`: the about text on stderr, exit 0, nothing on stdout (SC item 123).
+    /// No `CNI_COMMAND`: the about text on stderr, exit 0, nothing on stdout (as Go's skeleton).
     About,
     /// An ADD that succeeds with a link and no addresses (layer 2 only); the matrix DELs it
     /// again before it compares the kernel, so the pair must leave nothing.
@@ -469,7 +469,7 @@ fn cases(lab: &Lab, plugin: &str) -> Vec<Case> {
             push(name, command, c(render(&base, &patch)), Expect::Code(code));
         }
         if command != "DEL" {
-            // DEL ignores an unusable prevResult (SC item 57).
+            // DEL ignores an unusable prevResult.
             push(
                 "prevResult-as-string",
                 command,

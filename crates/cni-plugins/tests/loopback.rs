@@ -1,5 +1,5 @@
-//! The real `rcni-plugins` binary run as `loopback` inside throwaway namespaces (PL §1.5,
-//! SC §5 T1–T8, T11, T12, and the requests real runtimes send). Needs root.
+//! The real `rcni-plugins` binary run as `loopback` inside throwaway namespaces (the
+//! skeleton's protocol checks, DEL idempotence, and the requests real runtimes send). Needs root.
 
 mod common;
 
@@ -24,7 +24,7 @@ fn lo_addresses(ns: &str) -> Vec<String> {
         .collect()
 }
 
-// PL §1.5, T11: ADD brings lo up, CHECK passes, DEL brings it down, DEL again and DEL with a
+// ADD brings lo up, CHECK passes, DEL brings it down, DEL again and DEL with a
 // deleted or empty netns succeed, CHECK after DEL fails.
 #[test]
 fn add_check_del_lifecycle() {
@@ -64,7 +64,7 @@ fn add_check_del_lifecycle() {
     assert_silent_success(&s.run(LOOPBACK, &no_netns));
 }
 
-// SC §1.7 / PL §1.5: the ADD result in each layout real runtimes ask for.
+// The ADD result in each layout real runtimes ask for.
 #[test]
 fn add_result_per_version() {
     let s = Setup::new(&[LOOPBACK]);
@@ -147,7 +147,7 @@ fn crio_builtin_loopback() {
     }
 }
 
-// podman's probe, T1: VERSION with dummy values.
+// podman's probe: VERSION with dummy values.
 #[test]
 fn podman_version_probe() {
     let s = Setup::new(&[LOOPBACK]);
@@ -166,7 +166,7 @@ fn podman_version_probe() {
     assert_eq!(old.json().unwrap()["cniVersion"], "0.4.0");
 }
 
-// T2–T8, T12, SC §1.10: bad inputs get the right code, never a panic.
+// Bad inputs get the right code, never a panic.
 #[test]
 fn bad_inputs() {
     let s = Setup::new(&[LOOPBACK]);
@@ -219,7 +219,7 @@ fn bad_inputs() {
         assert_eq!(out.status, 1, "{what}: {out}");
         eprintln!("{what}: {e}");
     }
-    // T4: every missing variable named in one error.
+    // Every missing variable named in one error.
     let out = s.run(
         LOOPBACK,
         &PluginCall::new("ADD")
@@ -231,7 +231,7 @@ fn bad_inputs() {
         e["msg"],
         "required env variables [CNI_NETNS,CNI_IFNAME,CNI_PATH] missing"
     );
-    // T2: no command at all: about text on stderr, exit 0, nothing on stdout.
+    // No command at all: about text on stderr, exit 0, nothing on stdout.
     let out = s.run(LOOPBACK, &PluginCall::default());
     assert_silent_success(&out);
     assert!(
@@ -255,7 +255,7 @@ fn status_and_gc_succeed() {
     assert_silent_success(&s.run(LOOPBACK, &gc));
 }
 
-// SC item 53: a prevResult is passed through unchanged (at the request's version).
+// A prevResult is passed through unchanged (at the request's version).
 #[test]
 fn prev_result_passthrough() {
     let s = Setup::new(&[LOOPBACK]);
@@ -274,7 +274,7 @@ fn prev_result_passthrough() {
     assert!(is_up(&s.pod.name, "lo"));
 }
 
-// PL §1.5: lo carrying a non-loopback address makes ADD fail.
+// lo carrying a non-loopback address makes ADD fail.
 #[test]
 fn non_loopback_address_rejected() {
     let s = Setup::new(&[LOOPBACK]);
@@ -291,7 +291,7 @@ fn non_loopback_address_rejected() {
     );
 }
 
-// SC item 125: CNI_NETNS naming the plugin's own namespace is refused before anything changes;
+// CNI_NETNS naming the plugin's own namespace is refused before anything changes;
 // CNI_NETNS_OVERRIDE=1 lifts the check.
 #[test]
 fn own_netns_refused_before_side_effects() {

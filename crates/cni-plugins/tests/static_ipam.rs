@@ -1,4 +1,4 @@
-//! The real `rcni-plugins` binary run as `static` (PL §1.3), and compared with the Go static
+//! The real `rcni-plugins` binary run as `static`, and compared with the Go static
 //! plugin. Nothing is stored and no namespace is involved.
 
 mod common;
@@ -53,7 +53,7 @@ fn add(plugins: &Plugins, call: &PluginCall) -> Value {
     out.json().unwrap()
 }
 
-// PL §1.3: addresses (prefix and host bits kept), routes and dns, in each version's layout.
+// Addresses (prefix and host bits kept), routes and dns, in each version's layout.
 #[test]
 fn add_returns_the_config() {
     let p = Plugins::new();
@@ -92,7 +92,7 @@ fn add_returns_the_config() {
     assert!(r["ips"].as_array().is_none_or(|a| a.is_empty()), "{r}");
 }
 
-// PL §1.3: CNI_ARGS IP appends, GATEWAY fills matching subnets, args.cni.ips replaces,
+// CNI_ARGS IP appends, GATEWAY fills matching subnets, args.cni.ips replaces,
 // runtimeConfig.ips replaces again (gateways dropped), in Go's order.
 #[test]
 fn overrides_in_go_order() {
@@ -245,7 +245,7 @@ fn errors() {
     }
 }
 
-// PL §1.3: DEL is a no-op (twice, without netns); STATUS and GC at 1.1.0 do nothing.
+// DEL is a no-op (twice, without netns); STATUS and GC at 1.1.0 do nothing.
 #[test]
 fn del_status_gc_succeed() {
     let p = Plugins::new();
@@ -269,7 +269,7 @@ fn del_status_gc_succeed() {
     );
 }
 
-// PL §1.3: Go's weak CHECK: a configured address found with another gateway fails, a missing
+// Go's weak CHECK: a configured address found with another gateway fails, a missing
 // one is not detected, no prevResult is an error.
 #[test]
 fn check() {

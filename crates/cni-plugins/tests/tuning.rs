@@ -1,4 +1,4 @@
-//! The real `rcni-plugins` binary run as `tuning` (PL §1.14) against veth pairs in throwaway
+//! The real `rcni-plugins` binary run as `tuning` against veth pairs in throwaway
 //! namespaces: kernel state read with `ip -j` and `/proc/sys` inside the pod, DEL restoring,
 //! CHECK catching drift, bad input refused with the right code, and interop with Go's tuning.
 //! Needs root.
@@ -189,7 +189,7 @@ fn everything() -> Value {
     })
 }
 
-// PL §1.14: ADD changes every key in the pod, updates the MAC in the result and saves the old
+// ADD changes every key in the pod, updates the MAC in the result and saves the old
 // values; CHECK passes; DEL restores the link (not the sysctls) and removes the backup.
 #[test]
 fn add_check_del_round_trip() {
@@ -248,7 +248,7 @@ fn add_check_del_round_trip() {
     assert_silent_success(&lab.run(&lab.call("DEL", pod, &bare).netns("")));
 }
 
-// PL §1.14: podman's `{type: tuning}` changes nothing, writes no backup, passes the result on
+// podman's `{type: tuning}` changes nothing, writes no backup, passes the result on
 // in the requested version.
 /// #10 item 1 inside tuning: a repeated ADD is refused and the first ADD's backup (the
 /// original values) and link state are kept, so DEL still restores the original.
@@ -464,7 +464,7 @@ fn failed_add_rolls_back() {
     assert!(!lab.backup_file().exists());
 }
 
-// PL §1.14: for the MAC, args.cni wins over runtimeConfig, which wins over CNI_ARGS, which
+// For the MAC, args.cni wins over runtimeConfig, which wins over CNI_ARGS, which
 // wins over the `mac` key; args.cni overrides the other keys too.
 #[test]
 fn mac_sources_and_args_overrides() {

@@ -1,4 +1,5 @@
-//! The parameters of one attachment (libcni's `RuntimeConf`, SC item 85).
+//! The parameters of one attachment (libcni's `RuntimeConf`; SPEC.md, Section 3: "Attachment
+//! Parameters").
 
 use serde_json::{Map, Value};
 
@@ -43,13 +44,13 @@ impl Attachment {
         self
     }
 
-    /// `CNI_ARGS` in its environment form (L-12).
+    /// `CNI_ARGS` in its environment form (as libcni's `stringify` in `pkg/invoke/args.go`).
     pub fn args_env(&self) -> String {
         CniArgs::from_pairs(self.args.clone()).to_env_string()
     }
 
     /// Checks everything that ends up in a cache file name, on every command (better than
-    /// libcni, which checks on ADD only: SC §4 item 9).
+    /// libcni, which checks on ADD only).
     pub fn validate(&self, network: &str) -> Result<(), RuntimeError> {
         validate_network_name(network).map_err(RuntimeError::Invalid)?;
         validate_container_id(&self.container_id).map_err(RuntimeError::Invalid)?;

@@ -1,4 +1,5 @@
-//! The on-disk result cache, in libcni's exact layout (L-34 – L-38), so Go runtimes and rcni
+//! The on-disk result cache, in libcni's exact layout (`cacheAdd`, `getCachedResult`, `cacheDel`
+//! and `GetCachedAttachments` in containernetworking/cni `libcni/api.go`), so Go runtimes and rcni
 //! read each other's entries.
 //!
 //! Path: `<cacheDir>/results/<network>-<containerID>-<ifname>`. Content: one JSON object
@@ -132,7 +133,7 @@ impl CacheEntry {
         })
     }
 
-    /// The attachment parameters recorded at ADD time (what GC's stale DELs use, L-29).
+    /// The attachment parameters recorded at ADD time (what GC's stale DELs use).
     pub fn attachment(&self) -> Attachment {
         Attachment {
             container_id: self.container_id.clone(),
@@ -172,7 +173,7 @@ impl ResultCache {
 
     /// The entry's file name `<net>-<cid>-<ifname>` after validating all three (no
     /// separators). A name longer than [`MAX_ENTRY_NAME`] bytes is refused with code 4: the
-    /// entry could not be written, so ADD must not run its plugins (SC §4 item 9).
+    /// entry could not be written, so ADD must not run its plugins.
     pub fn entry_name(&self, network: &str, att: &Attachment) -> Result<String, RuntimeError> {
         att.validate(network)?;
         let name = format!("{network}-{}-{}", att.container_id, att.ifname);
@@ -242,7 +243,8 @@ impl ResultCache {
         Ok(fs::symlink_metadata(&path).is_ok().then_some(path))
     }
 
-    /// The raw cached entry (L-37). A missing or unreadable file is `None`.
+    /// The raw cached entry (libcni's `getCachedConfig` reads the same). A missing or unreadable
+    /// file is `None`.
     pub fn load_entry(
         &self,
         network: &str,
@@ -260,8 +262,9 @@ impl ResultCache {
             })
     }
 
-    /// The cached result converted to `version`, ready to send as `prevResult` (L-35). A
-    /// missing file is `None`; a file that is not an entry is read as a legacy bare result.
+    /// The cached result converted to `version`, ready to send as `prevResult` (as libcni's
+    /// `getCachedResult`). A missing file is `None`; a file that is not an entry is read as a
+    /// legacy bare result.
     pub fn load_result(
         &self,
         network: &str,
@@ -292,7 +295,7 @@ impl ResultCache {
     }
 
     /// Removes an entry and the temp files a killed write of it left, ignoring every error
-    /// (L-36).
+    /// (as libcni's `cacheDel`).
     pub fn remove(&self, network: &str, att: &Attachment) {
         if let Ok(name) = self.entry_name(network, att) {
             let dir = self.results_dir();
@@ -317,8 +320,8 @@ impl ResultCache {
         cache_temp::sweep(&self.results_dir(), network, STALE_AGE)
     }
 
-    /// Every valid entry, in file-name order, optionally only one container's (L-38). The
-    /// file name is only a pre-filter; the JSON decides.
+    /// Every valid entry, in file-name order, optionally only one container's (as libcni's
+    /// `GetCachedAttachments`). The file name is only a pre-filter; the JSON decides.
     pub fn attachments(&self, container_id: Option<&str>) -> Vec<CacheEntry> {
         let Ok(dir) = fs::read_dir(self.results_dir()) else {
             return Vec::new();
@@ -369,9 +372,9 @@ mod tests {
         }
     }
 
-    // L-34: the exact Go layout (field order, omitempty, sorted maps, std base64 with padding).
+    // The exact Go layout (field order, omitempty, sorted maps, std base64 with padding).
     #[test]
-    fn l34_go_byte_layout() {
+    fn go_byte_layout() {
         let e = entry();
         let expected = format!(
             concat!(
@@ -397,10 +400,10 @@ mod tests {
         assert_eq!(CacheEntry::decode(e.to_go_json().as_bytes()).unwrap(), e);
     }
 
-    // L-34: directory 0700, file 0600, no temp files left.
+    // Directory 0700, file 0600, no temp files left.
     #[cfg(unix)]
     #[test]
-    fn l34_modes_and_atomic_write() {
+    fn modes_and_atomic_write() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
         let cache = ResultCache::new(d.path().join("cni"));
@@ -413,9 +416,9 @@ mod tests {
         assert_eq!(fs::read_dir(cache.results_dir()).unwrap().count(), 1);
     }
 
-    // L-35: conversion to the list version; legacy bare results; corrupt files.
+    // Conversion to the list version; legacy bare results; corrupt files.
     #[test]
-    fn l35_load_converted_and_legacy() {
+    fn load_converted_and_legacy() {
         let d = tempfile::tempdir().unwrap();
         let cache = ResultCache::new(d.path());
         let att = entry().attachment();
@@ -450,12 +453,12 @@ mod tests {
             .is_err());
         cache.remove("dbnet", &att);
         assert!(!path.exists());
-        cache.remove("dbnet", &att); // L-36: errors ignored
+        cache.remove("dbnet", &att); // errors ignored
     }
 
-    // L-38 and SC §4 item 9: listing and path validation.
+    // Listing and path validation.
     #[test]
-    fn l38_attachments_and_validation() {
+    fn attachments_and_validation() {
         let d = tempfile::tempdir().unwrap();
         let cache = ResultCache::new(d.path());
         cache.store(&entry()).unwrap();

@@ -1,9 +1,10 @@
-//! Finding networks in a config directory (L-6 – L-8).
+//! Finding networks in a config directory (libcni's `ConfFiles` and `LoadNetworkConf` in
+//! containernetworking/cni `libcni/conf.go`, and go-cni's choice of a default network).
 //!
 //! Every `.conf`, `.conflist` and `.json` file is loaded in file-name order; a name defined in
 //! two files resolves as in libcni (a `.conflist` wins over a `.conf`/`.json`, then the first
 //! file), and a `.conflist` also gets the `*.conf` plugins of the sub-directory named after its
-//! network, unless it sets `loadOnlyInlinedPlugins` (L-4). Unlike libcni and
+//! network, unless it sets `loadOnlyInlinedPlugins`. Unlike libcni and
 //! go-cni, a broken file does not hide the others: it becomes a [`ConfWarning`] naming the file
 //! and the parse position, and the remaining files are still loaded.
 
@@ -70,7 +71,7 @@ impl Discovery {
     }
 
     /// Adds a loaded network; files arrive in name order. A name defined twice keeps one
-    /// file, chosen as libcni's lookup by name chooses (L-7): a `.conflist` before any
+    /// file, chosen as libcni's lookup by name chooses: a `.conflist` before any
     /// `.conf`/`.json`, otherwise the first file. The other becomes a warning.
     fn add(&mut self, net: Network) {
         let Some(i) = self.networks.iter().position(|n| n.name() == net.name()) else {
@@ -100,7 +101,7 @@ impl Discovery {
         });
     }
 
-    /// The default network: the first valid file in name order (go-cni's rule, L-8, but
+    /// The default network: the first valid file in name order (go-cni's rule, but
     /// skipping broken files instead of failing).
     pub fn default_network(&self) -> Option<&Network> {
         self.networks.first()
@@ -108,7 +109,7 @@ impl Discovery {
 }
 
 /// The non-directory entries of `dir` with one of `exts` (no dot), sorted by file name. A
-/// missing directory is an empty list (L-6).
+/// missing directory is an empty list (as libcni's `ConfFiles`).
 pub fn conf_files(dir: &Path, exts: &[&str]) -> io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -170,9 +171,9 @@ mod tests {
         fs::write(dir.join(name), content).unwrap();
     }
 
-    // T26 / L-4, L-5, L-7, L-8: discovery by name, sub-directory plugins, legacy files.
+    // Discovery by name, sub-directory plugins, legacy files.
     #[test]
-    fn t26_discovery_by_name_and_subdir_plugins() {
+    fn discovery_by_name_and_subdir_plugins() {
         let d = tempfile::tempdir().unwrap();
         write(
             d.path(),
@@ -206,9 +207,9 @@ mod tests {
         assert_eq!(found.default_network().unwrap().name(), "a");
     }
 
-    // L-4 with loadOnlyInlinedPlugins.
+    // Sub-directory plugins are not loaded with loadOnlyInlinedPlugins.
     #[test]
-    fn t26_load_only_inlined_plugins() {
+    fn load_only_inlined_plugins() {
         let d = tempfile::tempdir().unwrap();
         write(
             d.path(),
@@ -223,7 +224,7 @@ mod tests {
         );
     }
 
-    // L-4: a list without `plugins` gets them all from its sub-directory.
+    // A list without `plugins` gets them all from its sub-directory.
     #[test]
     fn subdir_only_list() {
         let d = tempfile::tempdir().unwrap();
@@ -242,7 +243,7 @@ mod tests {
         assert_eq!(load_network(d.path(), "a").unwrap().plugin_types(), ["x"]);
     }
 
-    // SC §4 item 11: a broken file does not hide other networks; the warning has a position.
+    // A broken file does not hide other networks; the warning has a position.
     #[test]
     fn broken_file_is_a_warning_with_position() {
         let d = tempfile::tempdir().unwrap();
@@ -285,7 +286,7 @@ mod tests {
         assert!(e.contains("00-broken.conflist"), "{e}");
     }
 
-    // L-6: a missing directory is empty, not an error; directories are skipped.
+    // A missing directory is empty, not an error; directories are skipped.
     #[test]
     fn missing_dir_and_subdirs() {
         let d = tempfile::tempdir().unwrap();
@@ -295,9 +296,9 @@ mod tests {
         assert!(conf_files(d.path(), &CONF_EXTENSIONS).unwrap().is_empty());
     }
 
-    // T25: version selection reaches the loaded network; a bad cniVersions entry fails.
+    // Version selection reaches the loaded network; a bad cniVersions entry fails.
     #[test]
-    fn t25_version_selection() {
+    fn version_selection() {
         let n = Network::from_list_bytes(
             br#"{"name":"n","cniVersion":"0.3.1","cniVersions":["0.4.0","1.0.0","99.0.0"],"plugins":[{"type":"p"}]}"#,
         )
@@ -310,9 +311,9 @@ mod tests {
         assert!(Network::from_list_bytes(br#"{"name":"../n","plugins":[{"type":"p"}]}"#).is_err());
     }
 
-    // L-7: lookup by name prefers a `.conflist` over an earlier `.conf` of the same name.
+    // Lookup by name prefers a `.conflist` over an earlier `.conf` of the same name.
     #[test]
-    fn l7_conflist_wins_over_an_earlier_conf() {
+    fn conflist_wins_over_an_earlier_conf() {
         let d = tempfile::tempdir().unwrap();
         write(
             d.path(),
@@ -339,10 +340,10 @@ mod tests {
         );
     }
 
-    // L-4: only a `.conflist` reads its sub-directory, and only `*.conf` files in it; the
+    // Only a `.conflist` reads its sub-directory, and only `*.conf` files in it; the
     // string form of `loadOnlyInlinedPlugins` is honoured.
     #[test]
-    fn l4_subdir_rules() {
+    fn subdir_rules() {
         let d = tempfile::tempdir().unwrap();
         write(
             d.path(),
@@ -376,7 +377,7 @@ mod tests {
         );
     }
 
-    // SC §4 item 11: the cached `config` of a list with sub-directory plugins names the whole
+    // The cached `config` of a list with sub-directory plugins names the whole
     // chain (libcni's misses them), and keeps the list's other keys byte for byte.
     #[test]
     fn cached_config_carries_subdir_plugins() {

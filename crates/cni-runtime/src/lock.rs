@@ -1,4 +1,5 @@
-//! Per-network exclusion of GC against ADD and DEL across processes (SC item 81).
+//! Per-network exclusion of GC against ADD and DEL across processes (SPEC.md, Section 3: Execution
+//! of Network Configurations, "Lifecycle & Ordering").
 //!
 //! One lock file per network, `<cacheDir>/locks/<network>.lock`. ADD and DEL hold it shared
 //! (they may run concurrently for different containers), GC holds it exclusive, so GC starts
@@ -87,7 +88,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    // SC item 81: shared locks coexist; an exclusive lock waits for them.
+    // Shared locks coexist; an exclusive lock waits for them.
     #[test]
     fn gc_waits_for_add_and_del() {
         let d = tempfile::tempdir().unwrap();

@@ -15,9 +15,11 @@ pub const LOOPBACK_CONFIG: &str =
 /// A network ready to run.
 #[derive(Debug, Clone)]
 pub struct Network {
-    /// The list; `plugins` holds the inline plugins followed by sub-directory plugins (L-4).
+    /// The list; `plugins` holds the inline plugins followed by sub-directory plugins (libcni's
+    /// `NetworkConfFromFile`).
     pub list: NetConfList,
-    /// The version every request of this network carries (L-2 with SC item 4).
+    /// The version every request of this network carries (the highest of `cniVersion` and
+    /// `cniVersions`, as libcni's `NetworkConfFromBytes` selects it).
     pub version: SpecVersion,
     /// The file it was loaded from, if any.
     pub source: Option<PathBuf>,
@@ -71,7 +73,8 @@ impl Network {
             .map_err(|p| p.into_error(None))
     }
 
-    /// A network from a legacy single-plugin config (`.conf` content), wrapped as a list (L-5).
+    /// A network from a legacy single-plugin config (`.conf` content), wrapped as a list (libcni's
+    /// `ConfListFromConf`).
     pub fn from_single_plugin_bytes(bytes: &[u8]) -> Result<Network, RuntimeError> {
         let list = NetConfList::from_single_plugin(bytes)
             .map_err(|e| LoadProblem::from_config(&e).into_error(None))?;
@@ -100,7 +103,7 @@ impl Network {
         }
     }
 
-    /// Loads one file: `.conflist` as a list plus its sub-directory plugins (L-4), anything
+    /// Loads one file: `.conflist` as a list plus its sub-directory plugins, anything
     /// else as a legacy single-plugin config. Unlike libcni, a list-shaped `.conf`/`.json` is
     /// accepted as a list.
     pub fn load_file(path: &Path) -> Result<Network, RuntimeError> {
@@ -197,7 +200,7 @@ pub(crate) fn is_conflist(path: &Path) -> bool {
 /// The list file's bytes with `plugins` replaced by the whole chain (inline plus
 /// sub-directory plugins). These bytes are what the result cache stores as `config`, so a DEL
 /// or GC from the cache after the directory changed still runs every plugin the ADD ran
-/// (libcni caches only the inline plugins: SC §4 item 11).
+/// (libcni caches only the inline plugins).
 fn bytes_with_plugins(list_bytes: &[u8], plugins: &[RawObject]) -> Result<Vec<u8>, LoadProblem> {
     let mut obj = RawObject::parse(list_bytes)
         .map_err(|e| LoadProblem::plain(format!("cannot re-read the list: {e}")))?;

@@ -1,4 +1,5 @@
-//! Building the request config a plugin reads on stdin (L-9, L-22, L-23).
+//! Building the request config a plugin reads on stdin (SPEC.md, Section 3: "Deriving request
+//! configuration from plugin configuration"; libcni's `buildOneConfig` and `injectRuntimeConfig`).
 //!
 //! The plugin object is kept byte for byte ([`RawObject`]): its own keys, their order and their
 //! numbers reach the plugin unchanged; only `name`, `cniVersion`, `prevResult`,
@@ -23,7 +24,8 @@ pub fn declared_capabilities(plugin: &RawObject) -> Result<Vec<String>, serde_js
         .collect())
 }
 
-/// `runtimeConfig` for a plugin: the capability args it declares `true` (item 17, L-23).
+/// `runtimeConfig` for a plugin: the capability args it declares `true` (SPEC.md, Section 3:
+/// "Deriving `runtimeConfig`").
 pub fn runtime_config(
     plugin: &RawObject,
     capability_args: &Map<String, Value>,
@@ -37,7 +39,7 @@ pub fn runtime_config(
 }
 
 /// The request for ADD, DEL or CHECK. A non-empty derived `runtimeConfig` replaces a static
-/// one as a whole; an empty one leaves the object alone (libcni L-23).
+/// one as a whole; an empty one leaves the object alone (libcni's `injectRuntimeConfig`).
 pub fn attachment_request(
     plugin: &RawObject,
     network: &str,
@@ -65,8 +67,8 @@ pub fn status_request(
     Ok(base(plugin, network, version)?.to_bytes())
 }
 
-/// The request for GC: both the current and the legacy valid-attachments keys (L-29), always
-/// as an array (never `null`).
+/// The request for GC: both the current and the legacy valid-attachments keys (as libcni's
+/// `GCNetworkList`), always as an array (never `null`).
 pub fn gc_request(
     plugin: &RawObject,
     network: &str,
@@ -99,9 +101,9 @@ mod tests {
         RawObject::parse(s.as_bytes()).unwrap()
     }
 
-    // L-22 / items 15, 16, 21: name and version override, other keys byte-faithful.
+    // Name and version override, other keys byte-faithful.
     #[test]
-    fn l22_keeps_plugin_bytes_and_overrides_name_and_version() {
+    fn keeps_plugin_bytes_and_overrides_name_and_version() {
         let p = plugin(
             r#"{"type":"bridge","name":"own","cniVersion":"0.1.0","mtu":12345678901234567890123,"f":1.50,"s":"<&>"}"#,
         );
@@ -112,9 +114,9 @@ mod tests {
         );
     }
 
-    // L-23 / item 17: only capabilities declared true and supplied; replaces a static value.
+    // Only capabilities declared true and supplied; replaces a static value.
     #[test]
-    fn l23_runtime_config_from_declared_capabilities() {
+    fn runtime_config_from_declared_capabilities() {
         let caps = json!({"portMappings":[{"hostPort":8080}],"mac":"c2:11:22:33:44:55","ips":["198.18.0.5"]});
         let caps = caps.as_object().unwrap();
         let p = plugin(
@@ -133,9 +135,9 @@ mod tests {
         assert_eq!(v["runtimeConfig"], json!({"static":1}));
     }
 
-    // L-29 / L-31 / item 20: GC keys.
+    // GC keys: `cni.dev/valid-attachments` and the legacy `cni.dev/attachments`.
     #[test]
-    fn l29_gc_request_carries_both_keys() {
+    fn gc_request_carries_both_keys() {
         let p = plugin(r#"{"type":"a"}"#);
         let valid = [GcAttachment {
             container_id: "c1".into(),

@@ -1,4 +1,5 @@
-//! Running a network's plugin chain (libcni's `CNIConfig`, L-25 – L-33, SC §1.5).
+//! Running a network's plugin chain (libcni's `CNIConfig` in containernetworking/cni
+//! `libcni/api.go`; SPEC.md, Section 3: Execution of Network Configurations).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use crate::network::{plugin_name, plugin_type, Network};
 use crate::request;
 use crate::trace::TraceContext;
 
-/// Per-command timeouts (libcni has none: SC §4 item 6), each for the whole chain of one
+/// Per-command timeouts (libcni has none of its own), each for the whole chain of one
 /// operation: the plugins of a chain share it. `None` waits forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
@@ -83,7 +84,7 @@ pub struct PluginVersion {
 /// What [`Runtime::validate`] found.
 #[derive(Debug, Default)]
 pub struct ValidationReport {
-    /// Union of the capabilities the plugins declare `true` (L-33).
+    /// Union of the capabilities the plugins declare `true` (as libcni's `ValidateNetworkList`).
     pub capabilities: BTreeSet<String>,
     /// Problems that do not stop the network from running (reserved keys in the file).
     pub warnings: Vec<String>,
@@ -126,7 +127,7 @@ impl Runtime {
         self.cache.root()
     }
 
-    /// `CNI_PATH`: the search path joined with `:`. Go plugins need it non-empty (SC item 33),
+    /// `CNI_PATH`: the search path joined with `:`. Go plugins need it non-empty (Go's skeleton),
     /// so an empty search path still sends something.
     fn cni_path(&self) -> String {
         std::env::join_paths(&self.plugin_paths)
@@ -184,8 +185,8 @@ impl Runtime {
     // ---- ADD ------------------------------------------------------------------------------
 
     /// ADD over the chain in order, each result the next plugin's `prevResult` (converted to
-    /// the network's version, SC §4 item 2). The final result is cached and returned. On a
-    /// failure the whole chain gets DEL in reverse before the error is returned.
+    /// the network's version; libcni passes them unconverted). The final result is cached and
+    /// returned. On a failure the whole chain gets DEL in reverse before the error is returned.
     ///
     /// Refused before any plugin runs (nothing changes): names that cannot become a cache
     /// file (code 4), and an attachment that already has a cache entry
@@ -272,8 +273,8 @@ impl Runtime {
         Ok(normalize(result, net.version))
     }
 
-    /// DEL of the whole chain after a failed ADD (SC §4 item 1), with the partial result as
-    /// `prevResult` where the version has DEL prevResults (0.4.0 on).
+    /// DEL of the whole chain after a failed ADD (libcni rolls nothing back), with the partial
+    /// result as `prevResult` where the version has DEL prevResults (0.4.0 on).
     fn roll_back(
         &self,
         net: &Network,
@@ -308,9 +309,9 @@ impl Runtime {
 
     // ---- DEL ------------------------------------------------------------------------------
 
-    /// DEL over the chain in reverse with the cached result as `prevResult` (L-26). A corrupt
-    /// cache is deleted and DEL goes on without one. The cache entry is removed on success and
-    /// kept on failure.
+    /// DEL over the chain in reverse with the cached result as `prevResult` (libcni's
+    /// `DelNetworkList`). A corrupt cache is deleted and DEL goes on without one. The cache entry
+    /// is removed on success and kept on failure.
     pub fn del(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
         att.validate(net.name())?;
         let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
@@ -318,9 +319,9 @@ impl Runtime {
     }
 
     /// The attachment with what the caller left empty (`CNI_ARGS`, capability args, netns)
-    /// filled in from the values cached at ADD time (L-37), so DEL and CHECK repeat what ADD
-    /// was given: plugins such as portmap only clean up when DEL carries the same
-    /// `runtimeConfig`.
+    /// filled in from the values cached at ADD time (libcni's `GetNetworkListCachedConfig`), so DEL
+    /// and CHECK repeat what ADD was given: plugins such as portmap only clean up when DEL carries
+    /// the same `runtimeConfig`.
     pub fn complete_from_cache(&self, net: &Network, att: &Attachment) -> Attachment {
         let mut att = att.clone();
         if let Some(entry) = self.cache.load_entry(net.name(), &att).ok().flatten() {
@@ -348,8 +349,8 @@ impl Runtime {
 
     /// [`Runtime::del`], except that every plugin of the chain gets its DEL even after one
     /// failed, and all failures are reported: libcni's `DelNetworkList` stops at the first,
-    /// leaking what the plugins before it in the reverse order hold (RC §2, containerd
-    /// #12130). The cache entry is removed only when every DEL succeeded.
+    /// leaking what the plugins before it in the reverse order hold (containerd issue #12130). The
+    /// cache entry is removed only when every DEL succeeded.
     pub fn del_keep_going(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
         att.validate(net.name())?;
         let _lock = NetworkLock::shared(self.cache_dir(), net.name())?;
@@ -435,10 +436,10 @@ impl Runtime {
 
     // ---- CHECK ----------------------------------------------------------------------------
 
-    /// CHECK over the chain in order with the cached result (L-27). Versions below 0.4.0 are
-    /// rejected before `disableCheck` is looked at; `disableCheck` succeeds without running
-    /// anything. Unlike libcni, a missing cached result is an error (the spec requires a
-    /// `prevResult`, SC §4 item 7).
+    /// CHECK over the chain in order with the cached result (libcni's `CheckNetworkList`). Versions
+    /// below 0.4.0 are rejected before `disableCheck` is looked at; `disableCheck` succeeds without
+    /// running anything. Unlike libcni, a missing cached result is an error (the spec requires a
+    /// `prevResult`; libcni then runs CHECK without one).
     pub fn check(&self, net: &Network, att: &Attachment) -> Result<(), RuntimeError> {
         self.cache.entry_name(net.name(), att)?;
         if !net.version.allows_check() {
@@ -466,7 +467,8 @@ impl Runtime {
     // ---- STATUS ---------------------------------------------------------------------------
 
     /// STATUS over the chain in order, stopping at the first error, whose code (50/51) is kept
-    /// (L-32). Below 1.1.0 there is no STATUS: success without running anything.
+    /// (libcni's `GetStatusNetworkList`). Below 1.1.0 there is no STATUS: success without running
+    /// anything.
     pub fn status(&self, net: &Network) -> Result<(), RuntimeError> {
         validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
         if !net.version.allows_status_and_gc() {
@@ -493,10 +495,11 @@ impl Runtime {
 
     // ---- GC -------------------------------------------------------------------------------
 
-    /// GC (L-29): DEL every cached attachment of this network that is not in `valid` (with the
-    /// parameters cached at ADD), then GC to every plugin with the valid list (1.1.0 on).
-    /// Errors are collected, not fatal. `disableGC` does nothing. Holds the network lock
-    /// exclusively, so no ADD or DEL of this network runs meanwhile (SC item 81).
+    /// GC (libcni's `GCNetworkList`): DEL every cached attachment of this network that is not in
+    /// `valid` (with the parameters cached at ADD), then GC to every plugin with the valid list
+    /// (1.1.0 on). Errors are collected, not fatal. `disableGC` does nothing. Holds the network
+    /// lock exclusively, so no ADD or DEL of this network runs meanwhile (SPEC.md, Section 3:
+    /// Execution of Network Configurations, "Lifecycle & Ordering").
     pub fn gc(&self, net: &Network, valid: &[GcAttachment]) -> Result<(), RuntimeError> {
         validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
         if net.list.disable_gc {
@@ -580,8 +583,9 @@ impl Runtime {
     }
 
     /// The network at the highest version that both the config offers (`cniVersion` ∪
-    /// `cniVersions`) and every plugin reports in its VERSION answer (SC item 4's "may also
-    /// take plugins into account"; libcni never does). Fails when there is none.
+    /// `cniVersions`) and every plugin reports in its VERSION answer (SPEC.md, Section 1, "Version
+    /// considerations", allows consulting the plugins; libcni never does). Fails when there is
+    /// none.
     pub fn negotiate_version(&self, net: &Network) -> Result<Network, RuntimeError> {
         let mut common: Vec<SpecVersion> = net
             .list
@@ -620,9 +624,10 @@ impl Runtime {
         Ok(out)
     }
 
-    /// Checks that every plugin exists and supports the network's version (L-33); all problems
-    /// are reported together. Returns the union of declared capabilities and warnings about
-    /// keys reserved for the runtime (SC item 13).
+    /// Checks that every plugin exists and supports the network's version (libcni's
+    /// `ValidateNetworkList`); all problems are reported together. Returns the union of declared
+    /// capabilities and warnings about keys reserved for the runtime (SPEC.md, Section 1: Network
+    /// configuration format).
     pub fn validate(&self, net: &Network) -> Result<ValidationReport, RuntimeError> {
         validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
         let mut report = ValidationReport::default();

@@ -1,5 +1,6 @@
-//! OpenTelemetry context handed to plugins (libcni main after v1.3, L-21): `TRACEPARENT`,
-//! `TRACESTATE` and `BAGGAGE` in the plugin's environment.
+//! OpenTelemetry context handed to plugins (libcni main after v1.3, `injectTraceContext` in
+//! `pkg/invoke/raw_exec.go`): `TRACEPARENT`, `TRACESTATE` and `BAGGAGE` in the plugin's
+//! environment.
 //!
 //! The runtime takes the context from its own environment when it is built (a runtime started
 //! by a traced caller passes the caller's span on), and a library user may replace it per

@@ -1,4 +1,5 @@
-//! Runtime behaviour against fake plugins (SC §5 T16–T29, §2 L-items, §1.5).
+//! Runtime behaviour against fake plugins: the chain procedures of SPEC.md, Section 3: Execution of
+//! Network Configurations, and what libcni (`libcni/api.go`, `pkg/invoke`) does beyond them.
 
 mod common;
 
@@ -29,10 +30,11 @@ fn abc() -> Fake {
     f
 }
 
-// T16, L-25, L-22, L-23, L-24 (capabilities kept), L-11 (all six CNI_* set), L-12, L-14,
-// L-18, items 16/17/19/86.
+// ADD over the chain in order: each plugin's stdin (name and version overridden, own bytes kept,
+// `runtimeConfig` from declared capabilities, `capabilities` kept, `prevResult` from the plugin
+// before), all six CNI_* variables set, `CNI_ARGS` in its `k=v;k=v` form.
 #[test]
-fn t16_add_chain() {
+fn add_chain() {
     let f = abc();
     f.answer("C", "ADD", r#"{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/run/netns/t1"}],"ips":[{"address":"198.18.0.5/16","gateway":"198.18.0.1","interface":0}],"routes":[{"dst":"0.0.0.0/0"}]}"#, 0);
     let net = chain("1.0.0", "");
@@ -69,7 +71,7 @@ fn t16_add_chain() {
     assert_eq!(result.interfaces[0].sandbox, "/run/netns/t1");
 }
 
-// SC §4 item 2: intermediate results are converted to the list version.
+// Intermediate results (passed unconverted by libcni) are converted to the list version.
 #[test]
 fn prev_result_is_converted_to_the_list_version() {
     let f = abc();
@@ -86,10 +88,10 @@ fn prev_result_is_converted_to_the_list_version() {
     assert!(prev["ips"][0].get("version").is_none());
 }
 
-// T17, L-34: the cache entry.
+// The cache entry, in libcni's layout.
 #[cfg(unix)]
 #[test]
-fn t17_cache_write() {
+fn cache_write() {
     let f = abc();
     let net = chain("1.0.0", "");
     f.runtime().add(&net, &att()).unwrap();
@@ -123,9 +125,9 @@ fn t17_cache_write() {
     );
 }
 
-// T18 plus rollback (SC §4 item 1).
+// A failed ADD, plus the rollback libcni does not do.
 #[test]
-fn t18_add_failure_rolls_back_the_whole_chain() {
+fn add_failure_rolls_back_the_whole_chain() {
     let f = abc();
     f.answer("B", "ADD", r#"{"code":7,"msg":"bad"}"#, 1);
     let net = chain("1.0.0", "");
@@ -144,9 +146,9 @@ fn t18_add_failure_rolls_back_the_whole_chain() {
     assert!(!f.cache_file("net", "c1", "eth0").exists());
 }
 
-// T18 with rollback off: libcni's behaviour.
+// A failed ADD with rollback off: libcni's behaviour.
 #[test]
-fn t18_add_failure_without_rollback() {
+fn add_failure_without_rollback() {
     let f = abc();
     f.answer("B", "ADD", r#"{"code":7,"msg":"bad"}"#, 1);
     let mut rt = f.runtime();
@@ -176,9 +178,9 @@ fn rollback_errors_are_appended() {
     );
 }
 
-// T19, L-26, L-19 (DEL output ignored), L-36 (cache removed), item 88.
+// DEL in reverse with the cached result as prevResult, DEL output ignored, cache removed.
 #[test]
-fn t19_del_chain() {
+fn del_chain() {
     let f = abc();
     let net = chain("1.0.0", "");
     let rt = f.runtime();
@@ -197,7 +199,7 @@ fn t19_del_chain() {
     assert!(f.stdin(1).get("prevResult").is_none());
 }
 
-// L-26: versions below 0.4.0 never send prevResult on DEL.
+// Versions below 0.4.0 never send prevResult on DEL.
 #[test]
 fn del_below_040_has_no_prev_result() {
     let f = abc();
@@ -209,9 +211,9 @@ fn del_below_040_has_no_prev_result() {
     assert!(f.stdin(1).get("prevResult").is_none());
 }
 
-// T20 (a): a failing DEL stops the chain and keeps the cache.
+// A failing DEL stops the chain and keeps the cache.
 #[test]
-fn t20a_del_failure_keeps_cache() {
+fn del_failure_keeps_cache() {
     let f = abc();
     let net = chain("1.0.0", "");
     let rt = f.runtime();
@@ -225,9 +227,9 @@ fn t20a_del_failure_keeps_cache() {
     assert!(f.cache_file("net", "c1", "eth0").exists());
 }
 
-// T20 (b): a corrupt cache is deleted and DEL goes on without prevResult.
+// A corrupt cache is deleted and DEL goes on without prevResult.
 #[test]
-fn t20b_corrupt_cache() {
+fn del_with_corrupt_cache() {
     let f = abc();
     let path = f.cache_file("net", "c1", "eth0");
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -238,9 +240,9 @@ fn t20b_corrupt_cache() {
     assert!(!path.exists());
 }
 
-// T21, L-27, item 89.
+// CHECK: the version gate, `disableCheck`, then the plugins in order with the cached result.
 #[test]
-fn t21_check() {
+fn check_chain() {
     let f = abc();
     let rt = f.runtime();
     // (a) disableCheck: success without exec.
@@ -287,9 +289,10 @@ fn seed(rt: &cni_runtime::Runtime, net_name: &str, cid: &str) {
     rt.add(&net, &a).unwrap();
 }
 
-// T22, L-29, L-30, L-31, item 90.
+// GC: stale attachments get DEL with their cached arguments, then every plugin gets GC with
+// the valid list.
 #[test]
-fn t22_gc() {
+fn gc_chain() {
     let f = abc();
     let rt = f.runtime();
     seed(&rt, "N", "c1");
@@ -337,7 +340,7 @@ fn t22_gc() {
     assert!(f.cache_file("N", "c1", "eth0").exists());
 }
 
-// L-29: below 1.1.0 the stale DELs still run but no GC verb is sent.
+// Below 1.1.0 the stale DELs still run but no GC verb is sent.
 #[test]
 fn gc_below_110_only_deletes_stale() {
     let f = abc();
@@ -350,9 +353,9 @@ fn gc_below_110_only_deletes_stale() {
     assert!(!f.cache_file("net", "c1", "eth0").exists());
 }
 
-// T23: GC errors are collected; the other plugins still run.
+// GC errors are collected; the other plugins still run.
 #[test]
-fn t23_gc_error_aggregation() {
+fn gc_error_aggregation() {
     let f = abc();
     f.answer("A", "GC", r#"{"code":102,"msg":"gc broke"}"#, 1);
     let net = chain("1.1.0", "");
@@ -362,9 +365,9 @@ fn t23_gc_error_aggregation() {
     assert_eq!(err.code(), 102);
 }
 
-// T24, L-32.
+// STATUS: nothing below 1.1.0; in order, stopping at the first error, whose code is kept.
 #[test]
-fn t24_status() {
+fn status_chain() {
     let f = abc();
     let rt = f.runtime();
     rt.status(&chain("1.0.0", "")).unwrap();
@@ -381,9 +384,9 @@ fn t24_status() {
     assert!(f.stdin(1).get("runtimeConfig").is_none());
 }
 
-// T25 through the runtime: the plugin stdin carries the selected version.
+// Version selection through the runtime: the plugin stdin carries the selected version.
 #[test]
-fn t25_selected_version_reaches_plugins() {
+fn selected_version_reaches_plugins() {
     let f = abc();
     let net = network(
         r#"{"name":"net","cniVersion":"0.3.1","cniVersions":["0.4.0","1.0.0","99.0.0"],"plugins":[{"type":"A"}]}"#,
@@ -392,9 +395,9 @@ fn t25_selected_version_reaches_plugins() {
     assert_eq!(f.stdin(1)["cniVersion"], "1.0.0");
 }
 
-// T27 / L-13 through the runtime: lookup failures name the plugin and the stage.
+// Plugin lookup through the runtime: lookup failures name the plugin and the stage.
 #[test]
-fn t27_lookup_errors() {
+fn lookup_errors() {
     let f = abc();
     let net = network(r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"missing"}]}"#);
     let err = f.runtime().add(&net, &att()).unwrap_err();
@@ -410,9 +413,9 @@ fn t27_lookup_errors() {
     assert!(f.calls().is_empty());
 }
 
-// T28: plugin output handling (L-17 error texts, L-18 result version fallback).
+// Plugin output handling (libcni's error texts, and the config's version for a result without one).
 #[test]
-fn t28_plugin_output() {
+fn plugin_output() {
     let f = Fake::new();
     f.plugins(&["P"]);
     let net = network(r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"P"}]}"#);
@@ -453,9 +456,9 @@ fn t28_plugin_output() {
     ));
 }
 
-// T29, L-35: a legacy bare result in the cache, converted for CHECK.
+// A legacy bare result in the cache, converted for CHECK.
 #[test]
-fn t29_legacy_cache_read() {
+fn legacy_cache_read() {
     let f = abc();
     let path = f.cache_file("net", "c1", "eth0");
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -471,7 +474,7 @@ fn t29_legacy_cache_read() {
     assert!(prev["ips"][0].get("version").is_none());
 }
 
-// SC §4 item 9: names are validated on every command, before anything runs.
+// Names are validated on every command, before anything runs.
 #[test]
 fn validation_on_every_command() {
     let f = abc();
@@ -488,8 +491,7 @@ fn validation_on_every_command() {
     assert!(f.calls().is_empty());
 }
 
-// L-16 / SC §4 item 6: a per-plugin timeout kills a hung plugin; the error names it and is
-// code 11.
+// A timeout (libcni has none of its own) kills a hung plugin; the error names it and is code 11.
 #[test]
 fn plugin_timeout() {
     let f = abc();
@@ -532,7 +534,7 @@ fn the_add_timeout_is_applied_once_per_chain() {
     );
 }
 
-// L-20, L-33: VERSION per plugin and validation.
+// VERSION per plugin and validation (libcni's `GetVersionInfo` and `ValidateNetworkList`).
 #[test]
 fn version_and_validate() {
     let f = abc();
@@ -571,7 +573,7 @@ fn version_and_validate() {
     assert!(matches!(err, RuntimeError::Multiple(ref v) if v.len() == 2));
 }
 
-// SC item 81: GC waits for an ADD/DEL in flight on the same network.
+// GC waits for an ADD/DEL in flight on the same network.
 #[test]
 fn gc_waits_for_shared_lock() {
     let f = abc();
@@ -594,7 +596,7 @@ fn gc_waits_for_shared_lock() {
     assert_eq!(f.calls().len(), 3);
 }
 
-// L-37: DEL with the arguments cached at ADD time.
+// DEL with the arguments cached at ADD time.
 #[test]
 fn del_with_cached_args() {
     let f = abc();
@@ -616,7 +618,7 @@ fn loopback_network_is_builtin() {
     assert_eq!(lo.config_bytes(), cni_runtime::LOOPBACK_CONFIG.as_bytes());
 }
 
-// SC item 4: the version can be confirmed against the plugins' VERSION answers.
+// The version can be confirmed against the plugins' VERSION answers.
 #[test]
 fn negotiate_version_with_plugins() {
     let f = abc();
@@ -656,9 +658,9 @@ fn unusable_cache_dir_refuses_add_before_any_plugin() {
     assert!(f.calls_str().is_empty(), "{:?}", f.calls_str());
 }
 
-// L-10: libcni's default cache directory.
+// libcni's default cache directory.
 #[test]
-fn l10_default_cache_dir() {
+fn default_cache_dir() {
     let rt = cni_runtime::Runtime::with_default_cache(vec!["/opt/cni/bin".into()]);
     assert_eq!(rt.cache_dir(), std::path::Path::new("/var/lib/cni"));
 }

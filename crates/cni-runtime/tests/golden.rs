@@ -1,7 +1,7 @@
-//! Cache interop with Go libcni (L-34 – L-38). The fixtures in `tests/fixtures/` are entries in
-//! the exact byte layout libcni writes: `go-v1.3-*` as libcni ≥ v1.2 writes it (with `netns`),
-//! `go-v1.1.2-*` as the Debian libcni v1.1.2 writes it (no `netns`, a 0.4.0 result with
-//! `"dns":{}`).
+//! Cache interop with Go libcni (`cacheAdd`, `getCachedResult`, `GetCachedAttachments` in
+//! `libcni/api.go`). The fixtures in `tests/fixtures/` are entries in the exact byte layout libcni
+//! writes: `go-v1.3-*` as libcni ≥ v1.2 writes it (with `netns`), `go-v1.1.2-*` as the Debian
+//! libcni v1.1.2 writes it (no `netns`, a 0.4.0 result with `"dns":{}`).
 
 mod common;
 
@@ -32,7 +32,7 @@ fn install(f: &Fake, fixture_name: &str, file: &str) -> Network {
     Network::from_list_bytes(&entry.config).unwrap()
 }
 
-// L-34: decoding and re-encoding a Go entry gives the same bytes.
+// Decoding and re-encoding a Go entry gives the same bytes.
 #[test]
 fn go_entries_round_trip_byte_for_byte() {
     for name in ["go-v1.3-dbnet-ctr1-eth0", "go-v1.1.2-oldnet-ctr2-eth0"] {
@@ -42,7 +42,7 @@ fn go_entries_round_trip_byte_for_byte() {
     }
 }
 
-// T17 interop: what rcni writes for an ADD equals what libcni writes for the same ADD.
+// What rcni writes for an ADD equals what libcni writes for the same ADD.
 #[test]
 fn rcni_writes_the_go_layout() {
     let f = Fake::new();
@@ -89,7 +89,7 @@ fn go_entry_drives_check_and_del() {
     assert_eq!(prev["ips"][0]["address"], "198.18.0.5/16");
     assert_eq!(prev["cniVersion"], "1.1.0");
     f.clear_log();
-    // DEL with the cached arguments, as a runtime repeating the ADD parameters does (L-37).
+    // DEL with the cached arguments, as a runtime repeating the ADD parameters does.
     rt.del_with_cached_args(&net, &Attachment::new("ctr1", "", "eth0"))
         .unwrap();
     assert_eq!(f.calls_str(), ["C DEL", "B DEL", "A DEL"]);

@@ -1,6 +1,6 @@
 //! Runtime parity with libcni v1.3 and later against fake plugins: plugins from the
-//! sub-directory named after the network (L-4, L-7) and the trace context in the plugin's
-//! environment (L-21).
+//! sub-directory named after the network (libcni's `NetworkConfFromFile`) and the trace context
+//! in the plugin's environment (`injectTraceContext` in `pkg/invoke/raw_exec.go`).
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! processes left (after the plugins they started, which outlive them, have exited), then hand the runtime's GC the set of valid attachments (every network of
 //! every recorded sandbox) for every network the node knows: the conf dir's, the records'
 //! and the result cache's (a network whose file is gone still has leases to release).
-//! containerd has no GC at all (RC §2); this is how a node recovers leaked leases.
+//! containerd 1.6 sends no GC at all; this is how a node recovers leaked leases.
 //! Cached attachments that are not marked as this state dir's (another runtime's, sharing the
 //! cache dir) are passed as valid, so `gc` never deletes what it did not make.
 

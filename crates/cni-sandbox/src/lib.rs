@@ -5,7 +5,8 @@
 //!   loopback network on `lo`, the default network on `eth0` and extra networks on `net1`…,
 //!   containerd's `CNI_ARGS` and capability args; a failure undoes everything.
 //! - [`Sandboxes::stop`] / [`Sandboxes::remove`]: DEL of every network in reverse, continuing
-//!   past a failing plugin (libcni's `DelNetworkList` stops at the first one and leaks, RC §2),
+//!   past a failing plugin (libcni's `DelNetworkList` stops at the first one and leaks,
+//!   containerd issue #12130),
 //!   an empty `CNI_NETNS` when the namespace is gone; idempotent; a retry finishes the rest.
 //! - [`Sandboxes::status`] never fails; [`Sandboxes::ready`] is NetworkReady from STATUS.
 //! - [`update_cidr`]: containerd's `conf_template` rendered once with the pod CIDR.

@@ -1,5 +1,5 @@
 //! What `run` is asked for, and how it becomes the `CNI_ARGS` and capability arguments
-//! containerd's CRI plugin sends (RC §2).
+//! containerd's CRI plugin sends (as observed with containerd 1.6).
 
 use serde::Serialize;
 use serde_json::{Map, Value};

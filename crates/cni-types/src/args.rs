@@ -1,4 +1,5 @@
-//! CNI_ARGS: `K=V;K=V` (SC items 30, 126; C-4, C-5).
+//! CNI_ARGS: `K=V;K=V` (SPEC.md, Section 2: Execution Protocol; CONVENTIONS.md, "CNI_ARGS"; Go's
+//! `LoadArgs` in containernetworking/cni `pkg/types/args.go`).
 
 use crate::error::CniError;
 
@@ -105,7 +106,7 @@ impl CniArgs {
         }
     }
 
-    /// The environment form, `k1=v1;k2=v2` in order, no escaping (libcni L-12).
+    /// The environment form, `k1=v1;k2=v2` in order, no escaping (as libcni's `stringify`).
     pub fn to_env_string(&self) -> String {
         self.pairs
             .iter()
@@ -119,7 +120,7 @@ impl CniArgs {
 mod tests {
     use super::*;
 
-    // SC item 126.
+    // Go's `LoadArgs`: exact pairs, case-sensitive keys, `IgnoreUnknown`.
     #[test]
     fn parses_like_go() {
         let a = CniArgs::parse("IgnoreUnknown=1;K8S_POD_NAME=p;IP=198.18.0.5").unwrap();

@@ -1,5 +1,6 @@
-//! Network configuration (SC §1.1, L-1 – L-5): the plugin's request config and the
-//! administrator's config list, each as typed known keys over a byte-faithful [`RawObject`].
+//! Network configuration (SPEC.md, Section 1: Network configuration format; libcni's
+//! `libcni/conf.go`): the plugin's request config and the administrator's config list, each as
+//! typed known keys over a byte-faithful [`RawObject`].
 
 use std::collections::BTreeMap;
 
@@ -72,7 +73,8 @@ fn opt_string(raw: &RawObject, key: &'static str) -> Result<Option<String>, Conf
     }
 }
 
-/// A bool that libcni also accepts as the string "true"/"false" in any case (L-1).
+/// A bool that libcni also accepts as the string "true"/"false" in any case (libcni's
+/// `NetworkConfFromBytes`).
 fn lenient_bool(raw: &RawObject, key: &'static str) -> Result<bool, ConfigError> {
     match raw.get(key).map(|r| serde_json::from_str::<Value>(r.get())) {
         None => Ok(false),
@@ -91,7 +93,8 @@ struct IpamType {
     ipam_type: String,
 }
 
-/// The request config a plugin reads on stdin (SC items 13–23).
+/// The request config a plugin reads on stdin (SPEC.md, Section 3: "Deriving request configuration
+/// from plugin configuration").
 #[derive(Debug, Clone)]
 pub struct NetConf {
     /// As written; empty means 0.1.0.
@@ -178,7 +181,8 @@ impl NetConf {
         Some(serde_json::from_str(raw.get()).unwrap_or_else(|_| Value::String(raw.get().into())))
     }
 
-    /// `args.cni.<key>`, decoded as `T` (C-3); as [`NetConf::runtime_key`].
+    /// `args.cni.<key>`, decoded as `T` (CONVENTIONS.md, "args" in network config); as
+    /// [`NetConf::runtime_key`].
     pub fn cni_arg<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ConfigError> {
         self.raw
             .decode_path(&["args", "cni", key])
@@ -207,7 +211,8 @@ pub struct NetConfList {
 }
 
 impl NetConfList {
-    /// Parses a list config (L-1, L-3). Sub-directory plugins are the runtime's job.
+    /// Parses a list config (as libcni's `NetworkConfFromBytes`). Sub-directory plugins are the
+    /// runtime's job.
     pub fn parse(bytes: &[u8]) -> Result<NetConfList, ConfigError> {
         let raw = RawObject::parse(bytes)?;
         let name = opt_string(&raw, "name")?.ok_or(ConfigError::Missing("name"))?;
@@ -253,7 +258,7 @@ impl NetConfList {
         })
     }
 
-    /// Wraps a legacy single-plugin `.conf` as a list (L-5).
+    /// Wraps a legacy single-plugin `.conf` as a list (as libcni's `ConfListFromConf`).
     pub fn from_single_plugin(bytes: &[u8]) -> Result<NetConfList, ConfigError> {
         let plugin = RawObject::parse(bytes)?;
         match opt_string(&plugin, "type")? {
@@ -356,7 +361,7 @@ mod tests {
         assert_eq!(not_object.cni_arg::<String>("mac").unwrap(), None);
     }
 
-    // T6 / T7: bad JSON is 6, a missing or bad name is 7.
+    // Bad JSON is 6, a missing or bad name is 7.
     #[test]
     fn netconf_errors() {
         let e = NetConf::parse(b"{not json").unwrap_err().to_cni_error();
@@ -380,7 +385,7 @@ mod tests {
         );
     }
 
-    // T25 and L-2.
+    // Version selection from `cniVersion` and `cniVersions`, as libcni does it.
     #[test]
     fn list_version_selection() {
         let l = NetConfList::parse(
@@ -400,7 +405,7 @@ mod tests {
         assert_eq!(none.select_version().unwrap(), SpecVersion::V0_1_0);
     }
 
-    // L-1, L-3: flags, plugins rules.
+    // Flags, plugins rules.
     #[test]
     fn list_rules() {
         let l = NetConfList::parse(
@@ -424,7 +429,7 @@ mod tests {
         assert!(!sub.has_plugins_key && sub.plugins.is_empty());
     }
 
-    // L-5: legacy single-plugin files.
+    // Legacy single-plugin files.
     #[test]
     fn single_plugin_wrap() {
         let l = NetConfList::from_single_plugin(

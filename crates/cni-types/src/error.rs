@@ -1,4 +1,4 @@
-//! The CNI error object (SC §1.3, items 39–51).
+//! The CNI error object (SPEC.md, Section 5: Result Types, "Error"; Go's `pkg/types/types.go`).
 
 use std::fmt;
 
@@ -129,7 +129,7 @@ impl std::error::Error for CniError {}
 mod tests {
     use super::*;
 
-    // SC item 39: emit cniVersion, accept both forms, drop empty details.
+    // Emit cniVersion, accept both forms, drop empty details.
     #[test]
     fn wire_forms() {
         let e = CniError::invalid_config("Invalid Configuration").with_details("subnet too small");
@@ -146,7 +146,7 @@ mod tests {
         assert_eq!(CniError::internal("boom").code, 999);
     }
 
-    // SC items 40–51: the code table.
+    // The code table.
     #[test]
     fn code_table() {
         assert_eq!(

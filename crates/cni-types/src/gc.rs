@@ -1,4 +1,5 @@
-//! GC's valid-attachment list (SC items 20, 75; L-31).
+//! GC's valid-attachment list (SPEC.md, Section 2: "`GC`: Clean up any stale resources"; Go's
+//! `GCAttachment` in `pkg/types/types.go`).
 
 use serde::{Deserialize, Serialize};
 

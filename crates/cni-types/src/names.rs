@@ -1,4 +1,5 @@
-//! Validation of names that end up in paths and kernel objects (SC items 2, 27, 29).
+//! Validation of names that end up in paths and kernel objects (SPEC.md, Sections 1 and 2; Go's
+//! `pkg/utils/utils.go`).
 
 use crate::error::CniError;
 
@@ -72,7 +73,7 @@ mod tests {
     use super::*;
     use crate::error::code;
 
-    // SC item 2.
+    // Network names, as `ValidateNetworkName`.
     #[test]
     fn network_names() {
         assert!(validate_network_name("cbr0").is_ok());
@@ -88,7 +89,7 @@ mod tests {
         }
     }
 
-    // SC item 27.
+    // Container IDs, as `ValidateContainerID`.
     #[test]
     fn container_ids() {
         assert!(validate_container_id("abc123").is_ok());
@@ -104,7 +105,7 @@ mod tests {
         }
     }
 
-    // SC item 29 / T5.
+    // Interface names, as `ValidateInterfaceName`.
     #[test]
     fn interface_names() {
         assert!(validate_interface_name("eth0").is_ok());

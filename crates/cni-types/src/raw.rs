@@ -1,6 +1,6 @@
 //! A JSON object whose values are kept as their original text.
 //!
-//! Configs pass through the runtime and into plugins unchanged (SC items 15, 21; L-9 is the Go
+//! Configs pass through the runtime and into plugins unchanged (libcni's `InjectConf` is the Go
 //! behaviour we improve on): key order is kept, and every value keeps its exact bytes, so large
 //! numbers are never rounded and strings are never re-escaped.
 //!

@@ -1,7 +1,8 @@
-//! ADD results in every wire layout, with conversions (SC §1.7 and §1.8).
+//! ADD results in every wire layout, with conversions (SPEC.md, Section 5: Result Types; Go's
+//! `pkg/types/{020,040,100}/types.go` and `pkg/types/internal/convert.go`).
 //!
 //! [`CniResult`] is the 1.1.0 model. Any layout parses into it and it renders into any layout.
-//! Deliberate differences from the Go reference (SC §4 item 15):
+//! Deliberate differences from the Go reference:
 //! - fields a version does not define are dropped when rendering that version (1.1 interface
 //!   and route fields are not written at 1.0.0 or 0.x);
 //! - down-conversion to 0.2.0 takes each IP's family from its address, so IPs without a
@@ -151,7 +152,7 @@ impl CniResult {
     }
 
     /// Parses a result in any layout. A missing or empty `cniVersion` takes `fallback`
-    /// (libcni fills in the config's version, SC L-18).
+    /// (libcni fills in the config's version, `fixupResultVersion` in `pkg/invoke/exec.go`).
     pub fn parse(value: &Value, fallback: SpecVersion) -> Result<CniResult, ResultError> {
         let obj = match value {
             Value::Object(o) => o,

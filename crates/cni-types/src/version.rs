@@ -1,4 +1,5 @@
-//! Spec versions (SC §1.9, items 117–119): parsing, ordering and the per-command floors.
+//! Spec versions (Go's `pkg/version/version.go` and `pkg/version/plugin.go`): parsing, ordering and
+//! the per-command floors.
 //!
 //! Versions follow the Go reference parser: `major[.minor[.micro]]` with integer parts, missing
 //! parts are 0, the empty string is 0.1.0, and pre-release suffixes are rejected.
@@ -24,7 +25,7 @@ pub struct VersionParseError {
     pub reason: &'static str,
 }
 
-/// The layout family a result of a given version is written in (SC §1.7).
+/// The layout family a result of a given version is written in (SPEC.md, Section 5: Result Types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResultLayout {
     /// 0.1.0 and 0.2.0: `ip4` / `ip6` objects.
@@ -106,12 +107,12 @@ impl SpecVersion {
         }
     }
 
-    /// CHECK exists from 0.4.0 on (SC item 78).
+    /// CHECK exists from 0.4.0 on.
     pub fn allows_check(self) -> bool {
         self >= SpecVersion::V0_4_0
     }
 
-    /// STATUS and GC exist from 1.1.0 on (SC items 67, 77).
+    /// STATUS and GC exist from 1.1.0 on.
     pub fn allows_status_and_gc(self) -> bool {
         self >= SpecVersion::V1_1_0
     }
@@ -167,7 +168,7 @@ pub fn go_list(versions: &[SpecVersion]) -> String {
 mod tests {
     use super::*;
 
-    // SC item 119: parsing and comparison rules.
+    // Parsing and comparison rules (Go's `ParseVersion`).
     #[test]
     fn parses_like_go() {
         assert_eq!(SpecVersion::parse("").unwrap(), SpecVersion::V0_1_0);
@@ -194,7 +195,7 @@ mod tests {
         assert_eq!(SpecVersion::V1_1_0.to_string(), "1.1.0");
     }
 
-    // SC items 67, 77, 78: per-command floors.
+    // Per-command floors.
     #[test]
     fn command_floors() {
         assert!(!SpecVersion::V0_3_1.allows_check());
@@ -203,7 +204,7 @@ mod tests {
         assert!(SpecVersion::V1_1_0.allows_status_and_gc());
     }
 
-    // SC item 117: VersionsStartingFrom and the highest-common rule.
+    // VersionsStartingFrom and the highest-common rule.
     #[test]
     fn starting_from_and_highest_common() {
         assert_eq!(

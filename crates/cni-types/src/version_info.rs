@@ -1,4 +1,4 @@
-//! The VERSION result (SC items 68, 69, 117).
+//! The VERSION result (SPEC.md, Section 5: "VERSION Success"; Go's `pkg/version/plugin.go`).
 
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,7 @@ impl VersionInfo {
 mod tests {
     use super::*;
 
-    // SC item 69.
+    // Go's `PluginDecoder.Decode` rules.
     #[test]
     fn decode_rules() {
         let i = VersionInfo::decode(br#"{"cniVersion":"0.2.0"}"#).unwrap();

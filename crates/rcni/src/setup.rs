@@ -1,4 +1,5 @@
-//! Turning flags and environment into a runtime and an attachment, as cnitool does (L-39).
+//! Turning flags and environment into a runtime and an attachment, as cnitool does
+//! (`setupRuntimeConfig` in containernetworking/cni `cnitool/cmd/root.go`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -101,10 +102,10 @@ pub fn attachment(g: &Global, netns_arg: &str) -> Result<Attachment, Failure> {
 mod tests {
     use super::*;
 
-    // L-39: the container ID cnitool derives (expected value from coreutils:
+    // The container ID cnitool derives (expected value from coreutils:
     // `printf /run/netns/test | sha512sum | cut -c1-20`).
     #[test]
-    fn l39_container_id() {
+    fn cnitool_container_id() {
         assert_eq!(
             container_id_for(Path::new("/run/netns/test")),
             "cnitool-8ae22670664f2caaa6b3"
@@ -124,9 +125,9 @@ mod tests {
         assert!(netns_path("./x").unwrap().is_absolute());
     }
 
-    // L-39: CNI_ARGS and CAP_ARGS parsing.
+    // CNI_ARGS and CAP_ARGS parsing, as cnitool does it.
     #[test]
-    fn l39_args() {
+    fn cnitool_args() {
         assert_eq!(
             parse_args(Some("IgnoreUnknown=1;K8S_POD_NAME=p")).unwrap(),
             vec![

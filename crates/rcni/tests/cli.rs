@@ -1,6 +1,6 @@
 //! The `rcni` binary against fake plugins (no namespaces needed: fake plugins only record what
-//! they are given). Checks cnitool environment compatibility (L-39), the environment plugins
-//! see (L-11), exit codes and messages.
+//! they are given). Checks cnitool environment compatibility, the environment plugins
+//! see (all six `CNI_*` variables, as libcni sends them), exit codes and messages.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -107,10 +107,10 @@ fn expected_container_id(netns: &Path) -> String {
     format!("cnitool-{hex}")
 }
 
-// L-39 + L-11: cnitool's environment, the derived container ID, all six CNI_* variables, the
+// cnitool's environment, the derived container ID, all six CNI_* variables, the
 // runtime's own environment passed through and its CNI_* values overridden.
 #[test]
-fn l39_cnitool_environment() {
+fn cnitool_environment() {
     let s = Setup::new();
     let out = s.run(
         s.cmd()

@@ -1,5 +1,5 @@
 //! The rcni runtime driving Debian's Go reference plugins (/usr/lib/cni) with the conflists
-//! containerd, CRI-O and podman ship (plugins.md §5.2), as root inside throwaway namespaces.
+//! containerd, CRI-O and podman ship, as root inside throwaway namespaces.
 //!
 //! `rcni` itself runs under `ip netns exec <host ns>`, so every plugin it starts (and the
 //! iptables rules they make) live in the sandbox's throwaway "host" namespace. Only the IPAM
@@ -346,8 +346,8 @@ fn podman_port_mapping_rules_follow_the_attachment() {
     );
 }
 
-// GC (L-29): without valid attachments every cached attachment is stale; with them, only
-// the unlisted ones are deleted.
+// GC (as libcni's `GCNetworkList`): without valid attachments every cached attachment is stale;
+// with them, only the unlisted ones are deleted.
 #[test]
 fn gc_with_and_without_valid_attachments() {
     let Some(go) = go_plugins() else { return };

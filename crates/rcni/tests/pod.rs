@@ -1,6 +1,6 @@
-//! `rcni pod` through the sequences kubelet drives a CRI runtime through (RC §2), with rcni's
-//! plugins and with Debian's Go plugins: real binaries in a throwaway host namespace, the
-//! kernel and the node's files checked afterwards.
+//! `rcni pod` through the sequences kubelet drives a CRI runtime through (as observed with
+//! containerd 1.6), with rcni's plugins and with Debian's Go plugins: real binaries in a throwaway
+//! host namespace, the kernel and the node's files checked afterwards.
 
 mod pod_env;
 

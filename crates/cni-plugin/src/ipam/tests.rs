@@ -1,5 +1,5 @@
 //! Delegation against a fake IPAM plugin (a shell script) in a temporary CNI_PATH
-//! (SC items 66, 73, 93).
+//! (SPEC.md, Section 4: Plugin Delegation).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -48,7 +48,7 @@ fn calls(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-// SC item 93: same environment, complete config, result parsed.
+// Same environment, complete config, result parsed.
 #[test]
 fn add_passes_env_and_full_config() {
     let dir = tempfile::tempdir().unwrap();
@@ -64,7 +64,7 @@ fn add_passes_env_and_full_config() {
     );
 }
 
-// SC items 66, 73: DEL, STATUS and GC are forwarded; a delegate's error keeps its code.
+// DEL, STATUS and GC are forwarded; a delegate's error keeps its code.
 #[test]
 fn other_commands_and_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
-//! The runner through its seams: SC §1.10 (items 121–125), items 32/33/35/38/68/118 and the
-//! skeleton cases of SC §5 (T1–T8, T12, and the version gates of T14/T15).
+//! The runner through its seams: the Go skeleton's order of checks, codes and messages
+//! (`pkg/skel/skel.go`), the variables each command needs, the output of each command, and the
+//! per-command version gates.
 
 use std::cell::RefCell;
 use std::io::{self, Read};
@@ -127,9 +128,9 @@ fn conf(version: &str) -> String {
     format!(r#"{{"cniVersion":"{version}","name":"n","type":"p"}}"#)
 }
 
-// T1, SC items 68/117: VERSION answers with the request's version and the full list.
+// VERSION answers with the request's version and the full list.
 #[test]
-fn t1_version() {
+fn version_command() {
     let p = Fake::new();
     let o = call(
         &p,
@@ -180,18 +181,18 @@ fn version_probe_ignores_attachment_vars_and_stdin_errors() {
     );
 }
 
-// T2, SC item 123: no command, no about string: code 4 naming CNI_COMMAND.
+// No command, no about string: code 4 naming CNI_COMMAND.
 #[test]
-fn t2_no_command_without_about() {
+fn no_command_without_about() {
     let p = Fake::new();
     let o = call(&p, &[], "{}");
     let e = o.error(code::INVALID_ENVIRONMENT);
     assert_eq!(e["msg"], "required env variables [CNI_COMMAND] missing");
 }
 
-// T2 (Go alternative), SC item 123: with an about string, it goes to stderr and exit is 0.
+// Go's alternative: with an about string, it goes to stderr and exit is 0.
 #[test]
-fn t2_no_command_with_about() {
+fn no_command_with_about() {
     let p = Fake {
         about: "CNI fake plugin".into(),
         versions: vec![SpecVersion::V1_0_0, SpecVersion::V1_1_0],
@@ -206,9 +207,9 @@ fn t2_no_command_with_about() {
     );
 }
 
-// T3, SC item 122: unknown command, after the config checks.
+// Unknown command, after the config checks.
 #[test]
-fn t3_unknown_command() {
+fn unknown_command() {
     let p = Fake::new();
     let env = [("CNI_COMMAND", "FOO"), ("CNI_PATH", "/opt/cni/bin")];
     let e = call(&p, &env, &conf("1.1.0")).error(code::INVALID_ENVIRONMENT);
@@ -218,9 +219,9 @@ fn t3_unknown_command() {
     call(&p, &env, r#"{"cniVersion":"1.1.0"}"#).error(code::INVALID_NETWORK_CONFIG);
 }
 
-// T4, SC items 32/33: all missing variables in one error.
+// All missing variables in one error.
 #[test]
-fn t4_missing_vars() {
+fn missing_vars() {
     let p = Fake::new();
     let env = [("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "c1")];
     let e = call(&p, &env, &conf("1.1.0")).error(code::INVALID_ENVIRONMENT);
@@ -231,9 +232,9 @@ fn t4_missing_vars() {
     assert!(p.commands().is_empty());
 }
 
-// T5, SC items 27/29: bad interface names and container IDs.
+// Bad interface names and container IDs.
 #[test]
-fn t5_bad_ifname_and_container_id() {
+fn bad_ifname_and_container_id() {
     let p = Fake::new();
     for bad in ["abcdefghijklmnop", "a/b"] {
         let mut env = full_env("ADD");
@@ -247,9 +248,9 @@ fn t5_bad_ifname_and_container_id() {
     assert!(p.commands().is_empty());
 }
 
-// T6, SC items 46/121: bad JSON is code 6.
+// Bad JSON is code 6.
 #[test]
-fn t6_bad_json() {
+fn bad_json() {
     let p = Fake::new();
     let e = call(&p, &full_env("ADD"), "{not json").error(code::DECODING_FAILURE);
     assert!(e["msg"]
@@ -260,9 +261,9 @@ fn t6_bad_json() {
     call(&p, &full_env("DEL"), "").error(code::DECODING_FAILURE);
 }
 
-// T7, SC items 47/121: missing or invalid network name is code 7.
+// Missing or invalid network name is code 7.
 #[test]
-fn t7_missing_name() {
+fn missing_name() {
     let p = Fake::new();
     let e = call(&p, &full_env("ADD"), r#"{"cniVersion":"1.1.0","type":"p"}"#)
         .error(code::INVALID_NETWORK_CONFIG);
@@ -275,9 +276,9 @@ fn t7_missing_name() {
     .error(code::INVALID_NETWORK_CONFIG);
 }
 
-// T8, SC item 118: unsupported version, details name the config version and the list.
+// Unsupported version, details name the config version and the list.
 #[test]
-fn t8_unsupported_version() {
+fn unsupported_version() {
     let p = Fake {
         versions: vec![SpecVersion::V1_0_0, SpecVersion::V1_1_0],
         ..Fake::new()
@@ -294,9 +295,9 @@ fn t8_unsupported_version() {
     assert!(p.commands().is_empty());
 }
 
-// T12, SC item 78.
+// CHECK below 0.4.0 is code 1.
 #[test]
-fn t12_check_version_gate() {
+fn check_version_gate() {
     let p = Fake::new();
     let e = call(&p, &full_env("CHECK"), &conf("0.3.1")).error(code::INCOMPATIBLE_VERSION);
     assert_eq!(e["msg"], "config version does not allow CHECK");
@@ -304,9 +305,9 @@ fn t12_check_version_gate() {
     assert_eq!(p.commands(), [Command::Check]);
 }
 
-// T14 (gate part), SC item 77: GC needs 1.1.0 and CNI_PATH only; success prints nothing.
+// GC needs 1.1.0 and CNI_PATH only; success prints nothing.
 #[test]
-fn t14_gc_gate() {
+fn gc_gate() {
     let p = Fake::new();
     let env = [("CNI_COMMAND", "GC"), ("CNI_PATH", "/opt/cni/bin")];
     let e = call(&p, &env, &conf("1.0.0")).error(code::INCOMPATIBLE_VERSION);
@@ -318,9 +319,9 @@ fn t14_gc_gate() {
     assert_eq!(calls[0].conf.valid_attachments.as_ref().unwrap().len(), 1);
 }
 
-// T15 (gate part), SC items 64/67: STATUS needs 1.1.0; a not-ready answer is printed as is.
+// STATUS needs 1.1.0; a not-ready answer is printed as is.
 #[test]
-fn t15_status_gate_and_error() {
+fn status_gate_and_error() {
     let p = Fake::new();
     let env = [("CNI_COMMAND", "STATUS"), ("CNI_PATH", "/opt/cni/bin")];
     let e = call(&p, &env, &conf("1.0.0")).error(code::INCOMPATIBLE_VERSION);
@@ -334,7 +335,7 @@ fn t15_status_gate_and_error() {
     assert_eq!(e["msg"], "pool exhausted");
 }
 
-// SC items 67/77/78: the plugin's versions must reach the config's.
+// The plugin's versions must reach the config's.
 #[test]
 fn plugin_version_gate() {
     let p = Fake {
@@ -346,7 +347,7 @@ fn plugin_version_gate() {
     assert_eq!(e["msg"], "plugin version does not allow GC");
 }
 
-// SC items 45/121: a stdin read error is code 5.
+// A stdin read error is code 5.
 #[test]
 fn stdin_read_error() {
     let p = Fake::new();
@@ -390,7 +391,7 @@ impl Read for Broken {
     }
 }
 
-// SC items 35/38/52: the ADD result, in the request's version, 4-space indented, no newline.
+// The ADD result, in the request's version, 4-space indented, no newline.
 #[test]
 fn add_prints_result_in_request_version() {
     let p = Fake::new();
@@ -419,7 +420,7 @@ fn unrenderable_result_is_internal_error() {
     assert_eq!(e["cniVersion"], "0.2.0");
 }
 
-// SC item 35: DEL, CHECK print nothing on success.
+// DEL, CHECK print nothing on success.
 #[test]
 fn del_and_check_silent() {
     let p = Fake::new();
@@ -431,7 +432,7 @@ fn del_and_check_silent() {
     assert_eq!(p.commands(), [Command::Del, Command::Check, Command::Del]);
 }
 
-// SC items 39/124: a typed error is printed unchanged, stamped with the request's version.
+// A typed error is printed unchanged, stamped with the request's version.
 #[test]
 fn typed_errors_unchanged() {
     let p = Fake {
@@ -446,7 +447,7 @@ fn typed_errors_unchanged() {
     assert!(o.stdout.contains("\n    \"code\": 7"));
 }
 
-// SC item 125: CNI_NETNS equal to our own namespace is code 8, checked before ADD and DEL run.
+// CNI_NETNS equal to our own namespace is code 8, checked before ADD and DEL run.
 #[test]
 fn own_netns_rejected_before_callback() {
     if std::fs::metadata("/proc/self/ns/net").is_err() {
@@ -472,7 +473,7 @@ fn own_netns_rejected_before_callback() {
     }
 }
 
-// SC items 53/120: prevResult reaches the callback parsed; DEL tolerates a broken one.
+// prevResult reaches the callback parsed; DEL tolerates a broken one.
 #[test]
 fn prev_result_handling() {
     let p = Fake::new();

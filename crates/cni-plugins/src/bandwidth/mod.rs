@@ -1,5 +1,6 @@
-//! bandwidth (PL §1.15): a chained plugin that shapes an attachment's traffic with token-bucket
-//! (TBF) qdiscs in the host namespace, on the host end of the container's veth.
+//! bandwidth (Go: containernetworking/plugins `plugins/meta/bandwidth/`): a chained plugin that
+//! shapes an attachment's traffic with token-bucket (TBF) qdiscs in the host namespace, on the host
+//! end of the container's veth.
 //!
 //! - Ingress (into the container): a TBF root qdisc `1:` on the host veth.
 //! - Egress (out of the container): an IFB device named by [`conf::ifb_name`], with a TBF root

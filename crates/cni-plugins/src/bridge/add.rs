@@ -1,4 +1,4 @@
-//! bridge ADD (PL §3.1), as a transaction: each step that creates something registers its
+//! bridge ADD, as a transaction: each step that creates something registers its
 //! undo, and any failure removes the veth pair and releases the IPAM lease before the error
 //! is returned. The bridge, its gateway address and the VLAN gateway helper are shared by
 //! every attachment of the network and stay, as in Go.
@@ -150,7 +150,7 @@ struct ContainerSide<'c> {
     link: &'c Link,
 }
 
-/// §3.1 step 9: the IPAM lease (undone by IPAM DEL), gateways, the container's addresses and
+/// The layer-3 part: the IPAM lease (undone by IPAM DEL), gateways, the container's addresses and
 /// routes, the gateway addresses on the bridge, and masquerading.
 fn apply_ipam<'a>(
     args: &'a CmdArgs,
@@ -272,8 +272,8 @@ pub(super) struct PortConfig<'a> {
     pub new_port: bool,
 }
 
-/// Enslaves `port` to `bridge` unless it already is, and writes its flags and VLANs (§3.1
-/// step 6). Hairpin and isolated are written unless the port is new and both stay off, the
+/// Enslaves `port` to `bridge` unless it already is, and writes its flags and VLANs, as Go
+/// does. Hairpin and isolated are written unless the port is new and both stay off, the
 /// kernel's defaults for a new bridge port (Go writes them every time: one round trip less).
 fn configure_host_port(
     h: &mut Handle,
@@ -322,7 +322,7 @@ fn set_port_flags(h: &mut Handle, port: &Link, cfg: &PortConfig<'_>) -> Result<(
 }
 
 /// The one thread this ADD runs in the container's namespace, right after the pair is made:
-/// the container end's sysctls of §3.1 step 9.3 (DAD, `arp_notify`; for a layer-3 attachment,
+/// the container end's sysctls (DAD, `arp_notify`; for a layer-3 attachment,
 /// as in Go; failures ignored as in Go, IPv6 may be off), and the netlink socket every later
 /// container-side step uses from the calling thread. (Go writes the sysctls after IPAM; they
 /// only need the interface, which is still down then.)
@@ -346,7 +346,7 @@ fn enter_container(netns: &NetNs, ifname: &str, conf: &BridgeConf) -> Result<Han
     Ok(Handle::with_transport(Box::new(socket)))
 }
 
-/// The IPAM result on the container end (§3.1 step 9.3), through the handle open in its
+/// The IPAM result on the container end, through the handle open in its
 /// namespace; on a thread inside it only when IPv6 needs its sysctls.
 fn configure_container(
     container: ContainerSide<'_>,
@@ -369,7 +369,7 @@ fn configure_container(
         .or_internal("cannot enter the container namespace")?
 }
 
-/// §3.1 step 9.4: gateway addresses on the bridge (or on the `<bridge>.<vlan>` helper) and
+/// Gateway addresses on the bridge (or on the `<bridge>.<vlan>` helper) and
 /// forwarding for each family that has a gateway.
 fn add_gateways(
     host: &mut Handle,
@@ -462,7 +462,7 @@ fn ensure_vlan_interface(
         .or_internal(&format!("failed to lookup {name:?}"))
 }
 
-/// Polls the host port until it is operationally up (§3.1 step 11).
+/// Polls the host port until it is operationally up, as Go does.
 fn wait_port_up(h: &mut Handle, name: &str) -> Result<Link, CniError> {
     let mut last = None;
     for wait in PORT_STATE_WAITS_MS {

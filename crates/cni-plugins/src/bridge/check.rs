@@ -1,9 +1,9 @@
-//! bridge CHECK (PL §3.5): IPAM CHECK, then the bridge, the container veth and its host peer
+//! bridge CHECK: IPAM CHECK, then the bridge, the container veth and its host peer
 //! found through `prevResult`, then the container's addresses and routes.
 //!
-//! Deliberate difference (PL §6 #805): the host veth's MAC is not compared, because udev may
-//! rewrite a kernel-random MAC after ADD; the host veth is identified by being the container
-//! veth's peer and a port of the bridge.
+//! Deliberate difference (containernetworking/plugins issue #805): the host veth's MAC is not
+//! compared, because udev may rewrite a kernel-random MAC after ADD; the host veth is identified by
+//! being the container veth's peer and a port of the bridge.
 
 use cni_linux::rtnl::link::Link;
 use cni_linux::Handle;

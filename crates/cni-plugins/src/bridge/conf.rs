@@ -1,4 +1,4 @@
-//! The bridge plugin's config (PL §1.1, §3.1 steps 1 and 2): decoding, defaults and the
+//! The bridge plugin's config: decoding, defaults and the
 //! checks Go makes before touching the kernel.
 
 use cni_linux::MacAddr;
@@ -96,7 +96,7 @@ impl BridgeConf {
         })
     }
 
-    /// The combination checks of ADD (§3.1 step 2).
+    /// The combination checks Go makes at ADD.
     pub fn validate_for_add(&self) -> Result<(), CniError> {
         if self.layer3 && self.disable_container_interface {
             return Err(CniError::invalid_config(

@@ -1,4 +1,4 @@
-//! bridge DEL (PL §3.6): the masquerade teardown (first, its socket closed at the end),
+//! bridge DEL: the masquerade teardown (first, its socket closed at the end),
 //! delete the container interface (its host peer goes with it), then IPAM DEL, then the
 //! spoof-check teardown. Both teardowns select rules
 //! by attachment, so they need neither the addresses nor the netns (no #810 leak).

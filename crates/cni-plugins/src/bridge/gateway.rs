@@ -1,5 +1,5 @@
-//! Gateways (PL §3.1 step 9.2 and 9.4): computing them from the IPAM result and putting them
-//! on the bridge.
+//! Gateways (as Go's bridge works them out after IPAM ADD): computing them from the IPAM result and
+//! putting them on the bridge.
 
 use std::net::IpAddr;
 

@@ -1,5 +1,6 @@
-//! bridge (PL §1.1, §3): connects the container to a Linux bridge in the host namespace
-//! through a veth pair, optionally with the gateway on the bridge.
+//! bridge (Go: containernetworking/plugins `plugins/main/bridge/bridge.go`): connects the container
+//! to a Linux bridge in the host namespace through a veth pair, optionally with the gateway on the
+//! bridge.
 //!
 //! - [`conf`]: the config keys; [`vlan`]: VLAN trunks and port VLANs; [`gateway`]: gateway
 //!   computation and the bridge address.
@@ -14,7 +15,7 @@
 //! - a failed ADD removes the veth pair (with its addresses and routes) and releases the IPAM
 //!   lease; the namespace is opened before the bridge is created;
 //! - the host veth gets an explicit random MAC, and CHECK does not compare the host veth's MAC
-//!   (PL §6 #805);
+//!   (containernetworking/plugins issue #805);
 //! - container IPv6 addresses are added with `nodad` unless `enabledad` (Go turns DAD off with
 //!   `accept_dad=0`, to the same effect);
 //! - DEL keeps going after a failed step and reports every error at the end;

@@ -1,4 +1,4 @@
-//! VLAN options (PL §1.1 `vlan`, `vlanTrunk`, `preserveDefaultVlan`; §3.1 step 6): expanding
+//! VLAN options (`vlan`, `vlanTrunk`, `preserveDefaultVlan`): expanding
 //! the trunk list and writing the host port's VLAN entries.
 
 use std::collections::BTreeSet;

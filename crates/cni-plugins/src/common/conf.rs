@@ -1,4 +1,4 @@
-//! Decoding plugin-specific config keys the way Go's `encoding/json` does (PL §0.2): keys match
+//! Decoding plugin-specific config keys the way Go's `encoding/json` does: keys match
 //! case-insensitively (an exact match first), unknown keys are ignored, `null` is unset,
 //! booleans reject strings and integers reject fractions.
 
@@ -47,7 +47,7 @@ pub fn nested_string(
     })
 }
 
-/// The container MAC of the `mac` capability (PL §1.1): CNI_ARGS `MAC`, then `args.cni.mac`,
+/// The container MAC of the `mac` capability: CNI_ARGS `MAC`, then `args.cni.mac`,
 /// then `runtimeConfig.mac`, the later source winning. CNI_ARGS other than `MAC` are an error
 /// unless `IgnoreUnknown` is set, as Go's `LoadArgs` does.
 pub fn container_mac(conf: &NetConf, cni_args: &CniArgs) -> Result<Option<MacAddr>, CniError> {

@@ -1,4 +1,5 @@
-//! Applying an IPAM result to one interface: Go's `ipam.ConfigureIface` (PL §0.4).
+//! Applying an IPAM result to one interface: Go's `ipam.ConfigureIface`
+//! (containernetworking/plugins `pkg/ipam/ipam_linux.go`).
 //!
 //! [`configure_iface`] must run on a thread inside the interface's namespace (inside
 //! [`cni_linux::NetNs::run`]) when it writes that namespace's sysctls (for IPv6 addresses, see
@@ -22,7 +23,8 @@ const DAD_SETTLE_INTERVAL: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConfigureOptions {
     /// Add IPv6 addresses with `IFA_F_NODAD`, where the caller has turned DAD off anyway
-    /// (bridge without `enabledad`), so there is nothing to wait for (PL §6 #680).
+    /// (bridge without `enabledad`), so there is nothing to wait for
+    /// (containernetworking/plugins issue #680).
     pub ipv6_nodad: bool,
 }
 

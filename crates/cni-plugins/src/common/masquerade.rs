@@ -1,6 +1,6 @@
-//! `ipMasq` for bridge and ptp (PL §3.3) on nf_tables, in the layout of the Go plugins'
-//! nftables backend: table `inet cni_plugins_masquerade`, a regular chain `masq_checks` with
-//! one rule per container address (`ip[6] saddr <ip> ip[6] daddr != <its subnet>
+//! `ipMasq` for bridge and ptp (Go's `pkg/ip/ipmasq_nftables_linux.go`) on nf_tables, in the layout
+//! of the Go plugins' nftables backend: table `inet cni_plugins_masquerade`, a regular chain
+//! `masq_checks` with one rule per container address (`ip[6] saddr <ip> ip[6] daddr != <its subnet>
 //! masquerade`), and a base chain `postrouting` that skips multicast and goes to
 //! `masq_checks`. Rule comments follow [`AttachmentTag`], byte-identical to Go's, so either
 //! implementation can tear down the other's rules.

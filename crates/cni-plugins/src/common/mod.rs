@@ -1,7 +1,7 @@
 //! Helpers shared by the interface plugins (bridge, ptp, and later macvlan, ipvlan, ...).
 //!
 //! - [`undo`]: the undo stack that makes ADD transactional.
-//! - [`veth`]: veth pairs with a random `vethXXXXXXXX` host end (PL §0.4).
+//! - [`veth`]: veth pairs with a random `vethXXXXXXXX` host end (Go's `ip.SetupVeth`).
 //! - [`iface_config`]: applying an IPAM result to an interface (Go's `ipam.ConfigureIface`).
 //! - [`link_info`]: result `interfaces` entries from kernel links.
 //! - [`validate`]: CHECK helpers comparing a `prevResult` with the kernel.

@@ -22,7 +22,7 @@ fn veth_name_from(b: [u8; 4]) -> String {
 
 /// A random unicast, locally administered MAC. Giving the host veth an explicit address makes
 /// its `addr_assign_type` "set", which udev's `MACAddressPolicy=persistent` leaves alone
-/// (the cause of the CHECK failures in PL §6 #805).
+/// (the cause of the CHECK failures in containernetworking/plugins issue #805).
 pub fn local_mac() -> std::io::Result<MacAddr> {
     Ok(local_mac_from(bytes::<6>()?))
 }

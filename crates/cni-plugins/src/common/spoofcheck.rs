@@ -1,5 +1,6 @@
-//! bridge `macspoofchk` (PL §3.4): frames arriving from the container's host veth must carry
-//! the container's MAC as source, or they are dropped before the bridge forwards them.
+//! bridge `macspoofchk` (Go's `pkg/link/spoofcheck.go`): frames arriving from the container's host
+//! veth must carry the container's MAC as source, or they are dropped before the bridge forwards
+//! them.
 //!
 //! Layout of the Go plugin (so either can tear down the other's attachment): table
 //! `bridge nat`, base chain `PREROUTING` (filter, prerouting, priority -300, policy accept),

@@ -1,4 +1,4 @@
-//! What macvlan, ipvlan, vlan and dummy share (PL §0.4, §1.7-§1.9, §1.11): finding the master
+//! What macvlan, ipvlan, vlan and dummy share: finding the master
 //! link, creating the container link under a temporary name straight inside the container
 //! namespace and renaming it there, configuring it from an IPAM result, and the DEL and CHECK
 //! steps that only differ by link kind.

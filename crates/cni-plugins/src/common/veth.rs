@@ -1,7 +1,8 @@
-//! Veth pairs as the Go plugins make them (PL §0.4): the host end is named `veth` + 8 random hex
-//! digits (retried on a name clash), set up, and gets `accept_ra=0`.
+//! Veth pairs as the Go plugins make them (`pkg/ip/link_linux.go`): the host end is named `veth` +
+//! 8 random hex digits (retried on a name clash), set up, and gets `accept_ra=0`.
 //!
-//! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it (PL §6 #805),
+//! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it
+//! (containernetworking/plugins issue #805),
 //! and it carries its attachment as its interface alias (the nft comment of
 //! [`AttachmentTag`]). The kernel ignores an alias given at creation, so the pair is made in
 //! one request with the container end directly in the container's namespace and the host end

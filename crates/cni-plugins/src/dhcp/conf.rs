@@ -1,4 +1,4 @@
-//! The `ipam` keys of a dhcp network config (PL §1.4) and the lease parameters they resolve to.
+//! The `ipam` keys of a dhcp network config and the lease parameters they resolve to.
 //!
 //! The plugin resolves everything here (option names, `fromArg` values from CNI_ARGS, the
 //! parameter request list) so that a bad config is refused with code 7 before the daemon is

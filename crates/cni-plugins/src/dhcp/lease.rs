@@ -1,5 +1,5 @@
 //! A bound lease: what the server's DHCPACK granted, its RFC 2131 timers, and the CNI result
-//! it answers with (PL §1.4 "Result").
+//! it answers with (as Go's dhcp plugin builds it).
 
 use std::net::{IpAddr, Ipv4Addr};
 

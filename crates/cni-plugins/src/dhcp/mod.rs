@@ -1,5 +1,6 @@
-//! dhcp (PL §1.4): an IPAM plugin whose leases come from a DHCP server on the container's
-//! link, through a long-running daemon (`rcni-plugins dhcp daemon`) that holds and renews them.
+//! dhcp (Go: containernetworking/plugins `plugins/ipam/dhcp/`): an IPAM plugin whose leases come
+//! from a DHCP server on the container's link, through a long-running daemon
+//! (`rcni-plugins dhcp daemon`) that holds and renews them.
 //!
 //! - `conf.rs`: the `ipam` keys (`daemonSocketPath`, `provide`, `request`, `priority`,
 //!   `suppress`) resolved to the parameters a lease is acquired with.

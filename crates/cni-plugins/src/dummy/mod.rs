@@ -1,7 +1,7 @@
-//! dummy (PL §1.11): a dummy link in the container namespace (created there under a
-//! temporary name and renamed, like the other interface plugins), configured from IPAM,
-//! which is required. The result's DNS is the IPAM result's; the config's `dns` is ignored,
-//! as in Go.
+//! dummy (Go: containernetworking/plugins `plugins/main/dummy/dummy.go`): a dummy link in the
+//! container namespace (created there under a temporary name and renamed, like the other interface
+//! plugins), configured from IPAM, which is required. The result's DNS is the IPAM result's; the
+//! config's `dns` is ignored, as in Go.
 //!
 //! Commands: ADD (transactional: a failure deletes the link and releases the lease), DEL
 //! (IPAM DEL, then the link; a missing link or netns is fine), CHECK (kind dummy, up, MAC,

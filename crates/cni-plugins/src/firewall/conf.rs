@@ -1,4 +1,4 @@
-//! The firewall configuration (PL §1.16): `backend`, `iptablesAdminChainName`,
+//! The firewall configuration: `backend`, `iptablesAdminChainName`,
 //! `ingressPolicy` (`firewalldZone` is accepted with a warning: firewalld is refused).
 
 use cni_types::{CniError, NetConf};

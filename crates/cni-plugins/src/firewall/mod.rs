@@ -1,5 +1,6 @@
-//! firewall (PL §1.16): forward-accept rules for the container's addresses in the Go plugin's
-//! iptables layout, and `ingressPolicy` bridge isolation.
+//! firewall (Go: containernetworking/plugins `plugins/meta/firewall/`): forward-accept rules for
+//! the container's addresses in the Go plugin's iptables layout, and `ingressPolicy` bridge
+//! isolation.
 //!
 //! - [`iptables`]: `backend` `"iptables"` or `""` (podman, Nomad, minikube configs). The accept
 //!   rules go where iptables' `filter FORWARD` chain sees them, in the `ip`/`ip6 filter` tables

@@ -1,4 +1,4 @@
-//! host-device ADD (PL §1.10), as a transaction: record what DEL must restore, rename the
+//! host-device ADD, as a transaction: record what DEL must restore, rename the
 //! device to a temporary host name with its host name as alias, move it into the container,
 //! rename it to `CNI_IFNAME` there and set it up, then IPAM. A failure after the move brings
 //! the device back under its name, MTU and alias and releases the lease.

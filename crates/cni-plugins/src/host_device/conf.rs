@@ -1,4 +1,4 @@
-//! The host-device config (PL §1.10) and finding the device on the host.
+//! The host-device config and finding the device on the host.
 
 use std::path::{Path, PathBuf};
 

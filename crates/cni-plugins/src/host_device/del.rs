@@ -1,4 +1,4 @@
-//! host-device DEL and CHECK (PL §1.10).
+//! host-device DEL and CHECK.
 //!
 //! DEL: IPAM DEL first and always (also when the namespace is gone: the lease must not leak),
 //! then the device: down, renamed to a temporary name in the container, moved to the host,

@@ -1,6 +1,6 @@
-//! host-device (PL §1.10): moves an existing host link into the container namespace, renamed
-//! to `CNI_IFNAME`, optionally addressed by IPAM; DEL moves it back under its original name
-//! and MTU.
+//! host-device (Go: containernetworking/plugins `plugins/main/host-device/host-device.go`): moves
+//! an existing host link into the container namespace, renamed to `CNI_IFNAME`, optionally
+//! addressed by IPAM; DEL moves it back under its original name and MTU.
 //!
 //! - [`conf`]: the config keys and how the device is found (`device`, `hwaddr`,
 //!   `kernelpath`, `pciBusID` or `runtimeConfig.deviceID`); [`state`]: what DEL needs to

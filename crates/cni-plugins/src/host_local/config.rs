@@ -23,8 +23,8 @@ pub enum ArgsUse {
 /// The configuration of this request.
 ///
 /// CNI_ARGS `IP` is used only when neither `args.cni.ips` nor `runtimeConfig.ips` requests an
-/// address (conventions C-4: a plugin that understands `args` ignores the CNI_ARGS form). Go
-/// would request all of them at once.
+/// address (CONVENTIONS.md, "CNI_ARGS": a plugin that understands `args` ignores the CNI_ARGS
+/// form). Go would request all of them at once.
 pub fn load(args: &CmdArgs, args_use: ArgsUse) -> Result<HostLocalConfig, CniError> {
     let cni_args = match args_use {
         ArgsUse::Honour => Some(checked_cni_args(args, KNOWN_ARGS)?),

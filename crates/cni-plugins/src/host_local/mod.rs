@@ -1,5 +1,6 @@
-//! host-local (PL §1.2, §2): addresses from configured ranges, recorded in a data directory the
-//! Go plugin can share. The allocator and the store are `cni-ipam`; this module is the CNI side.
+//! host-local (Go: containernetworking/plugins `plugins/ipam/host-local/`): addresses from
+//! configured ranges, recorded in a data directory the Go plugin can share. The allocator and the
+//! store are `cni-ipam`; this module is the CNI side.
 //!
 //! - ADD allocates one address per range set for (CNI_CONTAINERID, CNI_IFNAME) and answers an
 //!   abbreviated result: `ips` (address and gateway, no interface index), `routes` from the

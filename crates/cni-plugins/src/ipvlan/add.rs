@@ -1,4 +1,4 @@
-//! ipvlan ADD (PL §1.8), as a transaction: a failure deletes the link and releases the IPAM
+//! ipvlan ADD, as a transaction: a failure deletes the link and releases the IPAM
 //! lease (Go rolls back neither). Chained without IPAM, the `prevResult` IPs are configured.
 
 use cni_linux::rtnl::virt::{IpvlanFlag, VirtKind};

@@ -1,4 +1,4 @@
-//! ipvlan CHECK (PL §1.8): IPAM CHECK when set, the master, then the container link (kind
+//! ipvlan CHECK: IPAM CHECK when set, the master, then the container link (kind
 //! ipvlan, same mode, same MAC) with its addresses and routes.
 
 use cni_plugin::{ipam, CmdArgs};

@@ -1,4 +1,4 @@
-//! The ipvlan plugin's config (PL §1.8): decoding, defaults, and the chained-master rule.
+//! The ipvlan plugin's config: decoding, defaults, and the chained-master rule.
 
 use cni_linux::rtnl::virt::IpvlanMode;
 use cni_types::{CniError, CniResult, Dns, NetConf};

@@ -1,4 +1,4 @@
-//! ipvlan DEL (PL §1.8): IPAM DEL when `ipam.type` is set, then the link in the container.
+//! ipvlan DEL: IPAM DEL when `ipam.type` is set, then the link in the container.
 //! Idempotent and best effort; unlike Go it never resolves the default-route master, so it
 //! cannot fail on that look-up.
 

@@ -1,6 +1,7 @@
-//! ipvlan (PL §1.8): an ipvlan link on a master interface, created under a temporary name
-//! straight into the container namespace and renamed there. IPAM is required unless the
-//! plugin is chained after one whose `prevResult` already holds the IPs.
+//! ipvlan (Go: containernetworking/plugins `plugins/main/ipvlan/ipvlan.go`): an ipvlan link on a
+//! master interface, created under a temporary name straight into the container namespace and
+//! renamed there. IPAM is required unless the plugin is chained after one whose `prevResult`
+//! already holds the IPs.
 //!
 //! - [`conf`]: the config keys, the chained master and address rules; [`add`], [`del`],
 //!   [`check`]: the commands. STATUS goes to the IPAM plugin when set; GC deletes stale attachments' links

@@ -1,4 +1,4 @@
-//! macvlan ADD (PL §1.7), as a transaction: a failure after the link exists deletes it and
+//! macvlan ADD, as a transaction: a failure after the link exists deletes it and
 //! releases the IPAM lease (Go leaves the link behind on IPAM errors).
 
 use cni_linux::rtnl::virt::VirtKind;

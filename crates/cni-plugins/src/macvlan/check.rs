@@ -1,4 +1,4 @@
-//! macvlan CHECK (PL §1.7): IPAM CHECK, the master and the MTU bound, then the container link
+//! macvlan CHECK: IPAM CHECK, the master and the MTU bound, then the container link
 //! (kind macvlan, same mode, same MAC) with its addresses and routes.
 
 use cni_plugin::{ipam, CmdArgs};

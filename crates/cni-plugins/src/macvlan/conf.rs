@@ -1,4 +1,4 @@
-//! The macvlan plugin's config (PL §1.7): decoding, defaults and the MAC sources.
+//! The macvlan plugin's config: decoding, defaults and the MAC sources.
 
 use cni_linux::rtnl::virt::MacvlanMode;
 use cni_linux::MacAddr;

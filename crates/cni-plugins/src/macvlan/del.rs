@@ -1,4 +1,4 @@
-//! macvlan DEL (PL §1.7): IPAM DEL when `ipam.type` is set, then the link in the container.
+//! macvlan DEL: IPAM DEL when `ipam.type` is set, then the link in the container.
 //! Idempotent and best effort: an empty or vanished netns or a missing link is success, and
 //! both steps run even when one fails (Go stops after a failed IPAM DEL). The master is not
 //! looked up, so DEL works after it is gone.

@@ -1,5 +1,6 @@
-//! macvlan (PL §1.7): a macvlan link on a master interface, created under a temporary name
-//! straight into the container namespace and renamed there, with or without IPAM.
+//! macvlan (Go: containernetworking/plugins `plugins/main/macvlan/macvlan.go`): a macvlan link on a
+//! master interface, created under a temporary name straight into the container namespace and
+//! renamed there, with or without IPAM.
 //!
 //! - [`conf`]: the config keys and the MAC sources; [`add`], [`del`], [`check`]: the commands.
 //!   STATUS goes to the IPAM plugin when `ipam.type` is set; GC deletes the links of

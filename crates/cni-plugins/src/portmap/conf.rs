@@ -1,4 +1,4 @@
-//! The portmap configuration (PL §1.13, §4.1): plugin keys, `runtimeConfig.portMappings`, and
+//! The portmap configuration: plugin keys, `runtimeConfig.portMappings`, and
 //! the container addresses taken from `prevResult`.
 
 use std::net::IpAddr;

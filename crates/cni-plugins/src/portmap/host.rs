@@ -1,4 +1,4 @@
-//! Host-side settings portmap needs besides its rules (PL §4.2): `route_localnet` on the
+//! Host-side settings portmap needs besides its rules: `route_localnet` on the
 //! interface that routes to the container, and the flush of stale UDP conntrack entries.
 
 use std::net::IpAddr;

@@ -1,5 +1,6 @@
-//! portmap (PL §1.13, §4): host ports forwarded to the container over nf_tables (no
-//! `iptables`/`nft` processes), for IPv4 and IPv6, with hairpin and localhost access.
+//! portmap (Go: containernetworking/plugins `plugins/meta/portmap/`): host ports forwarded to the
+//! container over nf_tables (no `iptables`/`nft` processes), for IPv4 and IPv6, with hairpin and
+//! localhost access.
 //!
 //! - ADD (chained: needs `prevResult`, which it returns unchanged): for each family in which
 //!   the container interface has an address, one atomic batch replaces what the attachment

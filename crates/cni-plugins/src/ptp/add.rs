@@ -1,4 +1,4 @@
-//! ptp ADD (PL §1.6), as a transaction: the IPAM lease and the veth pair (with the addresses
+//! ptp ADD, as a transaction: the IPAM lease and the veth pair (with the addresses
 //! and routes on both ends) are undone if any later step fails.
 //!
 //! Go's order, except that the namespace is opened and the interface name checked before IPAM

@@ -1,5 +1,4 @@
-//! ptp CHECK (PL §1.6): IPAM CHECK, then the container veth from `prevResult`, its addresses
-//! and the routes.
+//! ptp CHECK: IPAM CHECK, then the container veth from `prevResult`, its addresses and the routes.
 
 use cni_linux::Handle;
 use cni_plugin::{ipam, CmdArgs, ResultExt};

@@ -1,4 +1,4 @@
-//! ptp DEL (PL §1.6): the masquerade teardown (by attachment, so it runs even when the netns
+//! ptp DEL: the masquerade teardown (by attachment, so it runs even when the netns
 //! is gone: no #810 leak), IPAM DEL, then (with a netns) delete the container veth, which
 //! takes the host end with its address and route.
 //! Best effort: a failing step does not stop the later ones, and the errors are reported

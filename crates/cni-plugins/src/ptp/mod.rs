@@ -1,6 +1,7 @@
-//! ptp (PL §1.6): a veth pair per container, routed rather than bridged. The container gets its
-//! IPAM address with all traffic (its own subnet included) sent via the gateway; the host veth
-//! carries the gateway as a /32 (/128) and a host route to the container address.
+//! ptp (Go: containernetworking/plugins `plugins/main/ptp/ptp.go`): a veth pair per container,
+//! routed rather than bridged. The container gets its IPAM address with all traffic (its own subnet
+//! included) sent via the gateway; the host veth carries the gateway as a /32 (/128) and a host
+//! route to the container address.
 //!
 //! - [`add`]: transactional ADD; [`del`]: DEL in Go's order (IPAM first), best effort;
 //!   [`check`]: CHECK. STATUS always goes to the IPAM plugin, GC too.
@@ -9,7 +10,7 @@
 //! those of attachments that are no longer valid.
 //!
 //! Deliberate differences from the Go plugin: a failed ADD removes the veth pair and releases
-//! the lease (Go leaks both in places, PL §1.6); the namespace is opened and the interface name
+//! the lease (Go leaks both in places); the namespace is opened and the interface name
 //! checked before IPAM ADD; an IPAM result without a gateway is a clear error; the host veth
 //! gets an explicit MAC and its IPv6 gateway address skips DAD; DEL keeps going after a failed
 //! IPAM DEL and reports every error at the end.

@@ -1,4 +1,4 @@
-//! sbr ADD (PL §1.17), as a transaction in the container namespace: per IP of `CNI_IFNAME`,
+//! sbr ADD, as a transaction in the container namespace: per IP of `CNI_IFNAME`,
 //! a free table, its rule, its default route and the interface's routes copied in; then the
 //! interface's routes leave the main table. Every rule and route added is removed again, and
 //! every main-table route deleted is put back, when a later step fails.

@@ -1,4 +1,4 @@
-//! The sbr config (PL §1.17) and the IPs of `CNI_IFNAME` in `prevResult`.
+//! The sbr config and the IPs of `CNI_IFNAME` in `prevResult`.
 
 use std::net::IpAddr;
 

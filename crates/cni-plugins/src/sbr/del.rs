@@ -1,4 +1,4 @@
-//! sbr DEL and CHECK (PL §1.17). DEL removes every rule whose source is an address on
+//! sbr DEL and CHECK. DEL removes every rule whose source is an address on
 //! `CNI_IFNAME` (only those to `table` when it is set) and, without `table`, flushes the
 //! tables those rules pointed to. A missing netns or interface is success.
 

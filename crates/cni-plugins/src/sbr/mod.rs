@@ -1,9 +1,9 @@
-//! sbr (PL §1.17): source-based routing for `CNI_IFNAME`, chained after the plugin that made
-//! it. Each of its `prevResult` IPs gets its own routing table (the first from 100 that no
-//! rule or route uses), a rule `from <ip> lookup <table>`, a default route via its gateway
-//! (or the `gateways` entry of its family) and copies of the interface's routes; then the
-//! interface's routes leave the main table. With `table`, only the rules are added, pointing
-//! at that table.
+//! sbr (Go: containernetworking/plugins `plugins/meta/sbr/main.go`): source-based routing for
+//! `CNI_IFNAME`, chained after the plugin that made it. Each of its `prevResult` IPs gets its own
+//! routing table (the first from 100 that no rule or route uses), a rule
+//! `from <ip> lookup <table>`, a default route via its gateway (or the `gateways` entry of its
+//! family) and copies of the interface's routes; then the interface's routes leave the main table.
+//! With `table`, only the rules are added, pointing at that table.
 //!
 //! - [`conf`]: the keys; [`add`]: transactional ADD; [`del`]: DEL and CHECK. STATUS and GC
 //!   are no-ops, as in Go.

@@ -1,4 +1,4 @@
-//! tap ADD (PL §1.12), as a transaction: make the tap under a temporary name on a thread in
+//! tap ADD, as a transaction: make the tap under a temporary name on a thread in
 //! the container namespace, set MTU and MAC, rename it, enslave it to `bridge`, then IPAM (or
 //! just set it up). A failure deletes the tap and releases the lease.
 

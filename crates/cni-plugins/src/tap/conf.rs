@@ -1,4 +1,4 @@
-//! The tap config (PL §1.12).
+//! The tap config.
 
 use cni_linux::MacAddr;
 use cni_types::{CniArgs, CniError, Dns, NetConf};

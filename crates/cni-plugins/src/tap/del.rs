@@ -1,4 +1,4 @@
-//! tap DEL and CHECK (PL §1.12). DEL: IPAM DEL, then the tap in the container; a missing
+//! tap DEL and CHECK. DEL: IPAM DEL, then the tap in the container; a missing
 //! netns or link is success, and both steps run even when one fails. CHECK: IPAM CHECK, the
 //! link is a tap with the result's MAC (and on `bridge` when configured), addresses, routes.
 

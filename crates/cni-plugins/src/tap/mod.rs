@@ -1,7 +1,7 @@
-//! tap (PL §1.12): a persistent tap device made through `/dev/net/tun` on a thread inside
-//! the container namespace, under a temporary name and renamed to `CNI_IFNAME`, with
-//! `mac`, `mtu`, `multiQueue`, `owner`, `group`, an optional `bridge` in the container to
-//! enslave it to, and optional IPAM.
+//! tap (Go: containernetworking/plugins `plugins/main/tap/tap.go`): a persistent tap device made
+//! through `/dev/net/tun` on a thread inside the container namespace, under a temporary name and
+//! renamed to `CNI_IFNAME`, with `mac`, `mtu`, `multiQueue`, `owner`, `group`, an optional `bridge`
+//! in the container to enslave it to, and optional IPAM.
 //!
 //! - [`conf`]: the config keys; [`add`]: transactional ADD; [`del`]: DEL and CHECK. STATUS
 //!   goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.

@@ -1,4 +1,4 @@
-//! The backup of link attributes tuning changes (PL §1.14):
+//! The backup of link attributes tuning changes:
 //! `<dataDir>/<containerID>_<ifname>.json`, written before ADD changes anything and applied
 //! back by DEL. Same file name and JSON keys as the Go plugin, so either can restore what the
 //! other saved; rcni adds one key Go ignores, `rcniOwner`, the attachment's tag

@@ -1,4 +1,4 @@
-//! The tuning configuration (PL §1.14): plugin keys, the `args.cni` overrides, and the MAC
+//! The tuning configuration: plugin keys, the `args.cni` overrides, and the MAC
 //! sources in Go's precedence.
 
 use std::collections::HashSet;

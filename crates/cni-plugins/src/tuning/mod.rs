@@ -1,6 +1,7 @@
-//! tuning (PL §1.14): a chained plugin that writes network sysctls in the container namespace
-//! and changes the MAC, promiscuous mode, MTU, all-multicast mode and transmit queue length of
-//! `CNI_IFNAME`, saving the old link attributes first so DEL can put them back.
+//! tuning (Go: containernetworking/plugins `plugins/meta/tuning/tuning.go`): a chained plugin that
+//! writes network sysctls in the container namespace and changes the MAC, promiscuous mode, MTU,
+//! all-multicast mode and transmit queue length of `CNI_IFNAME`, saving the old link attributes
+//! first so DEL can put them back.
 //!
 //! - [`conf`]: keys, `args.cni` overrides, MAC precedence; [`sysctl`]: key to file, the
 //!   `/proc/sys/net/` restriction, the allowlist; [`backup`]: the Go-compatible backup file.

@@ -1,4 +1,4 @@
-//! tuning's sysctl keys (PL §1.14): from a config key to a file under `/proc/sys/net/`, and
+//! tuning's sysctl keys: from a config key to a file under `/proc/sys/net/`, and
 //! the optional allowlist of key patterns.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! vlan ADD (PL §1.9), as a transaction: a failure deletes the link and releases the IPAM
+//! vlan ADD, as a transaction: a failure deletes the link and releases the IPAM
 //! lease (Go keeps the link).
 
 use cni_linux::rtnl::virt::VirtKind;

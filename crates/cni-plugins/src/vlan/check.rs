@@ -1,4 +1,4 @@
-//! vlan CHECK (PL §1.9): IPAM CHECK, the master and the MTU bound, then the container link
+//! vlan CHECK: IPAM CHECK, the master and the MTU bound, then the container link
 //! (kind vlan, same VLAN id, the configured MTU or else the master's, same MAC) with its
 //! addresses and routes.
 

@@ -1,5 +1,4 @@
-//! The vlan plugin's config (PL §1.9): decoding and the checks made before the kernel is
-//! touched.
+//! The vlan plugin's config: decoding and the checks made before the kernel is touched.
 
 use cni_types::{CniError, Dns, NetConf};
 
@@ -48,7 +47,7 @@ impl VlanConf {
         })
     }
 
-    /// Every command needs an IPAM plugin (PL §1.9).
+    /// Every command needs an IPAM plugin, as in Go.
     pub fn require_ipam(&self) -> Result<(), CniError> {
         if self.has_ipam {
             Ok(())

@@ -1,4 +1,4 @@
-//! vlan DEL (PL §1.9): IPAM DEL, then the link in the container. Idempotent and best
+//! vlan DEL: IPAM DEL, then the link in the container. Idempotent and best
 //! effort; unlike Go it does not look the master up, so it still works after the master is
 //! gone. Like Go's (and like ADD and CHECK), it refuses a config without an IPAM type.
 

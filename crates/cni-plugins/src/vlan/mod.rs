@@ -1,5 +1,6 @@
-//! vlan (PL §1.9): an 802.1Q sub-interface of a master, created under a temporary name
-//! straight into the container namespace and renamed there, then configured from IPAM.
+//! vlan (Go: containernetworking/plugins `plugins/main/vlan/vlan.go`): an 802.1Q sub-interface of a
+//! master, created under a temporary name straight into the container namespace and renamed there,
+//! then configured from IPAM.
 //!
 //! - [`conf`]: the config keys; [`add`], [`del`], [`check`]: the commands. STATUS always runs
 //!   the IPAM plugin's STATUS, as in Go; GC deletes stale attachments' links through their

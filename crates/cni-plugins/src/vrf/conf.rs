@@ -1,4 +1,4 @@
-//! The vrf config (PL §1.18).
+//! The vrf config.
 
 use cni_types::{CniError, NetConf};
 

@@ -1,7 +1,8 @@
-//! vrf (PL §1.18): puts `CNI_IFNAME` into a VRF device in the container, creating the VRF
-//! (`vrfname`, with `table` or the lowest table no other VRF uses) or reusing it, and keeps
-//! the interface's addresses and routes: IPv6 global addresses the kernel drops on enslaving
-//! are added back and the interface's universe-scope routes are re-added in the VRF table.
+//! vrf (Go: containernetworking/plugins `plugins/meta/vrf/`): puts `CNI_IFNAME` into a VRF device
+//! in the container, creating the VRF (`vrfname`, with `table` or the lowest table no other VRF
+//! uses) or reusing it, and keeps the interface's addresses and routes: IPv6 global addresses the
+//! kernel drops on enslaving are added back and the interface's universe-scope routes are re-added
+//! in the VRF table.
 //!
 //! - [`conf`]: the keys; [`ops`]: ADD (transactional: a VRF it created is deleted and the
 //!   interface released on failure), DEL (releases the interface; deletes the VRF when no

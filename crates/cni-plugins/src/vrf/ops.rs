@@ -1,4 +1,4 @@
-//! vrf ADD, DEL and CHECK (PL §1.18), all inside the container namespace.
+//! vrf ADD, DEL and CHECK, all inside the container namespace.
 
 use std::time::{Duration, Instant};
 

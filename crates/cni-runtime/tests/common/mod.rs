@@ -1,4 +1,4 @@
-//! Fake plugins for runtime tests (SC §5 notation): shell scripts that record their stdin and
+//! Fake plugins for runtime tests: shell scripts that record their stdin and
 //! CNI_* environment and print canned output.
 #![allow(dead_code)]
 

@@ -1,4 +1,4 @@
-//! Golden conversion vectors across all result layouts (SC §1.7, §1.8, T29, T30).
+//! Golden conversion vectors across all result layouts (Go's `pkg/types/internal/convert.go`).
 
 use super::*;
 use serde_json::json;
@@ -28,14 +28,14 @@ fn parse(v: &Value) -> CniResult {
     CniResult::parse(v, SpecVersion::V1_1_0).unwrap()
 }
 
-// SC item 104: 1.1.0 round trip keeps every field, explicit table/scope 0 included.
+// 1.1.0 round trip keeps every field, explicit table/scope 0 included.
 #[test]
 fn v110_round_trip_is_identity() {
     let v = full_v110();
     assert_eq!(parse(&v).to_value(SpecVersion::V1_1_0).unwrap(), v);
 }
 
-// SC item 113 + T30: 1.1.0 -> 0.4.0 adds versions, drops 1.1-only fields.
+// 1.1.0 -> 0.4.0 adds versions, drops 1.1-only fields.
 #[test]
 fn v110_to_v040() {
     let out = parse(&full_v110()).to_value(SpecVersion::V0_4_0).unwrap();
@@ -61,7 +61,7 @@ fn v110_to_v040() {
     );
 }
 
-// SC item 114: 1.1.0 -> 1.0.0 changes the version (and, unlike Go, drops 1.1-only fields).
+// 1.1.0 -> 1.0.0 changes the version (and, unlike Go, drops 1.1-only fields).
 #[test]
 fn v110_to_v100() {
     let out = parse(&full_v110()).to_value(SpecVersion::V1_0_0).unwrap();
@@ -71,7 +71,7 @@ fn v110_to_v100() {
     assert_eq!(out["routes"][0], json!({"dst": "0.0.0.0/0"}));
 }
 
-// SC item 115 + T30: down to 0.2.0 splits by family, keeps dst/gw only, drops interfaces.
+// Down to 0.2.0 splits by family, keeps dst/gw only, drops interfaces.
 #[test]
 fn v110_to_v020() {
     let out = parse(&full_v110()).to_value(SpecVersion::V0_2_0).unwrap();
@@ -87,7 +87,7 @@ fn v110_to_v020() {
     );
 }
 
-// T30: no IPs cannot become 0.2.0.
+// No IPs cannot become 0.2.0.
 #[test]
 fn no_ips_to_v020_fails() {
     let r = CniResult::new(SpecVersion::V1_1_0);
@@ -97,7 +97,7 @@ fn no_ips_to_v020_fails() {
     ));
 }
 
-// SC item 110: 0.2.0 -> 0.4.0 / 1.0.0.
+// 0.2.0 -> 0.4.0 / 1.0.0.
 #[test]
 fn v020_up() {
     let v = json!({
@@ -128,7 +128,7 @@ fn v020_up() {
     assert_eq!(r.to_value(SpecVersion::V0_2_0).unwrap(), v);
 }
 
-// SC item 111 / T29: 0.4.0 with version keys parses into the model; rendering 1.0.0 drops them.
+// 0.4.0 with version keys parses into the model; rendering 1.0.0 drops them.
 #[test]
 fn legacy_040_to_100() {
     let v = json!({"cniVersion": "0.4.0", "ips": [{"version": "4", "address": "198.18.2.3/24"}]});
@@ -139,7 +139,7 @@ fn legacy_040_to_100() {
     );
 }
 
-// SC items 101, 109, 116, L-18: missing version takes the fallback; unknown versions fail.
+// A missing version takes the fallback; unknown versions fail.
 #[test]
 fn version_handling() {
     let r = CniResult::parse(
@@ -162,7 +162,7 @@ fn version_handling() {
     );
 }
 
-// SC item 106: interface index -1 and "" gateways are tolerated.
+// Interface index -1 and "" gateways are tolerated.
 #[test]
 fn odd_but_real_inputs() {
     let v = json!({"cniVersion": "1.0.0", "ips": [{"interface": -1, "address": "198.18.0.2/24", "gateway": ""}],
@@ -172,7 +172,7 @@ fn odd_but_real_inputs() {
     assert_eq!(r.ips[0].gateway, None);
 }
 
-// SC item 107: 1.x drops empty dns, 0.x always writes it.
+// 1.x drops empty dns, 0.x always writes it.
 #[test]
 fn empty_dns_rules() {
     let mut r = CniResult::new(SpecVersion::V1_1_0);

@@ -1,7 +1,7 @@
-//! The lifecycle of a real attachment for plugins with a recipe (spec-checklist §5 T9–T11,
-//! T13–T15): ADD in the plugin's best version, CHECK, ADD in every older result version the
-//! plugin claims, prevResult passed through by meta plugins, STATUS, GC keeping the valid
-//! attachment and then releasing it, and DEL idempotent also without the namespace.
+//! The lifecycle of a real attachment for plugins with a recipe: ADD in the plugin's best version,
+//! CHECK, ADD in every older result version the plugin claims, prevResult passed through by meta
+//! plugins, STATUS, GC keeping the valid attachment and then releasing it, and DEL idempotent also
+//! without the namespace.
 
 use std::path::Path;
 
@@ -138,7 +138,7 @@ pub fn run_all(s: &mut Subject, recipe: Recipe, claimed: &[String], spaces: &mut
     }
     let result = result.unwrap_or_default();
 
-    // CHECK against the ADD result (T13's first half).
+    // CHECK against the ADD result.
     let out = call(
         s,
         recipe,
@@ -162,7 +162,7 @@ pub fn run_all(s: &mut Subject, recipe: Recipe, claimed: &[String], spaces: &mut
     };
     s.record("result-versions", v);
 
-    // T9: a meta plugin passes the prevResult through.
+    // A meta plugin passes the prevResult through.
     let v = if recipe.kind == Kind::Meta {
         // The plugin may add interfaces of its own (bandwidth's IFB) after the given ones.
         let prev = &att.extra["prevResult"];
@@ -332,7 +332,7 @@ fn result_versions(
     }
 }
 
-/// T14: GC keeps a valid attachment; GC without it releases its lease (host-local users).
+/// GC keeps a valid attachment; GC without it releases its lease (host-local users).
 fn gc(s: &mut Subject, recipe: Recipe, att: &Attachment<'_>) -> Verdict {
     let env = Env::command("GC").with("CNI_PATH", s.cni_path());
     let keep =
@@ -361,7 +361,7 @@ fn gc(s: &mut Subject, recipe: Recipe, att: &Attachment<'_>) -> Verdict {
     Verdict::Pass
 }
 
-/// T11: DEL, DEL again, and DEL with a vanished namespace all succeed silently, and the
+/// DEL, DEL again, and DEL with a vanished namespace all succeed silently, and the
 /// attachment is gone.
 fn del_idempotent(
     s: &mut Subject,

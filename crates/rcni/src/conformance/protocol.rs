@@ -1,6 +1,6 @@
 //! Protocol checks that need no kernel work: VERSION, the environment, the config and the
-//! per-command version gates (spec-checklist §5 T1–T8, T12, and the 1.1.0 gates of STATUS
-//! and GC). Each plugin must refuse these before it changes anything.
+//! per-command version gates (CHECK from 0.4.0, STATUS and GC from 1.1.0). Each plugin must refuse
+//! these before it changes anything.
 
 use cni_types::SpecVersion;
 
@@ -48,7 +48,7 @@ pub fn run_all(s: &mut Subject, claims_1_1: bool) {
     let name = s.name.clone();
     let full = s.full_env("ADD", "conf-proto", "eth0");
 
-    // T2: without CNI_COMMAND, an error 4, or (Go's skeleton with an about text) the about
+    // Without CNI_COMMAND, an error 4, or (Go's skeleton with an about text) the about
     // text on stderr and exit 0 with nothing on stdout.
     let out = s.call(&Env::default(), "{}");
     let about = out.success() && out.stdout.trim().is_empty() && !out.stderr.trim().is_empty();
@@ -65,7 +65,7 @@ pub fn run_all(s: &mut Subject, claims_1_1: bool) {
     );
     s.record("unknown-command", expect_code(&out, 4));
 
-    // T4: every missing variable named at once.
+    // Every missing variable named at once.
     let out = s.call(
         &Env::command("ADD").with("CNI_CONTAINERID", "conf-proto"),
         &config("1.0.0", &name),
