@@ -285,7 +285,10 @@ async fn run_agent(
         .run(move |r| -> anyhow::Result<()> {
             r.configure_local()?;
             cni_linux::sysctl::enable_ip_forwarding(v4, v6).context("enable forwarding")?;
-            masq::install(&networks).context("install the masquerade rules")
+            if !masq::install(&networks).context("install the masquerade rules")? {
+                log::info!("masquerade rules already in place");
+            }
+            Ok(())
         })
         .await?;
     let files = NodeFiles {

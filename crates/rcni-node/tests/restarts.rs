@@ -56,6 +56,31 @@ fn the_agents(line: &str) -> bool {
     line.contains("proto 124") || line.contains("dev rcni.") || line.contains("dev rcni6.")
 }
 
+/// The handles of node `ns`'s masquerade table, chain and rules (new ones if replaced).
+fn masquerade_handles(ns: &str) -> Vec<u64> {
+    let out = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "nft",
+        "-j",
+        "list",
+        "table",
+        "ip",
+        "rcni-node",
+    ]);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let handles: Vec<u64> = listed["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.as_object()?.values().next()?["handle"].as_u64())
+        .collect();
+    assert!(handles.len() >= 5, "table, chain and 3 rules: {out}");
+    handles
+}
+
 fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
     let mut c = Cluster::with_nodes(backend.clone(), 3);
     let a = c.add_pod(0);
@@ -63,6 +88,7 @@ fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
     assert!(ping(&a.ns.name, b.ip), "pod A -> pod B before the restarts");
     let node_a = c.nodes[0].ns.name.clone();
     let dir = c.nodes[0].dir.clone();
+    let masquerade = masquerade_handles(&node_a);
     let routes = Monitor::start(
         &dir,
         "route-neigh",
@@ -179,6 +205,11 @@ fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
         count.lost,
     );
     assert!(agents.is_empty(), "live paths deleted: {agents:#?}");
+    assert_eq!(
+        masquerade_handles(&node_a),
+        masquerade,
+        "the masquerade rules were replaced"
+    );
     assert_eq!(count.sent, count.received, "lost pings: {count:?}");
     assert!(
         count.sent > 1000,
