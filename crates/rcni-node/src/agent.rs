@@ -295,18 +295,26 @@ impl Reconciler {
                 if self.remotes.get(&lease.subnet) == Some(&lease) {
                     return;
                 }
-                if let Some(old) = self.remotes.remove(&lease.subnet) {
-                    if let Err(e) = self.backend.remove_remote(&old) {
-                        log::warn!("remove old path to {}: {e}", old.subnet);
+                let done = match self.remotes.get(&lease.subnet) {
+                    Some(old) => {
+                        log::info!(
+                            "remote node {} now at {}: updating",
+                            lease.subnet,
+                            lease.attrs.public_ip
+                        );
+                        self.backend.update_remote(old, &lease)
                     }
-                }
-                log::info!(
-                    "remote node {} at {}: adding",
-                    lease.subnet,
-                    lease.attrs.public_ip
-                );
-                if let Err(e) = self.backend.add_remote(&lease) {
-                    log::warn!("add path to {}: {e} (the resync retries)", lease.subnet);
+                    None => {
+                        log::info!(
+                            "remote node {} at {}: adding",
+                            lease.subnet,
+                            lease.attrs.public_ip
+                        );
+                        self.backend.add_remote(&lease)
+                    }
+                };
+                if let Err(e) = done {
+                    log::warn!("path to {}: {e} (the resync retries)", lease.subnet);
                 }
                 self.remotes.insert(lease.subnet, lease);
             }
@@ -549,6 +557,17 @@ mod tests {
                 .push(format!("add {} {}", l.subnet, l.attrs.public_ip));
             Ok(())
         }
+        fn update_remote(
+            &mut self,
+            _: &Lease,
+            l: &Lease,
+        ) -> Result<(), crate::backend::BackendError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("update {} {}", l.subnet, l.attrs.public_ip));
+            Ok(())
+        }
         fn remove_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
             self.0.lock().unwrap().push(format!("remove {}", l.subnet));
             Ok(())
@@ -581,7 +600,7 @@ mod tests {
         r.apply(LeaseEvent::Put(a.clone())); // unchanged: nothing
         let mut moved = a.clone();
         moved.attrs.public_ip = [198, 18, 0, 9].into();
-        r.apply(LeaseEvent::Put(moved)); // changed: remove, then add
+        r.apply(LeaseEvent::Put(moved)); // changed: updated in place
         r.apply(LeaseEvent::Delete(v4("198.19.7.0/24"))); // unknown: nothing
         assert_eq!(lock(&health).leases_known, 1);
         r.apply(LeaseEvent::Delete(a.subnet));
@@ -590,8 +609,7 @@ mod tests {
             *calls.lock().unwrap(),
             [
                 "add 198.19.2.0/24 198.18.0.3",
-                "remove 198.19.2.0/24",
-                "add 198.19.2.0/24 198.18.0.9",
+                "update 198.19.2.0/24 198.18.0.9",
                 "remove 198.19.2.0/24",
             ]
         );

@@ -2,7 +2,9 @@
 //! is watched with netlink monitors (`ip monitor route neigh`, `bridge monitor fdb`) while its
 //! agent is restarted 20 times (SIGTERM and SIGKILL in turn, each time until the new run is
 //! healthy), and a pod on node A pings a pod on node B every 2 ms across all of it: no route,
-//! neighbour or FDB entry of the agent's may be deleted and no echo may go unanswered.
+//! neighbour or FDB entry of the agent's may be deleted and no echo may go unanswered. A
+//! remote lease that changes (a new VTEP MAC) moves its path without deleting its route or
+//! neighbour entry.
 
 mod harness;
 
@@ -235,4 +237,59 @@ fn vxlan_agent_restarts_delete_no_live_route_neighbour_or_fdb_entry_and_lose_no_
         return;
     }
     restarts_remove_nothing_and_lose_no_ping(json!({"Type": "vxlan", "VNI": 1}));
+}
+
+#[test]
+fn a_changed_vtep_mac_moves_the_path_without_deleting_the_route_or_the_neighbour() {
+    if skip_unless_root() {
+        return;
+    }
+    let c = Cluster::with_nodes(json!({"Type": "vxlan", "VNI": 1}), 2);
+    let node_a = c.nodes[0].ns.name.clone();
+    let subnet_b = c.nodes[1].subnet().unwrap();
+    let gateway_b = subnet_b.split('/').next().unwrap().to_string();
+    let key = format!("{PREFIX}/subnets/{}", subnet_b.replace('/', "-"));
+    let mut lease: Value =
+        serde_json::from_str(c.etcdctl(&["get", &key, "--print-value-only"]).trim()).unwrap();
+    let old_mac = lease["BackendData"]["VtepMAC"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let new_mac = "02:00:c6:13:00:42";
+    let monitors = [
+        Monitor::start(
+            &c.nodes[0].dir,
+            "change-route-neigh",
+            &["ip", "-n", &node_a, "monitor", "route", "neigh"],
+        ),
+        Monitor::start(
+            &c.nodes[0].dir,
+            "change-fdb",
+            &["bridge", "-n", &node_a, "monitor", "fdb"],
+        ),
+    ];
+    std::thread::sleep(Duration::from_millis(300));
+    lease["BackendData"]["VtepMAC"] = json!(new_mac);
+    c.etcdctl(&["put", "--ignore-lease", &key, &lease.to_string()]);
+    let fdb = || sh(&["bridge", "-n", &node_a, "fdb", "show", "dev", "rcni.1"]);
+    let moved = wait_for(Duration::from_secs(10), || {
+        let neigh = ip_json(&node_a, &["neigh", "show", &gateway_b, "dev", "rcni.1"]);
+        neigh[0]["lladdr"] == new_mac && fdb().contains(new_mac) && !fdb().contains(&old_mac)
+    });
+    assert!(moved.is_some(), "{}\n{}", fdb(), c.nodes[0].agent_log());
+    std::thread::sleep(Duration::from_millis(300));
+    let deleted: Vec<String> = monitors.into_iter().flat_map(Monitor::deletions).collect();
+    eprintln!("changed VTEP MAC: deletions on node A: {deleted:?}");
+    // Both monitors report the FDB entry (`ip monitor neigh` shows bridge neighbours too).
+    assert!(
+        !deleted.is_empty() && deleted.iter().all(|l| l.contains(&old_mac)),
+        "only the old MAC's FDB entry goes: {deleted:?}"
+    );
+    assert!(
+        !deleted
+            .iter()
+            .any(|l| l.contains(&format!("{gateway_b} ")) || l.contains(&subnet_b)),
+        "{deleted:?}"
+    );
+    assert!(c.nodes[0].has_route(&subnet_b));
 }
