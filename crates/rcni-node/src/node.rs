@@ -170,6 +170,84 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
     result
 }
 
+/// Connects to the datastore, retrying every second; `None` if shut down first.
+async fn connect(
+    opts: &Options,
+    health: &SharedHealth,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<EtcdStore> {
+    loop {
+        match EtcdStore::connect(&opts.etcd_endpoints, &opts.prefix).await {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                lock(health).store_failed();
+                log::warn!("{e}; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = agent::stopped(shutdown) => return None,
+        }
+    }
+}
+
+/// The node's underlay as the backend needs it.
+#[derive(Debug, Clone, Copy)]
+struct Underlay {
+    index: u32,
+    mtu: u32,
+    public_ip: Option<Ipv4Addr>,
+    public_ipv6: Option<Ipv6Addr>,
+}
+
+/// Sets up the backend `kind` (on a blocking thread: the VXLAN devices are made over netlink).
+async fn backend_for(
+    kind: BackendKind,
+    nl: Handle,
+    underlay: Underlay,
+) -> anyhow::Result<Box<dyn Backend>> {
+    tokio::task::spawn_blocking(move || -> anyhow::Result<Box<dyn Backend>> {
+        Ok(match kind {
+            BackendKind::HostGw => Box::new(HostGw::new(nl, underlay.index)),
+            BackendKind::Vxlan { vni, port } => Box::new(Vxlan::setup(
+                nl,
+                VxlanSetup {
+                    vni,
+                    port,
+                    local: underlay.public_ip,
+                    local6: underlay.public_ipv6,
+                    underlay: underlay.index,
+                    underlay_mtu: underlay.mtu,
+                },
+            )?),
+        })
+    })
+    .await
+    .context("set up the backend")?
+}
+
+/// Writes the conflist and the subnet file (on a blocking thread: the writes fsync).
+async fn write_files(files: &NodeFiles, opts: &Options) -> anyhow::Result<()> {
+    let (written, conf_dir, subnet_file) = (
+        files.clone(),
+        opts.cni_conf_dir.clone(),
+        opts.subnet_file.clone(),
+    );
+    tokio::task::spawn_blocking(move || written.write_all(&conf_dir, &subnet_file))
+        .await
+        .context("write the conflist and the subnet file")?
+        .context("write the conflist and the subnet file")?;
+    log::info!(
+        "node subnet {}, pod MTU {}, backend {}, cniVersion {}, cniVersions {:?}",
+        files.subnet,
+        files.mtu,
+        files.network.backend.name(),
+        files.versions.cni_version,
+        files.versions.cni_versions
+    );
+    Ok(())
+}
+
 /// Everything the agent does between its start and its stop.
 async fn run_agent(
     opts: Options,
@@ -199,18 +277,8 @@ async fn run_agent(
         });
     }
 
-    let mut store = loop {
-        match EtcdStore::connect(&opts.etcd_endpoints, &opts.prefix).await {
-            Ok(s) => break s,
-            Err(e) => {
-                lock(&health).store_failed();
-                log::warn!("{e}; retrying");
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = agent::stopped(&mut shutdown) => return Ok(()),
-        }
+    let Some(mut store) = connect(&opts, &health, &mut shutdown).await else {
+        return Ok(());
     };
     let Some(network) = agent::wait_for_config(&mut store, &health, &mut shutdown).await else {
         return Ok(());
@@ -233,25 +301,13 @@ async fn run_agent(
     // One pod MTU for both families: the larger overhead wins.
     let mtu = underlay_mtu - network.backend.mtu_overhead(network.ipv6.is_some());
 
-    let kind = network.backend.clone();
-    let backend = tokio::task::spawn_blocking(move || -> anyhow::Result<Box<dyn Backend>> {
-        Ok(match kind {
-            BackendKind::HostGw => Box::new(HostGw::new(nl, underlay_index)),
-            BackendKind::Vxlan { vni, port } => Box::new(Vxlan::setup(
-                nl,
-                VxlanSetup {
-                    vni,
-                    port,
-                    local: public_ip,
-                    local6: public_ipv6,
-                    underlay: underlay_index,
-                    underlay_mtu,
-                },
-            )?),
-        })
-    })
-    .await
-    .context("set up the backend")??;
+    let underlay = Underlay {
+        index: underlay_index,
+        mtu: underlay_mtu,
+        public_ip,
+        public_ipv6,
+    };
+    let backend = backend_for(network.backend, nl, underlay).await?;
     let attrs = LeaseAttrs {
         public_ip: public_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
         public_ipv6,
@@ -301,21 +357,7 @@ async fn run_agent(
         versions,
         node_name: opts.node_name.clone(),
     };
-    let (written, conf_dir, subnet_file) = (
-        files.clone(),
-        opts.cni_conf_dir.clone(),
-        opts.subnet_file.clone(),
-    );
-    tokio::task::spawn_blocking(move || written.write_all(&conf_dir, &subnet_file))
-        .await
-        .context("write the conflist and the subnet file")?
-        .context("write the conflist and the subnet file")?;
-    log::info!(
-        "node subnet {subnet}, pod MTU {mtu}, backend {}, cniVersion {}, cniVersions {:?}",
-        network.backend.name(),
-        files.versions.cni_version,
-        files.versions.cni_versions
-    );
+    write_files(&files, &opts).await?;
 
     let held = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown).await;
     if cfg.release_on_exit {
