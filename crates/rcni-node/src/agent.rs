@@ -584,15 +584,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_reconciler_changes_only_what_differs_and_skips_its_own_subnet() {
+    /// A reconciler of the node owning 198.19.1.0/24 over a [`Recorder`], its calls and health.
+    fn recorded() -> (
+        Reconciler,
+        std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        SharedHealth,
+    ) {
         let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let health = SharedHealth::default();
-        let mut r = Reconciler::new(
+        let r = Reconciler::new(
             Box::new(Recorder(calls.clone())),
             v4("198.19.1.0/24"),
             health.clone(),
         );
+        (r, calls, health)
+    }
+
+    #[test]
+    fn the_reconciler_changes_only_what_differs_and_skips_its_own_subnet() {
+        let (mut r, calls, health) = recorded();
         let a = stored("198.19.2.0/24", [198, 18, 0, 3], 1).lease;
         let own = stored("198.19.1.0/24", [198, 18, 0, 2], 1).lease;
         r.apply(LeaseEvent::Put(own));
@@ -633,13 +643,7 @@ mod tests {
 
     #[test]
     fn no_resync_runs_before_the_first_complete_list() {
-        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let health = SharedHealth::default();
-        let mut r = Reconciler::new(
-            Box::new(Recorder(calls.clone())),
-            v4("198.19.1.0/24"),
-            health.clone(),
-        );
+        let (mut r, calls, health) = recorded();
         // A restarted agent knows no remote yet: a resync now would remove every live path.
         r.resync();
         assert!(calls.lock().unwrap().is_empty());
