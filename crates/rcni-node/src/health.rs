@@ -196,21 +196,32 @@ async fn write_blocking(mut writer: StatusWriter, verdict: Result<(), String>) -
     written.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-/// Rewrites the status file every [`STATUS_PERIOD`] with the verdict of `health` until `stop`
-/// carries the reason the agent stops; writes that reason (unhealthy) and returns.
+/// How often the status task looks at the verdict, so that a change is written at once.
+const VERDICT_POLL: Duration = Duration::from_millis(100);
+
+/// Rewrites the status file every [`STATUS_PERIOD`] with the verdict of `health`, and at once
+/// when the verdict changes, until `stop` carries the reason the agent stops; writes that
+/// reason (unhealthy) and returns.
 pub async fn keep_status_file(
     mut writer: StatusWriter,
     health: SharedHealth,
     grace: Duration,
     mut stop: watch::Receiver<Option<String>>,
 ) {
-    let mut tick = tokio::time::interval(STATUS_PERIOD);
+    let mut tick = tokio::time::interval(VERDICT_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut written: Option<(Result<(), String>, Instant)> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 let verdict = lock(&health).verdict(grace);
-                writer = write_blocking(writer, verdict).await;
+                let due = written.as_ref().is_none_or(|(last, at)| {
+                    *last != verdict || at.elapsed() >= STATUS_PERIOD
+                });
+                if due {
+                    writer = write_blocking(writer, verdict.clone()).await;
+                    written = Some((verdict, Instant::now()));
+                }
             }
             changed = stop.changed() => {
                 let reason = stop.borrow().clone();
@@ -330,6 +341,52 @@ mod tests {
         w.write(&Ok(())).unwrap();
         assert_eq!(read()["unhealthySince"], serde_json::Value::Null);
         assert_eq!(read()["healthy"], true);
+    }
+
+    #[tokio::test]
+    async fn the_status_task_follows_the_verdict_and_writes_the_stop_reason_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let health = SharedHealth::default();
+        let (stop, stopped) = watch::channel(None);
+        let writer = StatusWriter::new(path.clone(), "node-a".into());
+        let task = tokio::spawn(keep_status_file(
+            writer,
+            health.clone(),
+            Duration::from_secs(10),
+            stopped,
+        ));
+        let said = |path: &Path| -> Option<serde_json::Value> {
+            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        };
+        let wait_until = |want: fn(&serde_json::Value) -> bool| {
+            let path = path.clone();
+            async move {
+                for _ in 0..100 {
+                    if said(&path).is_some_and(|v| want(&v)) {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                false
+            }
+        };
+        assert!(wait_until(|v| v["reason"] == "no subnet lease held").await);
+        {
+            let mut h = lock(&health);
+            h.subnet = Some(crate::lease::Subnets {
+                v4: Some("198.19.1.0/24".parse().unwrap()),
+                v6: None,
+            });
+            h.leases_loaded = true;
+        }
+        assert!(wait_until(|v| v["healthy"] == true).await);
+        stop.send(Some("agent stopped".into())).unwrap();
+        task.await.unwrap();
+        let last = said(&path).unwrap();
+        assert_eq!(last["healthy"], false);
+        assert_eq!(last["reason"], "agent stopped");
+        assert_eq!(last["node"], "node-a");
     }
 
     #[test]
