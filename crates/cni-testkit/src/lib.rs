@@ -51,7 +51,7 @@ pub use bins::{bin_path, cni_path, go_plugins_dir, GO_PLUGINS_DIR};
 pub use http::{http_get, http_server, HttpServer, HTTP_BODY};
 pub use kernel::{addrs, bridge_vlans, link, links, nft_json, qdiscs, routes, IpFamily};
 pub use output::PluginOutput;
-pub use ping::ping;
+pub use ping::{ping, PingCount, PingStream};
 pub use plugin::PluginCall;
 pub use process::PROCESS_TIMEOUT;
 pub use sandbox::{Netns, Sandbox};

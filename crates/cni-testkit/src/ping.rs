@@ -1,8 +1,11 @@
 //! ICMP echo from inside a namespace, over a raw socket (no `ping` binary needed).
 
+use std::net::Ipv4Addr;
 use std::net::{IpAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -140,6 +143,137 @@ fn is_reply(packet: &[u8], addr: IpAddr, id: u16, seq: u16) -> bool {
         && icmp[6..8] == seq.to_be_bytes()
 }
 
+/// What a [`PingStream`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingCount {
+    /// Echo requests sent.
+    pub sent: u64,
+    /// Requests answered.
+    pub received: u64,
+    /// The first unanswered sequence numbers (at most 20).
+    pub lost: Vec<u64>,
+}
+
+/// Echo requests sent every `interval` from a namespace to an IPv4 address until
+/// [`PingStream::stop`], like `ping -i`; every reply is matched to its request.
+pub struct PingStream {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<nix::Result<PingCount>>,
+}
+
+/// How long a request may wait for its reply once the stream stops.
+const LAST_REPLY_WAIT: Duration = Duration::from_secs(1);
+
+impl PingStream {
+    /// Starts pinging `addr` from namespace `from_ns` every `interval`.
+    pub fn start(from_ns: &str, addr: Ipv4Addr, interval: Duration) -> anyhow::Result<Self> {
+        // The socket is made inside the namespace and stays there; the loop runs anywhere.
+        let sock = run_in(from_ns, || {
+            Ok(socket(
+                AddressFamily::Inet,
+                SockType::Raw,
+                SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+                SockProtocol::Icmp,
+            )?)
+        })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || stream(&sock, addr, interval, &stopped));
+        Ok(PingStream { stop, thread })
+    }
+
+    /// Stops sending, waits a moment for the last replies and counts.
+    pub fn stop(self) -> PingCount {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.join() {
+            Ok(Ok(count)) => count,
+            Ok(Err(e)) => panic!("ping stream: {e}"),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+fn stream(
+    sock: &OwnedFd,
+    addr: Ipv4Addr,
+    interval: Duration,
+    stop: &AtomicBool,
+) -> nix::Result<PingCount> {
+    let id = NEXT_ID
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(std::process::id() as u16);
+    let dest = SockaddrIn::from(SocketAddrV4::new(addr, 0));
+    // Answered requests by sequence number (the 16-bit wire field wraps; a run of a few
+    // minutes at 2 ms stays within 65536 outstanding requests).
+    let mut answered: Vec<bool> = Vec::new();
+    let mut next = Instant::now();
+    let mut stopped_at = None;
+    let mut buf = [0u8; 2048];
+    loop {
+        let now = Instant::now();
+        if stopped_at.is_none() && stop.load(Ordering::Relaxed) {
+            stopped_at = Some(now);
+        }
+        if let Some(at) = stopped_at {
+            if now.duration_since(at) > LAST_REPLY_WAIT {
+                break;
+            }
+        } else if now >= next {
+            let seq = answered.len() as u16;
+            let packet = echo_request(ECHO_REQUEST_V4, id, seq);
+            match sendto(sock.as_raw_fd(), &packet, &dest, MsgFlags::empty()) {
+                // A request the kernel refused to send is a lost one too.
+                Ok(_) | Err(Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::EAGAIN) => {}
+                Err(e) => return Err(e),
+            }
+            answered.push(false);
+            next += interval;
+        }
+        loop {
+            match recvfrom::<SockaddrStorage>(sock.as_raw_fd(), &mut buf) {
+                Ok((len, from)) => {
+                    if from.as_ref().and_then(source_ip) != Some(IpAddr::V4(addr)) {
+                        continue;
+                    }
+                    if let Some(seq) = reply_seq(&buf[..len], id) {
+                        // The latest request with this 16-bit sequence number.
+                        let base = answered.len().saturating_sub(1) & !0xffff;
+                        let mut i = base + usize::from(seq);
+                        if i >= answered.len() {
+                            i = i.wrapping_sub(0x10000);
+                        }
+                        if let Some(slot) = answered.get_mut(i) {
+                            *slot = true;
+                        }
+                    }
+                }
+                Err(Errno::EAGAIN | Errno::EINTR) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(PingCount {
+        sent: answered.len() as u64,
+        received: answered.iter().filter(|a| **a).count() as u64,
+        lost: answered
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !**a)
+            .map(|(i, _)| i as u64)
+            .take(20)
+            .collect(),
+    })
+}
+
+/// The sequence number of an IPv4 echo reply (IP header included) with identifier `id`.
+fn reply_seq(packet: &[u8], id: u16) -> Option<u16> {
+    let header_len = usize::from(packet.first()? & 0x0f) * 4;
+    let icmp = packet.get(header_len..)?;
+    (icmp.len() >= 8 && icmp[0] == ECHO_REPLY_V4 && icmp[4..6] == id.to_be_bytes())
+        .then(|| u16::from_be_bytes([icmp[6], icmp[7]]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +311,17 @@ mod tests {
             1
         ));
         assert!(!is_reply(&[], a4, 0, 0));
+    }
+
+    #[test]
+    fn stream_replies_give_their_sequence_number() {
+        let mut v4 = vec![0x45u8; 20];
+        v4.extend_from_slice(&[ECHO_REPLY_V4, 0, 0, 0, 0x12, 0x34, 0x01, 0x02]);
+        assert_eq!(reply_seq(&v4, 0x1234), Some(0x0102));
+        assert_eq!(reply_seq(&v4, 0x9999), None);
+        v4[20] = ECHO_REQUEST_V4;
+        assert_eq!(reply_seq(&v4, 0x1234), None);
+        assert_eq!(reply_seq(&[], 0x1234), None);
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! The reconcile loop: acquire (or take back) the node's subnet lease, program the backend for
 //! every remote lease, follow the watch, renew the lease, resync the kernel periodically, keep
-//! the files and the health state current, and stop when the shutdown value turns true.
+//! the health state current, and stop when the shutdown value turns true.
+//!
+//! Restarts never disturb live paths: the backend's start reuses what it finds, the kernel is
+//! resynced (and stale objects removed) only after a complete list of leases has been loaded,
+//! and a path is removed only for a lease that is gone. The kernel work is synchronous netlink:
+//! it runs on blocking threads ([`Kernel`]), one call at a time, so the event loop (and the
+//! status file's writer, [`crate::health::keep_status_file`]) is never stalled by it.
 //!
 //! State the agent owns: its lease (in the store, and its subnet in the subnet file), the
 //! VXLAN device, the routes tagged [`crate::backend::RTPROT_RCNI`], the nf_tables table
@@ -10,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -23,8 +29,6 @@ use crate::store::{Claim, LeaseEvent, LeaseId, LeaseWatch, Snapshot, Store, Stor
 
 /// How often the kernel is compared with the leases (flannel: 10 s).
 pub const RESYNC_INTERVAL: Duration = Duration::from_secs(10);
-/// How often the status file is rewritten; it stays valid for three periods.
-const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 /// Pause between attempts while the store is unreachable.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -39,10 +43,6 @@ pub struct AgentConfig {
     pub lease_ttl: Duration,
     /// Revoke the lease on a graceful stop.
     pub release_on_exit: bool,
-    /// The status file the plugins read.
-    pub status_file: PathBuf,
-    /// How long the store may fail before the node counts as unhealthy.
-    pub status_grace: Duration,
     /// How often the kernel is resynced.
     pub resync_interval: Duration,
 }
@@ -240,6 +240,9 @@ pub struct Reconciler {
     own: Subnets,
     remotes: BTreeMap<Subnets, Lease>,
     health: SharedHealth,
+    /// A complete list has been loaded: before that, `remotes` is not the cluster, and a
+    /// resync would remove the paths of live nodes.
+    loaded: bool,
 }
 
 impl Reconciler {
@@ -250,6 +253,7 @@ impl Reconciler {
             own,
             remotes: BTreeMap::new(),
             health,
+            loaded: false,
         }
     }
 
@@ -278,6 +282,8 @@ impl Reconciler {
         for lease in fresh.into_values() {
             self.apply(LeaseEvent::Put(lease));
         }
+        self.loaded = true;
+        lock(&self.health).leases_loaded = true;
         self.resync();
     }
 
@@ -289,18 +295,26 @@ impl Reconciler {
                 if self.remotes.get(&lease.subnet) == Some(&lease) {
                     return;
                 }
-                if let Some(old) = self.remotes.remove(&lease.subnet) {
-                    if let Err(e) = self.backend.remove_remote(&old) {
-                        log::warn!("remove old path to {}: {e}", old.subnet);
+                let done = match self.remotes.get(&lease.subnet) {
+                    Some(old) => {
+                        log::info!(
+                            "remote node {} now at {}: updating",
+                            lease.subnet,
+                            lease.attrs.public_ip
+                        );
+                        self.backend.update_remote(old, &lease)
                     }
-                }
-                log::info!(
-                    "remote node {} at {}: adding",
-                    lease.subnet,
-                    lease.attrs.public_ip
-                );
-                if let Err(e) = self.backend.add_remote(&lease) {
-                    log::warn!("add path to {}: {e} (the resync retries)", lease.subnet);
+                    None => {
+                        log::info!(
+                            "remote node {} at {}: adding",
+                            lease.subnet,
+                            lease.attrs.public_ip
+                        );
+                        self.backend.add_remote(&lease)
+                    }
+                };
+                if let Err(e) = done {
+                    log::warn!("path to {}: {e} (the resync retries)", lease.subnet);
                 }
                 self.remotes.insert(lease.subnet, lease);
             }
@@ -316,8 +330,13 @@ impl Reconciler {
         lock(&self.health).leases_known = self.remotes.len();
     }
 
-    /// Compares the kernel with the known leases and repairs it.
+    /// Compares the kernel with the known leases and repairs it; nothing before the first
+    /// complete list.
     pub fn resync(&mut self) {
+        if !self.loaded {
+            log::debug!("resync skipped: no complete list of leases yet");
+            return;
+        }
         let remotes: Vec<Lease> = self.remotes.values().cloned().collect();
         match self.backend.resync(&remotes) {
             Ok(r) => {
@@ -339,19 +358,48 @@ impl Reconciler {
     }
 }
 
+/// The reconciler behind a lock, its calls run on blocking threads.
+#[derive(Clone)]
+pub struct Kernel(Arc<Mutex<Reconciler>>);
+
+impl Kernel {
+    /// Wraps `reconciler`.
+    pub fn new(reconciler: Reconciler) -> Self {
+        Kernel(Arc::new(Mutex::new(reconciler)))
+    }
+
+    /// Runs `work` on a blocking thread and waits for it; calls run one at a time, in order.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Reconciler) -> T + Send + 'static,
+    ) -> T {
+        let reconciler = self.0.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            work(&mut reconciler.lock().unwrap_or_else(PoisonError::into_inner))
+        })
+        .await;
+        done.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+}
+
 /// Runs the loop after the lease is held, until shutdown. Returns the held lease (which may
 /// have been re-acquired meanwhile).
 pub async fn run<S: Store>(
     store: &mut S,
     mut held: Held,
-    reconciler: &mut Reconciler,
+    kernel: &Kernel,
     cfg: &AgentConfig,
     health: &SharedHealth,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Held {
     let mut watch: Option<S::Watch> = None;
-    let mut resync = tokio::time::interval(cfg.resync_interval);
-    let mut status = tokio::time::interval(STATUS_INTERVAL);
+    // The first resync is one period away (the first list resyncs on its own), and never
+    // runs before that list is loaded (`Reconciler::resync`).
+    let mut resync = tokio::time::interval_at(
+        tokio::time::Instant::now() + cfg.resync_interval,
+        cfg.resync_interval,
+    );
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Renew well before expiry: a third of the TTL, at most every 10 minutes, at least every second.
     let renew_every = (cfg.lease_ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(600));
     let mut renew = tokio::time::interval(renew_every);
@@ -369,9 +417,9 @@ pub async fn run<S: Store>(
                 Ok(events) => {
                     lock(health).store_ok();
                     let own_deleted = events.contains(&LeaseEvent::Delete(held.lease.subnet));
-                    for e in events {
-                        reconciler.apply(e);
-                    }
+                    kernel
+                        .run(move |r| events.into_iter().for_each(|e| r.apply(e)))
+                        .await;
                     if own_deleted {
                         // Someone deleted this node's key (or its lease expired): write it
                         // again, bound to a new store lease.
@@ -398,17 +446,11 @@ pub async fn run<S: Store>(
                     }
                 }
             }
-            _ = resync.tick() => reconciler.resync(),
-            _ = status.tick() => {
-                let verdict = lock(health).verdict(cfg.status_grace);
-                if let Err(e) = health::write_status_file(&cfg.status_file, &verdict, STATUS_INTERVAL * 3) {
-                    log::warn!("write {}: {e}", cfg.status_file.display());
-                }
-            }
+            _ = resync.tick() => kernel.run(Reconciler::resync).await,
         }
         // No watch (first pass, or it broke): re-list, reconcile, watch again.
         if watch.is_none() && Instant::now() >= relist_after {
-            match relist(store, reconciler).await {
+            match relist(store, kernel).await {
                 Ok(w) => {
                     lock(health).store_ok();
                     watch = Some(w);
@@ -423,13 +465,11 @@ pub async fn run<S: Store>(
     }
 }
 
-async fn relist<S: Store>(
-    store: &mut S,
-    reconciler: &mut Reconciler,
-) -> Result<S::Watch, StoreError> {
+async fn relist<S: Store>(store: &mut S, kernel: &Kernel) -> Result<S::Watch, StoreError> {
     let snapshot = store.snapshot().await?;
-    reconciler.load(&snapshot);
-    store.watch(snapshot.revision).await
+    let revision = snapshot.revision;
+    kernel.run(move |r| r.load(&snapshot)).await;
+    store.watch(revision).await
 }
 
 /// Writes the same lease again after its store lease expired (the key is gone, so only if
@@ -517,6 +557,17 @@ mod tests {
                 .push(format!("add {} {}", l.subnet, l.attrs.public_ip));
             Ok(())
         }
+        fn update_remote(
+            &mut self,
+            _: &Lease,
+            l: &Lease,
+        ) -> Result<(), crate::backend::BackendError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("update {} {}", l.subnet, l.attrs.public_ip));
+            Ok(())
+        }
         fn remove_remote(&mut self, l: &Lease) -> Result<(), crate::backend::BackendError> {
             self.0.lock().unwrap().push(format!("remove {}", l.subnet));
             Ok(())
@@ -533,15 +584,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_reconciler_changes_only_what_differs_and_skips_its_own_subnet() {
+    /// A reconciler of the node owning 198.19.1.0/24 over a [`Recorder`], its calls and health.
+    fn recorded() -> (
+        Reconciler,
+        std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        SharedHealth,
+    ) {
         let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let health = SharedHealth::default();
-        let mut r = Reconciler::new(
+        let r = Reconciler::new(
             Box::new(Recorder(calls.clone())),
             v4("198.19.1.0/24"),
             health.clone(),
         );
+        (r, calls, health)
+    }
+
+    #[test]
+    fn the_reconciler_changes_only_what_differs_and_skips_its_own_subnet() {
+        let (mut r, calls, health) = recorded();
         let a = stored("198.19.2.0/24", [198, 18, 0, 3], 1).lease;
         let own = stored("198.19.1.0/24", [198, 18, 0, 2], 1).lease;
         r.apply(LeaseEvent::Put(own));
@@ -549,7 +610,7 @@ mod tests {
         r.apply(LeaseEvent::Put(a.clone())); // unchanged: nothing
         let mut moved = a.clone();
         moved.attrs.public_ip = [198, 18, 0, 9].into();
-        r.apply(LeaseEvent::Put(moved)); // changed: remove, then add
+        r.apply(LeaseEvent::Put(moved)); // changed: updated in place
         r.apply(LeaseEvent::Delete(v4("198.19.7.0/24"))); // unknown: nothing
         assert_eq!(lock(&health).leases_known, 1);
         r.apply(LeaseEvent::Delete(a.subnet));
@@ -558,8 +619,7 @@ mod tests {
             *calls.lock().unwrap(),
             [
                 "add 198.19.2.0/24 198.18.0.3",
-                "remove 198.19.2.0/24",
-                "add 198.19.2.0/24 198.18.0.9",
+                "update 198.19.2.0/24 198.18.0.9",
                 "remove 198.19.2.0/24",
             ]
         );
@@ -578,6 +638,25 @@ mod tests {
                 "add 198.19.3.0/24 198.18.0.4",
                 "resync 1",
             ]
+        );
+    }
+
+    #[test]
+    fn no_resync_runs_before_the_first_complete_list() {
+        let (mut r, calls, health) = recorded();
+        // A restarted agent knows no remote yet: a resync now would remove every live path.
+        r.resync();
+        assert!(calls.lock().unwrap().is_empty());
+        assert!(!lock(&health).leases_loaded);
+        r.load(&Snapshot {
+            leases: vec![stored("198.19.2.0/24", [198, 18, 0, 3], 1)],
+            revision: 1,
+        });
+        assert!(lock(&health).leases_loaded);
+        r.resync();
+        assert_eq!(
+            *calls.lock().unwrap(),
+            ["add 198.19.2.0/24 198.18.0.3", "resync 1", "resync 1"]
         );
     }
 

@@ -3,13 +3,19 @@
 //!
 //! The conflist chains bridge (`rcni0`, gateway and default gateway, host-local over the node
 //! subnets, one range set per family, with a route to each cluster network, its leases under
-//! the agent's state dir), portmap and tuning (its backups under the state dir too). Its `cniVersion` is the highest version every
-//! plugin in `--cni-bin-dir` supports, at most 1.1.0 ([`crate::cni_version`]): 1.1.0 with
-//! rcni's plugins, so that runtimes ask STATUS, 1.0.0 with Go plugins that know no newer one.
+//! the agent's state dir), portmap and tuning (its backups under the state dir too). Its
+//! `cniVersion` and `cniVersions` come from [`crate::cni_version`]: 1.0.0 for runtimes that
+//! read only `cniVersion`, and the list up to the plugins' highest common version (1.1.0 with
+//! rcni's plugins, so that runtimes reading the list ask STATUS and GC).
 //! Masquerade is not the bridge plugin's `ipMasq`: that one masquerades everything leaving the
 //! *node* subnet, which would hide pod addresses from pods on other nodes; the agent masquerades
 //! only what leaves the *cluster* network ([`crate::masq`]). The bridge entry carries
-//! `rcniNodeStatus`, the status file its STATUS reads (daemon-backed STATUS).
+//! `rcniNodeStatus`, the status file its STATUS and ADD read (daemon-backed STATUS; ADD is
+//! refused while the agent is not healthy), and `rcniNodeName`, so that a plugin can name the
+//! node when the status file is missing.
+//!
+//! The conflist is rewritten only when its content changes (a restarted agent leaves the file
+//! and the directory the runtime watches untouched), through [`crate::files::publish`].
 
 use std::io;
 use std::net::IpAddr;
@@ -18,7 +24,8 @@ use std::path::{Path, PathBuf};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde_json::{json, Value};
 
-use crate::files::write_atomic;
+use crate::cni_version::ConfVersions;
+use crate::files::{publish, write_atomic};
 use crate::lease::Subnets;
 use crate::network::NetworkConfig;
 
@@ -45,8 +52,8 @@ pub struct NodeFiles {
     /// tuning's backup directory (beside the leases, so that everything the agent's network
     /// keeps on disk lives under its state dir and not in `/run/cni`, which Go plugins share).
     pub tuning_dir: PathBuf,
-    /// The conflist's `cniVersion`.
-    pub cni_version: String,
+    /// The conflist's `cniVersion` and `cniVersions`.
+    pub versions: ConfVersions,
     /// The node's name.
     pub node_name: String,
 }
@@ -73,8 +80,8 @@ impl NodeFiles {
             .iter()
             .map(|n| json!({"dst": n.to_string()}))
             .collect();
-        json!({
-            "cniVersion": self.cni_version,
+        let mut list = json!({
+            "cniVersion": self.versions.cni_version.to_string(),
             "name": NETWORK_NAME,
             "plugins": [
                 {
@@ -84,6 +91,7 @@ impl NodeFiles {
                     "isDefaultGateway": true,
                     "mtu": self.mtu,
                     "rcniNodeStatus": self.status_file,
+                    "rcniNodeName": self.node_name,
                     "ipam": {
                         "type": "host-local",
                         "dataDir": self.ipam_dir,
@@ -94,7 +102,17 @@ impl NodeFiles {
                 {"type": "portmap", "capabilities": {"portMappings": true}},
                 {"type": "tuning", "capabilities": {"mac": true}, "dataDir": self.tuning_dir}
             ]
-        })
+        });
+        if !self.versions.cni_versions.is_empty() {
+            let offered: Vec<String> = self
+                .versions
+                .cni_versions
+                .iter()
+                .map(|v| v.to_string())
+                .collect();
+            list["cniVersions"] = json!(offered);
+        }
+        list
     }
 
     /// flannel's `subnet.env`: the cluster networks, each node subnet as its first address with
@@ -130,11 +148,11 @@ impl NodeFiles {
         out
     }
 
-    /// Writes both files atomically.
+    /// Writes both files atomically; the conflist only when its content changed.
     pub fn write_all(&self, conf_dir: &Path, subnet_file: &Path) -> io::Result<()> {
         let mut text = serde_json::to_vec_pretty(&self.conflist()).map_err(io::Error::other)?;
         text.push(b'\n');
-        write_atomic(&conf_dir.join(CONFLIST_NAME), &text)?;
+        publish(&conf_dir.join(CONFLIST_NAME), &text)?;
         write_atomic(subnet_file, self.subnet_env(true).as_bytes())
     }
 }
@@ -163,6 +181,7 @@ mod tests {
     use super::*;
 
     fn files(json: &str, subnet: Subnets, version: &str) -> NodeFiles {
+        let version = cni_types::version::SpecVersion::parse(version).unwrap();
         NodeFiles {
             network: NetworkConfig::parse(json.as_bytes()).unwrap(),
             subnet,
@@ -170,7 +189,10 @@ mod tests {
             status_file: "/run/rcni/node-status.json".into(),
             ipam_dir: "/var/lib/rcni/ipam".into(),
             tuning_dir: "/var/lib/rcni/tuning".into(),
-            cni_version: version.into(),
+            versions: ConfVersions {
+                cni_version: version,
+                cni_versions: Vec::new(),
+            },
             node_name: "node-a".into(),
         }
     }
@@ -194,6 +216,11 @@ mod tests {
         );
         let list = f.conflist();
         assert_eq!(list["cniVersion"], "1.1.0");
+        assert_eq!(
+            list.get("cniVersions"),
+            None,
+            "a pinned version has no list"
+        );
         let bridge = &list["plugins"][0];
         assert_eq!(bridge["type"], "bridge");
         assert_eq!(bridge["bridge"], "rcni0");
@@ -201,6 +228,7 @@ mod tests {
         assert_eq!(bridge["mtu"], 1450);
         assert_eq!(bridge.get("ipMasq"), None);
         assert_eq!(bridge["rcniNodeStatus"], "/run/rcni/node-status.json");
+        assert_eq!(bridge["rcniNodeName"], "node-a");
         assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "198.19.4.0/24");
         assert_eq!(bridge["ipam"]["ranges"].as_array().unwrap().len(), 1);
         assert_eq!(bridge["ipam"]["routes"][0]["dst"], "198.19.0.0/16");
@@ -211,6 +239,28 @@ mod tests {
         // The runtime's parser accepts it.
         let text = serde_json::to_vec(&list).unwrap();
         cni_types::config::NetConfList::parse(&text).unwrap();
+    }
+
+    #[test]
+    fn the_offered_versions_are_listed_and_the_runtimes_parser_picks_the_highest() {
+        let mut f = files(
+            V4,
+            "198.19.4.0/24".parse::<Ipv4Net>().unwrap().into(),
+            "1.0.0",
+        );
+        f.versions.cni_versions = ["0.4.0", "1.0.0", "1.1.0"]
+            .iter()
+            .map(|v| cni_types::version::SpecVersion::parse(v).unwrap())
+            .collect();
+        let list = f.conflist();
+        assert_eq!(list["cniVersion"], "1.0.0");
+        assert_eq!(list["cniVersions"], json!(["0.4.0", "1.0.0", "1.1.0"]));
+        let parsed =
+            cni_types::config::NetConfList::parse(&serde_json::to_vec(&list).unwrap()).unwrap();
+        assert_eq!(
+            parsed.select_version().unwrap(),
+            cni_types::version::SpecVersion::V1_1_0
+        );
     }
 
     #[test]

@@ -1,11 +1,26 @@
 //! Atomic file writes: a reader (a plugin, a runtime scanning the config dir) sees the old
-//! content or the new one, never a torn file.
+//! content or the new one, never a torn file, and a runtime watching the directory with inotify
+//! sees no name but the final one.
+//!
+//! The temp file is written and fsynced in [`TEMP_DIR`], a private (0700) subdirectory of the
+//! target's directory (the same filesystem, so the rename is atomic), renamed into place, and
+//! the directory is fsynced. The watched directory reports the rename as the final name
+//! appearing (`IN_MOVED_TO`); the temp file's own events happen in the subdirectory, which a
+//! watch on the parent does not report. The one event left is the creation of the subdirectory
+//! itself (`IN_CREATE | IN_ISDIR`), once (it is kept), which runtimes do not treat as a config
+//! change (containerd ignores Create events of its conf dir, `pkg/cri/server/cni_conf_syncer.go`).
+//! `O_TMPFILE` would not do: the kernel reports the writes to the unnamed file in the
+//! directory, under the name `#<inode>`.
 
 use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
-/// Writes `data` to `path` through a temp file in the same directory, fsync and rename.
+/// The private subdirectory of temp files.
+pub const TEMP_DIR: &str = ".rcni-tmp";
+
+/// Writes `data` to `path` through a temp file in [`TEMP_DIR`], fsync and rename.
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
@@ -15,9 +30,8 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::other(format!("{} has no file name", path.display())))?;
-    // A leading dot keeps the temp file out of the runtimes' `*.conflist` scan.
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+    let tmp = private_dir(dir)?.join(format!(
+        "{}.tmp-{}",
         name.to_string_lossy(),
         std::process::id()
     ));
@@ -25,7 +39,8 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, path)?;
+        fs::File::open(dir)?.sync_all()
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -33,9 +48,57 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     result
 }
 
+/// Writes a config file a runtime watches: nothing when `path` already holds `data` (a
+/// restarted agent makes no event), else [`write_atomic`] and then a size-preserving truncate
+/// of the final file, which the watcher sees as a write of the final name: containerd reloads
+/// its CNI config only on write, rename and remove events, and a rename into place is a create
+/// to it. Returns whether the file was written.
+pub fn publish(path: &Path, data: &[u8]) -> io::Result<bool> {
+    if fs::read(path).is_ok_and(|current| current == data) {
+        return Ok(false);
+    }
+    write_atomic(path, data)?;
+    let file = fs::OpenOptions::new().write(true).open(path)?;
+    file.set_len(data.len() as u64)?;
+    Ok(true)
+}
+
+/// `dir`'s temp subdirectory, made private (0700) if new; refused when it is not a directory
+/// (a symlink planted there must not redirect the agent's writes).
+fn private_dir(dir: &Path) -> io::Result<PathBuf> {
+    let tmp = dir.join(TEMP_DIR);
+    match fs::symlink_metadata(&tmp) {
+        Ok(meta) if meta.is_dir() => {
+            if meta.permissions().mode() & 0o777 != 0o700 {
+                fs::set_permissions(&tmp, fs::Permissions::from_mode(0o700))?;
+            }
+        }
+        Ok(_) => {
+            return Err(io::Error::other(format!(
+                "{} is not a directory",
+                tmp.display()
+            )))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new().mode(0o700).create(&tmp)?;
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(tmp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
 
     #[test]
     fn replaces_content_and_leaves_no_temp_file() {
@@ -44,10 +107,29 @@ mod tests {
         write_atomic(&path, b"one").unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
-        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+        let sub = path.parent().unwrap();
+        assert_eq!(names(sub), [TEMP_DIR, "10-rcni.conflist"]);
+        assert!(names(&sub.join(TEMP_DIR)).is_empty());
+        let mode = fs::metadata(sub.join(TEMP_DIR))
             .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 1);
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn publish_writes_only_a_change_and_refuses_a_planted_temp_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("10-rcni.conflist");
+        assert!(publish(&path, b"one").unwrap());
+        assert!(!publish(&path, b"one").unwrap());
+        assert!(publish(&path, b"two").unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        let other = tempfile::tempdir().unwrap();
+        fs::remove_dir(dir.path().join(TEMP_DIR)).unwrap();
+        std::os::unix::fs::symlink(other.path(), dir.path().join(TEMP_DIR)).unwrap();
+        let err = write_atomic(&path, b"three").unwrap_err();
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), b"two");
     }
 }

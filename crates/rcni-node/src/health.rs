@@ -1,8 +1,11 @@
 //! The agent's health as others see it:
 //!
 //! - [`HealthState`], shared between the reconcile loop (which updates it) and the readers;
-//! - the status file the plugins' STATUS reads (`{"healthy":…,"reason":…,"until":<unix s>}`):
-//!   `until` lets a plugin tell a killed agent's stale "healthy" from a live one;
+//! - the status file the plugins' ADD and STATUS read (`{"healthy":…,"reason":…,"until":<unix s>,
+//!   "node":…,"unhealthySince":<unix s>}`), rewritten every [`STATUS_PERIOD`] by a task of its
+//!   own (the kernel work runs on blocking threads, so a long resync cannot stall it) and valid
+//!   for [`STATUS_VALIDITY`]: `until` (exclusive) lets a plugin tell a killed agent's stale
+//!   "healthy" from a live one within seconds;
 //! - `--health-addr`: `/healthz` (200 or 503) and Prometheus-style `/metrics`.
 
 use std::convert::Infallible;
@@ -19,6 +22,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::files::write_atomic;
 use crate::lease::Subnets;
@@ -42,14 +46,19 @@ pub struct HealthState {
     pub etcd_errors: u64,
     /// Kernel objects put back by resyncs.
     pub repairs: u64,
+    /// The first complete list of leases has been programmed.
+    pub leases_loaded: bool,
 }
 
 impl HealthState {
-    /// `Ok` while healthy, else why not: no lease, or the datastore failing for longer than
-    /// `grace`.
+    /// `Ok` while healthy, else why not: no lease, the first list of leases not programmed
+    /// yet, or the datastore failing for longer than `grace`.
     pub fn verdict(&self, grace: Duration) -> Result<(), String> {
         if self.subnet.is_none() {
             return Err("no subnet lease held".into());
+        }
+        if !self.leases_loaded {
+            return Err("the other nodes' leases are not programmed yet".into());
         }
         match self.store_down_since {
             Some(since) if since.elapsed() > grace => Err(format!(
@@ -133,18 +142,97 @@ pub fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Writes the status file; it stays valid for `valid_for`.
-pub fn write_status_file(
-    path: &Path,
-    verdict: &Result<(), String>,
-    valid_for: Duration,
-) -> std::io::Result<()> {
-    let body = json!({
-        "healthy": verdict.is_ok(),
-        "reason": verdict.as_ref().err(),
-        "until": unix_now() + valid_for.as_secs(),
-    });
-    write_atomic(path, body.to_string().as_bytes())
+/// How often the status file is rewritten.
+pub const STATUS_PERIOD: Duration = Duration::from_secs(1);
+/// How long one write of the status file stays valid (whole seconds; `until` is exclusive, so
+/// it expires 3 to 4 s after the write, 2 to 4 s after the agent's death).
+pub const STATUS_VALIDITY: Duration = Duration::from_secs(4);
+
+/// Writes the status file, remembering since when the agent has been unhealthy.
+#[derive(Debug)]
+pub struct StatusWriter {
+    path: PathBuf,
+    node_name: String,
+    unhealthy_since: Option<u64>,
+}
+
+impl StatusWriter {
+    /// A writer of `path` for the node `node_name`.
+    pub fn new(path: PathBuf, node_name: String) -> Self {
+        StatusWriter {
+            path,
+            node_name,
+            unhealthy_since: None,
+        }
+    }
+
+    /// Writes `verdict`, valid for [`STATUS_VALIDITY`].
+    pub fn write(&mut self, verdict: &Result<(), String>) -> std::io::Result<()> {
+        let now = unix_now();
+        self.unhealthy_since = match verdict {
+            Ok(()) => None,
+            Err(_) => Some(self.unhealthy_since.unwrap_or(now)),
+        };
+        let body = json!({
+            "healthy": verdict.is_ok(),
+            "reason": verdict.as_ref().err(),
+            "until": now + STATUS_VALIDITY.as_secs(),
+            "node": self.node_name,
+            "unhealthySince": self.unhealthy_since,
+        });
+        write_atomic(&self.path, body.to_string().as_bytes())
+    }
+}
+
+/// Writes `verdict` on a blocking thread (the write fsyncs) and hands the writer back.
+async fn write_blocking(mut writer: StatusWriter, verdict: Result<(), String>) -> StatusWriter {
+    let written = tokio::task::spawn_blocking(move || {
+        if let Err(e) = writer.write(&verdict) {
+            log::warn!("write {}: {e}", writer.path.display());
+        }
+        writer
+    })
+    .await;
+    written.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// How often the status task looks at the verdict, so that a change is written at once.
+const VERDICT_POLL: Duration = Duration::from_millis(100);
+
+/// Rewrites the status file every [`STATUS_PERIOD`] with the verdict of `health`, and at once
+/// when the verdict changes, until `stop` carries the reason the agent stops; writes that
+/// reason (unhealthy) and returns.
+pub async fn keep_status_file(
+    mut writer: StatusWriter,
+    health: SharedHealth,
+    grace: Duration,
+    mut stop: watch::Receiver<Option<String>>,
+) {
+    let mut tick = tokio::time::interval(VERDICT_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut written: Option<(Result<(), String>, Instant)> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let verdict = lock(&health).verdict(grace);
+                let due = written.as_ref().is_none_or(|(last, at)| {
+                    *last != verdict || at.elapsed() >= STATUS_PERIOD
+                });
+                if due {
+                    writer = write_blocking(writer, verdict.clone()).await;
+                    written = Some((verdict, Instant::now()));
+                }
+            }
+            changed = stop.changed() => {
+                let reason = stop.borrow().clone();
+                if changed.is_err() || reason.is_some() {
+                    let reason = reason.unwrap_or_else(|| "agent stopped".into());
+                    write_blocking(writer, Err(reason)).await;
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// Binds the health endpoint (a taken address fails the agent's start, not silently later).
@@ -213,6 +301,7 @@ mod tests {
             v6: Some("2001:2:0:1::/64".parse().unwrap()),
         });
         s.node_name = "node \"a\"".into();
+        s.leases_loaded = true;
         assert!(s.verdict(Duration::from_secs(10)).is_ok());
         assert!(s.metrics(Duration::ZERO).contains(
             "rcni_node_info{node=\"node \\\"a\\\"\",subnet=\"198.19.1.0/24\",ipv6_subnet=\"2001:2:0:1::/64\"} 1\n"
@@ -229,13 +318,91 @@ mod tests {
     }
 
     #[test]
-    fn status_file_carries_the_verdict_and_an_expiry() {
+    fn status_file_carries_the_verdict_the_node_an_expiry_and_since_when_it_is_unhealthy() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.json");
-        write_status_file(&path, &Err("no lease".into()), Duration::from_secs(10)).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let read = || -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+        };
+        let mut w = StatusWriter::new(path.clone(), "node-a".into());
+        let before = unix_now();
+        w.write(&Err("starting".into())).unwrap();
+        let v = read();
         assert_eq!(v["healthy"], false);
-        assert_eq!(v["reason"], "no lease");
-        assert!(v["until"].as_u64().unwrap() >= unix_now() + 9);
+        assert_eq!(v["reason"], "starting");
+        assert_eq!(v["node"], "node-a");
+        let since = v["unhealthySince"].as_u64().unwrap();
+        assert!(since >= before);
+        let until = v["until"].as_u64().unwrap();
+        assert!((before + 4..=unix_now() + 4).contains(&until), "{v}");
+        // Still unhealthy: the same start; healthy: none; unhealthy again: a new start.
+        w.write(&Err("no lease".into())).unwrap();
+        assert_eq!(read()["unhealthySince"].as_u64(), Some(since));
+        w.write(&Ok(())).unwrap();
+        assert_eq!(read()["unhealthySince"], serde_json::Value::Null);
+        assert_eq!(read()["healthy"], true);
+    }
+
+    #[tokio::test]
+    async fn the_status_task_follows_the_verdict_and_writes_the_stop_reason_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let health = SharedHealth::default();
+        let (stop, stopped) = watch::channel(None);
+        let writer = StatusWriter::new(path.clone(), "node-a".into());
+        let task = tokio::spawn(keep_status_file(
+            writer,
+            health.clone(),
+            Duration::from_secs(10),
+            stopped,
+        ));
+        let said = |path: &Path| -> Option<serde_json::Value> {
+            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        };
+        let wait_until = |want: fn(&serde_json::Value) -> bool| {
+            let path = path.clone();
+            async move {
+                for _ in 0..100 {
+                    if said(&path).is_some_and(|v| want(&v)) {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                false
+            }
+        };
+        assert!(wait_until(|v| v["reason"] == "no subnet lease held").await);
+        {
+            let mut h = lock(&health);
+            h.subnet = Some(crate::lease::Subnets {
+                v4: Some("198.19.1.0/24".parse().unwrap()),
+                v6: None,
+            });
+            h.leases_loaded = true;
+        }
+        assert!(wait_until(|v| v["healthy"] == true).await);
+        stop.send(Some("agent stopped".into())).unwrap();
+        task.await.unwrap();
+        let last = said(&path).unwrap();
+        assert_eq!(last["healthy"], false);
+        assert_eq!(last["reason"], "agent stopped");
+        assert_eq!(last["node"], "node-a");
+    }
+
+    #[test]
+    fn a_loaded_list_of_leases_is_needed_to_be_healthy() {
+        let mut s = HealthState {
+            subnet: Some(crate::lease::Subnets {
+                v4: Some("198.19.1.0/24".parse().unwrap()),
+                v6: None,
+            }),
+            ..HealthState::default()
+        };
+        assert!(s
+            .verdict(Duration::ZERO)
+            .unwrap_err()
+            .contains("not programmed yet"));
+        s.leases_loaded = true;
+        assert!(s.verdict(Duration::ZERO).is_ok());
     }
 }

@@ -3,7 +3,7 @@
 //! Each node holds a subnet lease in etcd (flannel's key layout) and connects to every other
 //! node's subnet through a backend (host-gw routes or a VXLAN tunnel) programmed over netlink;
 //! it writes the conflist its container runtime uses, flannel's subnet file, and a status file
-//! the plugins' STATUS reads.
+//! the plugins' STATUS and ADD read (ADD is refused with code 11 while the agent is down).
 //!
 //! - [`network`]: the network config (`<prefix>/config`) and subnet arithmetic;
 //! - [`lease`]: lease keys and values;

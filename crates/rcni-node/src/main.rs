@@ -62,6 +62,12 @@ struct Cli {
     /// Seconds between kernel resyncs.
     #[arg(long, default_value_t = 10)]
     resync_interval: u64,
+    /// Pin the conflist to this one CNI version (no `cniVersions` list); refused at start when
+    /// a plugin in --cni-bin-dir does not support it. Default: `cniVersion` 1.0.0 (what
+    /// runtimes with libcni 1.1, containerd 1.6/1.7, can read) and `cniVersions` up to the
+    /// highest version every plugin supports (picked by libcni 1.2 and later).
+    #[arg(long, value_name = "VERSION")]
+    cni_version: Option<String>,
 }
 
 struct Stderr;
@@ -111,6 +117,7 @@ fn main() -> ExitCode {
         release_on_exit: cli.release_on_exit,
         status_grace: Duration::from_secs(cli.status_grace),
         resync_interval: Duration::from_secs(cli.resync_interval.max(1)),
+        cni_version: cli.cni_version,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,7 +1,10 @@
 //! Wiring: from the command line's options to a running agent, in flannel's order: underlay
 //! device, datastore, network config, backend device, lease, local backend config, forwarding
 //! and masquerade, files, then the reconcile loop; on a graceful stop the lease is kept unless
-//! `--release-on-exit`.
+//! `--release-on-exit`. The conflist's versions are settled first (a `--cni-version` a plugin
+//! does not support stops the agent before it changes anything), and the status file is kept
+//! by its own task from the start to the end (unhealthy until the first list of leases is
+//! programmed, and with the reason once the agent stops).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -12,12 +15,13 @@ use anyhow::{anyhow, Context};
 use cni_linux::Handle;
 use tokio::sync::watch;
 
-use crate::agent::{self, AgentConfig, Reconciler};
+use crate::agent::{self, AgentConfig, Kernel, Reconciler};
 use crate::backend::host_gw::HostGw;
 use crate::backend::vxlan::{Vxlan, VxlanSetup};
 use crate::backend::Backend;
 use crate::cni_conf::NodeFiles;
-use crate::health::{self, lock, HealthState, SharedHealth};
+use crate::cni_version::ConfVersions;
+use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
 use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
 use crate::store::etcd::EtcdStore;
@@ -57,6 +61,9 @@ pub struct Options {
     pub status_grace: Duration,
     /// Period of the kernel resync.
     pub resync_interval: Duration,
+    /// `--cni-version`: the one version the conflist carries (default: offer every version
+    /// the plugins share, see [`crate::cni_version`]).
+    pub cni_version: Option<String>,
 }
 
 /// The plugins the conflist chains.
@@ -101,8 +108,24 @@ fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<(u32, u32)> {
     Ok((link.index, link.mtu))
 }
 
-/// Runs the agent until `shutdown` turns true.
-pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+/// The conflist's versions, from the plugins' answers and `--cni-version` (refused when a
+/// plugin does not support it); asked on a blocking thread (it runs the plugins).
+async fn conflist_versions(opts: &Options) -> anyhow::Result<ConfVersions> {
+    let pin = opts
+        .cni_version
+        .as_deref()
+        .map(cni_version::parse_pin)
+        .transpose()?;
+    let bin_dir = opts.cni_bin_dir.clone();
+    let versions =
+        tokio::task::spawn_blocking(move || cni_version::for_plugins(&bin_dir, &PLUGINS, pin))
+            .await
+            .context("ask the plugins for their versions")??;
+    Ok(versions)
+}
+
+/// Runs the agent until `shutdown` turns true, keeping the status file meanwhile.
+pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
     log::info!(
         "node {} (public IP {:?}, IPv6 {:?}) starting",
         opts.node_name,
@@ -120,29 +143,127 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
             );
         }
     }
-    let mut nl = Handle::new().context("open netlink")?;
-    let (underlay_index, underlay_mtu) = underlay(&mut nl, &opts)?;
+    let versions = conflist_versions(&opts).await?;
     let status_file = health::default_status_file(&opts.state_dir);
+    let mut writer = StatusWriter::new(status_file.clone(), opts.node_name.clone());
+    writer
+        .write(&Err("starting".into()))
+        .with_context(|| format!("write {}", status_file.display()))?;
     let health: SharedHealth = Arc::new(std::sync::Mutex::new(HealthState {
         node_name: opts.node_name.clone(),
         ..HealthState::default()
     }));
+    let (stop_status, status_stop) = watch::channel(None);
+    let status = tokio::spawn(health::keep_status_file(
+        writer,
+        health.clone(),
+        opts.status_grace,
+        status_stop,
+    ));
+    let result = run_agent(opts, versions, health, shutdown).await;
+    let reason = match &result {
+        Ok(()) => "agent stopped".to_string(),
+        Err(e) => format!("agent failed: {e:#}"),
+    };
+    let _ = stop_status.send(Some(reason));
+    let _ = status.await;
+    result
+}
+
+/// Connects to the datastore, retrying every second; `None` if shut down first.
+async fn connect(
+    opts: &Options,
+    health: &SharedHealth,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<EtcdStore> {
+    loop {
+        match EtcdStore::connect(&opts.etcd_endpoints, &opts.prefix).await {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                lock(health).store_failed();
+                log::warn!("{e}; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = agent::stopped(shutdown) => return None,
+        }
+    }
+}
+
+/// The node's underlay as the backend needs it.
+#[derive(Debug, Clone, Copy)]
+struct Underlay {
+    index: u32,
+    mtu: u32,
+    public_ip: Option<Ipv4Addr>,
+    public_ipv6: Option<Ipv6Addr>,
+}
+
+/// Sets up the backend `kind` (on a blocking thread: the VXLAN devices are made over netlink).
+async fn backend_for(
+    kind: BackendKind,
+    nl: Handle,
+    underlay: Underlay,
+) -> anyhow::Result<Box<dyn Backend>> {
+    tokio::task::spawn_blocking(move || -> anyhow::Result<Box<dyn Backend>> {
+        Ok(match kind {
+            BackendKind::HostGw => Box::new(HostGw::new(nl, underlay.index)),
+            BackendKind::Vxlan { vni, port } => Box::new(Vxlan::setup(
+                nl,
+                VxlanSetup {
+                    vni,
+                    port,
+                    local: underlay.public_ip,
+                    local6: underlay.public_ipv6,
+                    underlay: underlay.index,
+                    underlay_mtu: underlay.mtu,
+                },
+            )?),
+        })
+    })
+    .await
+    .context("set up the backend")?
+}
+
+/// Writes the conflist and the subnet file (on a blocking thread: the writes fsync).
+async fn write_files(files: &NodeFiles, opts: &Options) -> anyhow::Result<()> {
+    let (written, conf_dir, subnet_file) = (
+        files.clone(),
+        opts.cni_conf_dir.clone(),
+        opts.subnet_file.clone(),
+    );
+    tokio::task::spawn_blocking(move || written.write_all(&conf_dir, &subnet_file))
+        .await
+        .context("write the conflist and the subnet file")?
+        .context("write the conflist and the subnet file")?;
+    log::info!(
+        "node subnet {}, pod MTU {}, backend {}, cniVersion {}, cniVersions {:?}",
+        files.subnet,
+        files.mtu,
+        files.network.backend.name(),
+        files.versions.cni_version,
+        files.versions.cni_versions
+    );
+    Ok(())
+}
+
+/// Everything the agent does between its start and its stop.
+async fn run_agent(
+    opts: Options,
+    versions: ConfVersions,
+    health: SharedHealth,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let mut nl = Handle::new().context("open netlink")?;
+    let (underlay_index, underlay_mtu) = underlay(&mut nl, &opts)?;
     let cfg = AgentConfig {
         public_ip: opts.public_ip,
         public_ipv6: opts.public_ipv6,
         lease_ttl: opts.lease_ttl,
         release_on_exit: opts.release_on_exit,
-        status_file: status_file.clone(),
-        status_grace: opts.status_grace,
         resync_interval: opts.resync_interval,
     };
-    health::write_status_file(
-        &status_file,
-        &Err("starting".into()),
-        Duration::from_secs(3600),
-    )
-    .with_context(|| format!("write {}", status_file.display()))?;
-
     if let Some(addr) = opts.health_addr {
         let listener = health::bind(addr)
             .await
@@ -156,18 +277,8 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
         });
     }
 
-    let mut store = loop {
-        match EtcdStore::connect(&opts.etcd_endpoints, &opts.prefix).await {
-            Ok(s) => break s,
-            Err(e) => {
-                lock(&health).store_failed();
-                log::warn!("{e}; retrying");
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = agent::stopped(&mut shutdown) => return Ok(()),
-        }
+    let Some(mut store) = connect(&opts, &health, &mut shutdown).await else {
+        return Ok(());
     };
     let Some(network) = agent::wait_for_config(&mut store, &health, &mut shutdown).await else {
         return Ok(());
@@ -190,20 +301,13 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
     // One pod MTU for both families: the larger overhead wins.
     let mtu = underlay_mtu - network.backend.mtu_overhead(network.ipv6.is_some());
 
-    let backend: Box<dyn Backend> = match network.backend {
-        BackendKind::HostGw => Box::new(HostGw::new(nl, underlay_index)),
-        BackendKind::Vxlan { vni, port } => Box::new(Vxlan::setup(
-            nl,
-            VxlanSetup {
-                vni,
-                port,
-                local: public_ip,
-                local6: public_ipv6,
-                underlay: underlay_index,
-                underlay_mtu,
-            },
-        )?),
+    let underlay = Underlay {
+        index: underlay_index,
+        mtu: underlay_mtu,
+        public_ip,
+        public_ipv6,
     };
+    let backend = backend_for(network.backend, nl, underlay).await?;
     let attrs = LeaseAttrs {
         public_ip: public_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
         public_ipv6,
@@ -230,45 +334,32 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
     let subnet = held.lease.subnet;
     lock(&health).subnet = Some(subnet);
 
-    let mut reconciler = Reconciler::new(backend, subnet, health.clone());
-    reconciler.configure_local()?;
-    cni_linux::sysctl::enable_ip_forwarding(network.ipv4.is_some(), network.ipv6.is_some())
-        .context("enable forwarding")?;
-    masq::install(&network.networks()).context("install the masquerade rules")?;
+    let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
+    let networks = network.networks();
+    let (v4, v6) = (network.ipv4.is_some(), network.ipv6.is_some());
+    kernel
+        .run(move |r| -> anyhow::Result<()> {
+            r.configure_local()?;
+            cni_linux::sysctl::enable_ip_forwarding(v4, v6).context("enable forwarding")?;
+            if !masq::install(&networks).context("install the masquerade rules")? {
+                log::info!("masquerade rules already in place");
+            }
+            Ok(())
+        })
+        .await?;
     let files = NodeFiles {
         network: network.clone(),
         subnet,
         mtu,
-        status_file: status_file.clone(),
+        status_file: health::default_status_file(&opts.state_dir),
         ipam_dir: opts.state_dir.join("ipam"),
         tuning_dir: opts.state_dir.join("tuning"),
-        cni_version: cni_version::for_plugins(&opts.cni_bin_dir, &PLUGINS).to_string(),
+        versions,
         node_name: opts.node_name.clone(),
     };
-    files
-        .write_all(&opts.cni_conf_dir, &opts.subnet_file)
-        .context("write the conflist and the subnet file")?;
-    log::info!(
-        "node subnet {subnet}, pod MTU {mtu}, backend {}, cniVersion {}",
-        network.backend.name(),
-        files.cni_version
-    );
+    write_files(&files, &opts).await?;
 
-    let held = agent::run(
-        &mut store,
-        held,
-        &mut reconciler,
-        &cfg,
-        &health,
-        &mut shutdown,
-    )
-    .await;
-
-    let _ = health::write_status_file(
-        &status_file,
-        &Err("agent stopped".into()),
-        Duration::from_secs(3600),
-    );
+    let held = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown).await;
     if cfg.release_on_exit {
         match store.revoke(held.id).await {
             Ok(()) => log::info!("released subnet {}", held.lease.subnet),

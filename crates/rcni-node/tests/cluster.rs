@@ -376,7 +376,7 @@ fn a_deleted_route_fdb_entry_and_neighbour_are_put_back_by_the_resync() {
 /// The etcd outage: `RCNI_ETCD_OUTAGE_SECS` (default 8; the 30 with
 /// `scripts/node-etcd-outage`).
 #[test]
-fn etcd_outage_keeps_traffic_reports_status_50_and_recovers() {
+fn etcd_outage_keeps_traffic_reports_status_50_refuses_add_and_recovers() {
     if skip_unless_root() {
         return;
     }
@@ -398,6 +398,17 @@ fn etcd_outage_keeps_traffic_reports_status_50_and_recovers() {
         c.nodes[0].agent_log()
     );
     assert!(ping(&a.ns.name, b.ip), "pod traffic continues without etcd");
+    // New pods would get a subnet nobody can check: ADD is refused, to be retried.
+    let refused = c
+        .try_add_pod(0)
+        .err()
+        .expect("ADD refused during the outage");
+    assert_eq!(refused["code"], 11, "{refused}");
+    let msg = refused["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("rcni-node on node1 is not ready for") && msg.contains("datastore"),
+        "{msg}"
+    );
     std::thread::sleep(Duration::from_secs(
         outage.saturating_sub(unhealthy.unwrap().as_secs()),
     ));
@@ -415,6 +426,8 @@ fn etcd_outage_keeps_traffic_reports_status_50_and_recovers() {
         "STATUS back to ready {:?} after etcd returned",
         recovered.unwrap()
     );
+    let (pod, _) = c.try_add_pod(0).expect("ADD accepted after the outage");
+    assert!(ping(&pod.ns.name, b.ip));
     // The watch works again: a new node is learned.
     let i = c.add_node();
     c.start_agent(i);

@@ -124,7 +124,12 @@ fn host_gw_dual_stack_pods_on_three_nodes_talk_over_ipv6_and_leaving_traffic_is_
     let list: Value =
         serde_json::from_slice(&std::fs::read(n0.conf_dir().join("10-rcni.conflist")).unwrap())
             .unwrap();
-    assert_eq!(list["cniVersion"], "1.1.0", "rcni's plugins support 1.1.0");
+    // 1.0.0 for runtimes that read only `cniVersion`; the list goes up to rcni's 1.1.0.
+    assert_eq!(list["cniVersion"], "1.0.0");
+    assert_eq!(
+        list["cniVersions"],
+        serde_json::json!(["0.4.0", "1.0.0", "1.1.0"])
+    );
     assert_eq!(list["plugins"][0]["ipam"]["routes"][1]["dst"], CLUSTER_NET6);
     let pods = every_pair_talks_over_ipv6(&c);
     assert!(ping(&pods[0].ns.name, pods[2].ip), "IPv4 still works");
@@ -265,7 +270,12 @@ fn with_debians_go_plugins_the_conflist_says_1_0_0_and_pods_talk() {
         &std::fs::read(c.nodes[0].conf_dir().join("10-rcni.conflist")).unwrap(),
     )
     .unwrap();
-    assert_eq!(list["cniVersion"], "1.0.0", "the Go plugins stop at 1.0.0");
+    assert_eq!(list["cniVersion"], "1.0.0");
+    assert_eq!(
+        list["cniVersions"],
+        serde_json::json!(["0.4.0", "1.0.0"]),
+        "the Go plugins stop at 1.0.0"
+    );
     let a = c.add_pod(0);
     let b = c.add_pod(1);
     assert!(ping(&a.ns.name, b.ip), "Go plugins' pods talk across nodes");

@@ -34,6 +34,8 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     conf.validate_for_add()?;
     masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
+    // A node agent that is down would leave the pod on a subnet no other node routes to.
+    crate::common::node_status::check_add(&args.conf.raw)?;
     phase_trace::mark("conf");
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.

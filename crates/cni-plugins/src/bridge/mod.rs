@@ -5,7 +5,8 @@
 //! - [`conf`]: the config keys; [`vlan`]: VLAN trunks and port VLANs; [`gateway`]: gateway
 //!   computation and the bridge address.
 //! - [`add`], [`del`], [`check`]: the commands. STATUS and GC go to the IPAM plugin when
-//!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `common::node_status`);
+//!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `common::node_status`,
+//!   which also refuses ADD with code 11 while that agent is down);
 //!   GC also removes `ipMasq` rules of attachments that are not valid.
 //!
 //! `ipMasq` and `macspoofchk` are nf_tables rules made over netlink (`common::masquerade`,

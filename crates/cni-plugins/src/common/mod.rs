@@ -14,7 +14,8 @@
 //! - [`sublink`]: master look-up, temporary-name creation and DEL/CHECK steps shared by
 //!   macvlan, ipvlan, vlan and dummy.
 //! - [`random`]: random bytes for interface names and MACs.
-//! - [`node_status`]: daemon-backed STATUS from a node agent's status file (`rcniNodeStatus`).
+//! - [`node_status`]: a node agent's health from its status file (`rcniNodeStatus`): STATUS 50 and
+//!   ADD refused with 11 while it is down.
 //! - [`state_file`]: per-attachment state files in checked directories, written atomically.
 //! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 //! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).

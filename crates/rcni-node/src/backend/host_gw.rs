@@ -75,6 +75,20 @@ impl Backend for HostGw {
         Ok(())
     }
 
+    fn update_remote(&mut self, old: &Lease, new: &Lease) -> Result<(), BackendError> {
+        self.add_remote(new)?;
+        let kept: Vec<IpNet> = self.routes_for(new).iter().map(|r| r.dst).collect();
+        for route in self
+            .routes_for(old)
+            .into_iter()
+            .filter(|r| !kept.contains(&r.dst))
+        {
+            gone_is_fine(self.nl.delete_nexthop_route(&route))
+                .map_err(nl_err(format!("delete route to {}", route.dst)))?;
+        }
+        Ok(())
+    }
+
     fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
         for route in self.routes_for(lease) {
             gone_is_fine(self.nl.delete_nexthop_route(&route))

@@ -64,6 +64,10 @@ pub trait Backend: Send {
     fn configure_local(&mut self, subnet: crate::lease::Subnets) -> Result<(), BackendError>;
     /// Programs the path to one remote node.
     fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError>;
+    /// Moves the path to one remote node from what `old` published to what `new` does without
+    /// a gap: `new`'s objects first (replacing those of the same key), then what is left of
+    /// `old`'s.
+    fn update_remote(&mut self, old: &Lease, new: &Lease) -> Result<(), BackendError>;
     /// Removes the path to one remote node (missing objects are fine).
     fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError>;
     /// Makes the kernel match exactly `remotes` (for what the backend owns).

@@ -384,6 +384,32 @@ impl Backend for Vxlan {
         Ok(())
     }
 
+    fn update_remote(&mut self, old: &Lease, new: &Lease) -> Result<(), BackendError> {
+        let fresh = self.paths_for(new);
+        for p in &fresh {
+            self.program(p)?;
+        }
+        for p in self.paths_for(old) {
+            let dev = p.route.oif;
+            if !fresh.iter().any(|n| n.route.dst == p.route.dst) {
+                gone_is_fine(self.nl.delete_nexthop_route(&p.route))
+                    .map_err(nl_err(format!("delete route to {}", p.route.dst)))?;
+            }
+            if !fresh.iter().any(|n| n.fdb == p.fdb && n.route.oif == dev) {
+                gone_is_fine(self.nl.delete_fdb_entry(dev, &p.fdb))
+                    .map_err(nl_err(format!("delete fdb {}", p.mac)))?;
+            }
+            if !fresh
+                .iter()
+                .any(|n| n.gateway == p.gateway && n.route.oif == dev)
+            {
+                gone_is_fine(self.nl.delete_neighbour(dev, p.gateway))
+                    .map_err(nl_err(format!("delete neighbour {}", p.gateway)))?;
+            }
+        }
+        Ok(())
+    }
+
     fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError> {
         for p in self.paths_for(lease) {
             self.unprogram(&p)?;

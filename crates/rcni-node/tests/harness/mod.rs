@@ -530,15 +530,15 @@ impl Cluster {
         })
     }
 
-    /// Attaches a new pod on node `i` with `rcni add` and the node's conflist.
-    pub fn add_pod(&self, i: usize) -> Pod {
+    /// `rcni <args> rcni <netns>` on node `i` with the node's conflist, plugins and cache, in
+    /// JSON: the result (or nothing) on success, the CNI error on failure.
+    pub fn rcni(&self, i: usize, command: &str, pod: &Netns) -> Result<Value, Value> {
         let node = &self.nodes[i];
-        let ns = self.sb.add_container().unwrap();
         let out = Command::new("ip")
             .args(["netns", "exec", &node.ns.name])
             .arg(bin_path("rcni").expect("cargo build -p rcni first"))
-            .args(["add", "rcni"])
-            .arg(&ns.path)
+            .args([command, "rcni"])
+            .arg(&pod.path)
             .arg("--conf-dir")
             .arg(node.conf_dir())
             .arg("--bin-dir")
@@ -548,14 +548,20 @@ impl Cluster {
             .arg("--json")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "rcni add on node{}: {}{}",
-            node.index,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let json = serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|_| {
+            json!({"msg": format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))})
+        });
+        match out.status.success() {
+            true => Ok(json),
+            false => Err(json),
+        }
+    }
+
+    /// Attaches a new pod on node `i` (`rcni add`); the pod and the CNI result, or the CNI
+    /// error (the pod's namespace is removed with the sandbox).
+    pub fn try_add_pod(&self, i: usize) -> Result<(Pod, Value), Value> {
+        let ns = self.sb.add_container().unwrap();
+        let result = self.rcni(i, "add", &ns)?;
         let addrs: Vec<IpAddr> = result["ips"]
             .as_array()
             .unwrap()
@@ -577,11 +583,27 @@ impl Cluster {
             IpAddr::V6(v6) => Some(*v6),
             IpAddr::V4(_) => None,
         });
-        Pod {
+        let pod = Pod {
             ns,
             ip: ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
             ip6,
+        };
+        Ok((pod, result))
+    }
+
+    /// Attaches a new pod on node `i` with `rcni add` and the node's conflist.
+    pub fn add_pod(&self, i: usize) -> Pod {
+        match self.try_add_pod(i) {
+            Ok((pod, _)) => pod,
+            Err(e) => panic!("rcni add on node{}: {e}", self.nodes[i].index),
         }
+    }
+
+    /// Restarts the agent of node `i` after it stopped, and waits until the new run is healthy
+    /// (the old run's status file is removed first: it may still say healthy).
+    pub fn restart_agent(&mut self, i: usize) {
+        let _ = fs::remove_file(self.nodes[i].status_file());
+        self.start_agent(i);
     }
 
     /// `rcni status rcni` on node `i`: the CNI error code, 0 when ready.
