@@ -121,3 +121,70 @@ impl Cluster {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 }
+
+impl Cluster {
+    /// What the pods removed from node `i` left behind there, one line per leftover: veths,
+    /// host-local leases, libcni cache entries, nft rules naming one of `pod_ips` or
+    /// `host_ports`, pod network namespaces in containerd's `/run/netns`, sandboxes.
+    pub fn pod_leftovers(&self, i: usize, pod_ips: &[Ipv4Addr], host_ports: &[u16]) -> Vec<String> {
+        let node = &self.nodes[i];
+        let mut left = Vec::new();
+        for link in cni_testkit::links(&node.ns.name).unwrap() {
+            let is_veth = link["linkinfo"]["info_kind"] == "veth";
+            if is_veth && link["ifname"] != "eth0" {
+                left.push(format!("veth {}", link["ifname"]));
+            }
+        }
+        for lease in dir_entries(&node.dir.join("state/ipam/rcni")) {
+            if lease.parse::<std::net::IpAddr>().is_ok() {
+                left.push(format!("host-local lease {lease}"));
+            }
+        }
+        let containerd = node.containerd.as_ref().expect("the node runs containerd");
+        for entry in dir_entries(&containerd.cni_cache().join("results")) {
+            left.push(format!("libcni cache entry {entry}"));
+        }
+        let ruleset = super::sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &node.ns.name,
+            "nft",
+            "list",
+            "ruleset",
+        ]);
+        for line in ruleset.lines() {
+            let names_ip = pod_ips.iter().any(|ip| mentions(line, &ip.to_string()));
+            let names_port = host_ports.iter().any(|p| mentions(line, &p.to_string()));
+            if names_ip || names_port {
+                left.push(format!("nft rule: {}", line.trim()));
+            }
+        }
+        let run_netns = std::path::Path::new(&format!("/proc/{}/root/run/netns", containerd.pid()))
+            .to_path_buf();
+        for entry in dir_entries(&run_netns) {
+            left.push(format!("network namespace /run/netns/{entry}"));
+        }
+        for sandbox in self.cri(i).list_pod_sandbox().unwrap() {
+            left.push(format!("sandbox {}", sandbox.id));
+        }
+        left
+    }
+}
+
+/// The names in `dir` (none when it does not exist).
+fn dir_entries(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect()
+}
+
+/// Whether `text` holds `word` with no digit or dot right before or after it.
+fn mentions(text: &str, word: &str) -> bool {
+    let boundary = |c: Option<char>| !c.is_some_and(|c| c.is_ascii_digit() || c == '.');
+    text.match_indices(word).any(|(at, _)| {
+        boundary(text[..at].chars().next_back()) && boundary(text[at + word.len()..].chars().next())
+    })
+}
