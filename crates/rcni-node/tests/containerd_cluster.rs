@@ -64,8 +64,7 @@ fn cluster(backend: Value, plugins: Plugins, n: usize) -> Option<Cluster> {
             i + 1
         );
         c.spawn_agent(i);
-        let started = Instant::now();
-        let ready = wait_for(Duration::from_secs(30), || {
+        let ready = poll_every(Duration::from_millis(5), Duration::from_secs(30), || {
             cri.network_ready().is_ok_and(|(ready, _)| ready)
         });
         assert!(
@@ -75,7 +74,7 @@ fn cluster(backend: Value, plugins: Plugins, n: usize) -> Option<Cluster> {
             c.nodes[i].agent_log(),
             c.containerd_log_tail(i)
         );
-        to_ready.push(started.elapsed());
+        to_ready.push(ready.unwrap());
     }
     c.wait_converged(Duration::from_secs(30))
         .expect("converged");
@@ -355,4 +354,59 @@ fn restarting_an_agent_disturbs_neither_containerd_nor_its_pods() {
         "containerd saw the agent's writes: {noise:#?}"
     );
     teardown_leaves_nothing(&c, vec![vec![a], vec![b]]);
+}
+
+#[test]
+fn a_rebooted_node_cleans_up_its_dead_sandboxes_and_runs_new_ones() {
+    if skip() {
+        return;
+    }
+    let Some(mut c) = cluster(json!({"Type": "vxlan"}), Plugins::Rcni, 2) else {
+        return;
+    };
+    let a = c.run_pod(0, &PodSpec::named("a"));
+    let mut mapped = PodSpec::named("mapped");
+    mapped.host_ports.push((HOST_PORT, CONTAINER_PORT));
+    let dead: Vec<CriPod> = vec![c.run_pod(1, &mapped), c.run_pod(1, &PodSpec::named("b"))];
+    let dead_ips: Vec<Ipv4Addr> = dead.iter().map(|p| p.ip).collect();
+    // The reboot: the agent, containerd, its shims and pods die, `/run` starts empty and
+    // `/var/lib` (containerd's metadata, the libcni cache, the leases) is kept.
+    c.nodes[1].agent.kill();
+    for pod in &dead {
+        c.sb.remove_container(&pod.ns).unwrap();
+    }
+    c.nodes[1].containerd.as_mut().unwrap().restart();
+    c.start_agent(1);
+
+    // The kubelet stand-in stops and removes what the runtime reports not ready.
+    let mut cri = c.cri(1);
+    let listed = cri.list_pod_sandbox().unwrap();
+    let mut ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+    let mut dead_ids: Vec<&str> = dead.iter().map(|p| p.id.as_str()).collect();
+    ids.sort();
+    dead_ids.sort();
+    assert_eq!(
+        ids, dead_ids,
+        "containerd remembers the sandboxes of before the reboot"
+    );
+    for sandbox in &listed {
+        assert_eq!(
+            sandbox.state,
+            k8s_cri::v1::PodSandboxState::SandboxNotready as i32,
+            "{} after the reboot",
+            sandbox.id
+        );
+        cri.stop_pod_sandbox(&sandbox.id).unwrap();
+        cri.remove_pod_sandbox(&sandbox.id).unwrap();
+    }
+    let left = c.pod_leftovers(1, &dead_ips, &[HOST_PORT]);
+    assert!(
+        left.is_empty(),
+        "node2 after removing the dead sandboxes: {left:#?}"
+    );
+
+    let fresh = c.run_pod(1, &mapped);
+    every_pair_talks(&[&a, &fresh]);
+    host_port_is_reached_from_another_node(&c, &fresh);
+    teardown_leaves_nothing(&c, vec![vec![a], vec![fresh]]);
 }

@@ -71,13 +71,23 @@ pub fn ip_json(ns: &str, args: &[&str]) -> Value {
 }
 
 /// Polls `cond` every 50 ms until it holds; returns how long it took, or `None` on timeout.
-pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+pub fn wait_for(timeout: Duration, cond: impl FnMut() -> bool) -> Option<Duration> {
+    poll_every(Duration::from_millis(50), timeout, cond)
+}
+
+/// Polls `cond` every `interval` until it holds; returns how long it took, or `None` on
+/// timeout. A short interval for what is measured.
+pub fn poll_every(
+    interval: Duration,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if cond() {
             return Some(start.elapsed());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(interval);
     }
     cond().then(|| start.elapsed())
 }
