@@ -2,7 +2,8 @@
 //! (see `harness/mod.rs`), each running a real containerd (Debian's 1.6, whose CRI plugin
 //! carries libcni 1.1) that executes the node's CNI plugins with the conflist `rcni-node`
 //! wrote, and pods made through CRI calls like kubelet's (see `harness/containerd.rs` and
-//! `harness/kubelet.rs`). Skipped, saying why, where containerd, crun or gcc is missing.
+//! `harness/kubelet.rs`). Skipped, saying why, where containerd or crun is missing; building
+//! the sandbox image needs gcc with a static libc (Debian's `gcc` and `libc6-dev`).
 
 mod harness;
 
@@ -27,7 +28,7 @@ fn skip() -> bool {
         return true;
     }
     if let Some(why) = missing_tools() {
-        eprintln!("skipping: the containerd tests need containerd, ctr, crun and gcc ({why})");
+        eprintln!("skipping: the containerd tests need containerd and crun ({why})");
         return true;
     }
     false
@@ -123,36 +124,6 @@ fn run_pods(c: &Cluster, label: &str) -> Vec<Vec<CriPod>> {
     pods
 }
 
-/// Ping and HTTP between the first pods of every pair of nodes.
-fn every_pair_talks(pods: &[&CriPod]) {
-    let servers: Vec<_> = pods
-        .iter()
-        .map(|p| http_server(&p.ns.name, p.ip, 0).unwrap())
-        .collect();
-    for (a, from) in pods.iter().enumerate() {
-        for (b, to) in pods.iter().enumerate() {
-            if a == b {
-                continue;
-            }
-            assert!(
-                ping(&from.ns.name, to.ip),
-                "ping node{} pod -> node{} pod ({})",
-                a + 1,
-                b + 1,
-                to.ip
-            );
-            let body = http_get(&from.ns.name, &servers[b].url()).unwrap();
-            assert_eq!(
-                body,
-                HTTP_BODY,
-                "HTTP node{} pod -> node{} pod",
-                a + 1,
-                b + 1
-            );
-        }
-    }
-}
-
 /// The hostPort of node 1's first pod answers on node 1's address from node 0.
 fn host_port_is_reached_from_another_node(c: &Cluster, mapped: &CriPod) {
     let _server = http_server(&mapped.ns.name, mapped.ip, CONTAINER_PORT).unwrap();
@@ -198,7 +169,7 @@ fn pods_on_three_nodes_through_containerd(backend: Value, plugins: Plugins) {
     };
     let pods = run_pods(&c, &format!("{plugins:?} plugins, {backend}"));
     let first: Vec<&CriPod> = pods.iter().map(|on_node| &on_node[0]).collect();
-    every_pair_talks(&first);
+    every_pair_talks(&first.iter().map(|p| (&p.ns, p.ip)).collect::<Vec<_>>());
     host_port_is_reached_from_another_node(&c, first[1]);
     only_leaving_traffic_is_masqueraded(&c, first[0], first[2]);
     teardown_leaves_nothing(&c, pods);
@@ -406,7 +377,7 @@ fn a_rebooted_node_cleans_up_its_dead_sandboxes_and_runs_new_ones() {
     );
 
     let fresh = c.run_pod(1, &mapped);
-    every_pair_talks(&[&a, &fresh]);
+    every_pair_talks(&[(&a.ns, a.ip), (&fresh.ns, fresh.ip)]);
     host_port_is_reached_from_another_node(&c, &fresh);
     teardown_leaves_nothing(&c, vec![vec![a], vec![fresh]]);
 }

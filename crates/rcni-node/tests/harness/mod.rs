@@ -631,6 +631,28 @@ impl Cluster {
     }
 }
 
+/// Ping and HTTP from every pod to every other: `pods` holds each pod's namespace and
+/// address; messages name pods by their index.
+pub fn every_pair_talks(pods: &[(&Netns, Ipv4Addr)]) {
+    let servers: Vec<_> = pods
+        .iter()
+        .map(|(ns, ip)| cni_testkit::http_server(&ns.name, *ip, 0).unwrap())
+        .collect();
+    for (a, (from, _)) in pods.iter().enumerate() {
+        for (b, (_, to)) in pods.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            assert!(
+                cni_testkit::ping(&from.name, *to),
+                "ping pod{a} -> pod{b} ({to})"
+            );
+            let body = cni_testkit::http_get(&from.name, &servers[b].url()).unwrap();
+            assert_eq!(body, cni_testkit::HTTP_BODY, "HTTP pod{a} -> pod{b}");
+        }
+    }
+}
+
 /// Opens a TCP listener inside namespace `ns` (the socket stays in that namespace).
 pub fn listen_in(ns: &Netns, ip: impl Into<IpAddr>) -> TcpListener {
     let ip: IpAddr = ip.into();
