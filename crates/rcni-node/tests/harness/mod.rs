@@ -3,12 +3,17 @@
 //! each joined to `ul0` by a veth (`eth0`, 198.18.0.(10+i)/24 and 2001:2::(10+i)/64) and running
 //! `rcni-node`, an "external" namespace on the underlay (198.18.0.200, 2001:2::c8) outside the
 //! cluster networks, and pods attached on a node with `rcni add` and the conflist that node's
-//! agent wrote. IPv6 clusters use 2001:2:1::/48 as their IPv6 network.
+//! agent wrote, or through a real containerd per node and CRI calls ([`kubelet`]). IPv6
+//! clusters use 2001:2:1::/48 as their IPv6 network.
 //!
-//! Every process (etcd, agents) is killed by PID when its guard drops, also on a failed
-//! assertion; the sandbox then deletes every namespace.
+//! Every process (etcd, agents, containerd and what it started) is killed by PID when its
+//! guard drops, also on a failed assertion; the sandbox then deletes every namespace.
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
+
+pub mod containerd;
+pub mod cri;
+pub mod kubelet;
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -66,13 +71,23 @@ pub fn ip_json(ns: &str, args: &[&str]) -> Value {
 }
 
 /// Polls `cond` every 50 ms until it holds; returns how long it took, or `None` on timeout.
-pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+pub fn wait_for(timeout: Duration, cond: impl FnMut() -> bool) -> Option<Duration> {
+    poll_every(Duration::from_millis(50), timeout, cond)
+}
+
+/// Polls `cond` every `interval` until it holds; returns how long it took, or `None` on
+/// timeout. A short interval for what is measured.
+pub fn poll_every(
+    interval: Duration,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if cond() {
             return Some(start.elapsed());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(interval);
     }
     cond().then(|| start.elapsed())
 }
@@ -126,6 +141,8 @@ pub struct Node {
     pub dir: PathBuf,
     pub agent: Guard,
     pub extra: Vec<String>,
+    /// The node's containerd, when the test runs one ([`Cluster::start_containerd`]).
+    pub containerd: Option<containerd::Containerd>,
 }
 
 impl Node {
@@ -212,11 +229,14 @@ pub struct Cluster {
     pub ipv4: bool,
     pub ipv6: bool,
     pub ttl: u64,
+    /// The sandbox image archive for the nodes' containerd, built on first use.
+    pause_image: Option<PathBuf>,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         for n in &mut self.nodes {
+            n.containerd = None;
             n.agent.kill();
         }
         self.etcd.kill();
@@ -332,6 +352,7 @@ impl Cluster {
             ipv4,
             ipv6,
             ttl: 3600,
+            pause_image: None,
         };
         c.start_etcd();
         c.etcdctl(&["put", &format!("{PREFIX}/config"), &config.to_string()]);
@@ -424,6 +445,7 @@ impl Cluster {
             dir,
             agent: Guard(None),
             extra: Vec::new(),
+            containerd: None,
         });
         self.nodes.len() - 1
     }
@@ -480,6 +502,8 @@ impl Cluster {
 
     /// Starts the agent of node `i` and waits until it is healthy with its conflist written.
     pub fn start_agent(&mut self, i: usize) {
+        // A killed agent's last status may still say healthy: only the new agent's counts.
+        let _ = fs::remove_file(self.nodes[i].status_file());
         self.spawn_agent(i);
         let node = &self.nodes[i];
         let ok = wait_for(Duration::from_secs(30), || {
@@ -626,6 +650,28 @@ impl Cluster {
             .ok()
             .and_then(|v| v["code"].as_u64())
             .unwrap_or(999)
+    }
+}
+
+/// Ping and HTTP from every pod to every other: `pods` holds each pod's namespace and
+/// address; messages name pods by their index.
+pub fn every_pair_talks(pods: &[(&Netns, Ipv4Addr)]) {
+    let servers: Vec<_> = pods
+        .iter()
+        .map(|(ns, ip)| cni_testkit::http_server(&ns.name, *ip, 0).unwrap())
+        .collect();
+    for (a, (from, _)) in pods.iter().enumerate() {
+        for (b, (_, to)) in pods.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            assert!(
+                cni_testkit::ping(&from.name, *to),
+                "ping pod{a} -> pod{b} ({to})"
+            );
+            let body = cni_testkit::http_get(&from.name, &servers[b].url()).unwrap();
+            assert_eq!(body, cni_testkit::HTTP_BODY, "HTTP pod{a} -> pod{b}");
+        }
     }
 }
 
