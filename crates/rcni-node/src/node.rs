@@ -17,6 +17,8 @@ use crate::backend::host_gw::HostGw;
 use crate::backend::vxlan::{Vxlan, VxlanSetup};
 use crate::backend::Backend;
 use crate::cni_conf::NodeFiles;
+use crate::cri::CriClient;
+use crate::gc::{self, GcConfig};
 use crate::health::{self, lock, HealthState, SharedHealth};
 use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
@@ -57,6 +59,14 @@ pub struct Options {
     pub status_grace: Duration,
     /// Period of the kernel resync.
     pub resync_interval: Duration,
+    /// The CRI runtime asked which sandboxes exist; no GC without it.
+    pub cri_socket: Option<PathBuf>,
+    /// Period of the GC of forgotten sandboxes.
+    pub gc_interval: Duration,
+    /// Age below which an attachment is never reclaimed.
+    pub gc_grace: Duration,
+    /// The runtime's libcni cache directory.
+    pub cni_cache_dir: PathBuf,
 }
 
 /// The plugins the conflist chains.
@@ -253,6 +263,18 @@ pub async fn run(opts: Options, mut shutdown: watch::Receiver<bool>) -> anyhow::
         network.backend.name(),
         files.cni_version
     );
+    if let Some(socket) = &opts.cri_socket {
+        let gc = GcConfig {
+            cache_dir: opts.cni_cache_dir.clone(),
+            conflist: opts.cni_conf_dir.join(cni_conf::CONFLIST_NAME),
+            bin_dir: opts.cni_bin_dir.clone(),
+            ipam_dir: files.ipam_dir.clone(),
+            interval: opts.gc_interval,
+            grace: opts.gc_grace,
+        };
+        let client = CriClient::new(socket);
+        tokio::spawn(gc::run(gc, client, health.clone(), shutdown.clone()));
+    }
 
     let held = agent::run(
         &mut store,
