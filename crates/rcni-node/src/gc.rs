@@ -92,9 +92,10 @@ pub async fn run(
             _ = tokio::time::sleep(cfg.interval) => {}
             _ = agent::stopped(&mut shutdown) => return,
         }
+        let started = std::time::Instant::now();
         match round(&cfg, &mut lister).await {
             Ok(report) => {
-                log_report(&report);
+                log_report(&report, started.elapsed());
                 let mut h = lock(&health);
                 h.gc_runs += 1;
                 h.gc_reclaimed += report.deleted.len() as u64;
@@ -204,15 +205,18 @@ fn young_lease_owners(ipam_dir: &Path, grace: Duration, now: SystemTime) -> Vec<
         .collect()
 }
 
-/// One line per reclaimed or failed attachment, one for the plugins' GC.
-fn log_report(report: &GcReport) {
+/// One line per reclaimed or failed attachment, one for the plugins' GC and the round's time.
+fn log_report(report: &GcReport, took: Duration) {
     for entry in &report.deleted {
+        let netns = match entry.netns.as_str() {
+            "" => "none cached".to_string(),
+            path => format!("{path:?}"),
+        };
         log::info!(
             "GC: reclaimed {} {} of a sandbox the runtime does not know: chain DEL with the \
-             cached config (netns {:?})",
+             cached config (netns {netns})",
             entry.container_id,
             entry.ifname,
-            entry.netns
         );
     }
     for (entry, e) in &report.failed {
@@ -234,11 +238,16 @@ fn log_report(report: &GcReport) {
     if report.plugins_collected {
         log::log!(
             level,
-            "GC: plugins collected with {} valid attachment(s)",
-            report.valid.len()
+            "GC: plugins collected with {} valid attachment(s); round took {} ms",
+            report.valid.len(),
+            took.as_millis()
         );
     } else {
-        log::log!(level, "GC: the plugins support no CNI GC (below 1.1.0)");
+        log::log!(
+            level,
+            "GC: the plugins support no CNI GC (below 1.1.0); round took {} ms",
+            took.as_millis()
+        );
     }
 }
 
