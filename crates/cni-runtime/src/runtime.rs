@@ -490,18 +490,8 @@ impl Runtime {
         let op = Operation::Status;
         let deadline = self.deadline(op);
         for plugin in net.plugins() {
-            let path = self.locate(op, plugin)?;
-            let stdin = request::status_request(plugin, net.name(), net.version).map_err(|e| {
-                failure(
-                    plugin,
-                    op,
-                    Stage::Request,
-                    PluginFailure::Other(e.to_string()),
-                )
-            })?;
-            let opts = self.options(op, plugin, &deadline)?;
-            exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
-                .map_err(|e| exec_failure(plugin, op, e))?;
+            let stdin = request::status_request(plugin, net.name(), net.version);
+            self.run_network_verb(op, plugin, stdin, &deadline)?;
         }
         Ok(())
     }
@@ -611,22 +601,34 @@ impl Runtime {
         }
         let op = Operation::Gc;
         let deadline = self.deadline(op);
-        let run = |plugin: &RawObject| -> Result<(), RuntimeError> {
-            let path = self.locate(op, plugin)?;
-            let stdin =
-                request::gc_request(plugin, net.name(), net.version, valid).map_err(|e| {
-                    failure(
-                        plugin,
-                        op,
-                        Stage::Request,
-                        PluginFailure::Other(e.to_string()),
-                    )
-                })?;
-            let opts = self.options(op, plugin, &deadline)?;
-            exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
-                .map_err(|e| exec_failure(plugin, op, e))
+        let run = |plugin: &RawObject| {
+            let stdin = request::gc_request(plugin, net.name(), net.version, valid);
+            self.run_network_verb(op, plugin, stdin, &deadline)
         };
         net.plugins().iter().filter_map(|p| run(p).err()).collect()
+    }
+
+    /// Runs a verb of the whole network (STATUS, GC: no attachment) on one plugin with the
+    /// request built for it.
+    fn run_network_verb(
+        &self,
+        op: Operation,
+        plugin: &RawObject,
+        stdin: Result<Vec<u8>, serde_json::Error>,
+        deadline: &Deadline,
+    ) -> Result<(), RuntimeError> {
+        let path = self.locate(op, plugin)?;
+        let stdin = stdin.map_err(|e| {
+            failure(
+                plugin,
+                op,
+                Stage::Request,
+                PluginFailure::Other(e.to_string()),
+            )
+        })?;
+        let opts = self.options(op, plugin, deadline)?;
+        exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
+            .map_err(|e| exec_failure(plugin, op, e))
     }
 
     // ---- VERSION and validation -------------------------------------------------------------

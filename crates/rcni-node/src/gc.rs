@@ -245,7 +245,7 @@ fn log_report(report: &GcReport, took: Duration) {
     } else {
         log::log!(
             level,
-            "GC: the plugins support no CNI GC (below 1.1.0); round took {} ms",
+            "GC: no plugin GC (the version the conflist and its plugins share is below 1.1.0); round took {} ms",
             took.as_millis()
         );
     }

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use std::time::{Duration, Instant};
 
 use cni_testkit::ping;
-use harness::containerd::missing_tools;
+use harness::containerd::skip_without_containerd as skip;
 use harness::cri::PodSpec;
 use harness::kubelet::CriPod;
 use harness::*;
@@ -25,17 +25,6 @@ const GC_INTERVAL: u64 = 1;
 const GC_GRACE: u64 = 4;
 /// The hostPort of the first forgotten pod.
 const HOST_PORT: u16 = 30090;
-
-fn skip() -> bool {
-    if skip_unless_root() {
-        return true;
-    }
-    if let Some(why) = missing_tools() {
-        eprintln!("skipping: the containerd tests need containerd, ctr, crun and gcc ({why})");
-        return true;
-    }
-    false
-}
 
 /// The symlink the agent's `--cri-socket` names.
 fn socket_link(c: &Cluster) -> PathBuf {
