@@ -530,14 +530,15 @@ impl Runtime {
     /// would run it: with the config, netns, CNI_ARGS and capability args cached at its ADD
     /// (`net` when the cached config is unreadable or of another network). Then every plugin
     /// of `net` gets GC (1.1.0 on) with the valid list: the network's remaining cached
-    /// attachments plus `also_valid`. An attachment whose DEL failed is not in that list.
-    /// `disableGC` does nothing. The picking runs under the lock, so an entry written by an
-    /// ADD that waited for it is judged as it is then.
+    /// attachments plus what `also_valid` returns, asked after the DELs, right before the
+    /// plugins run. An attachment whose DEL failed is not in that list. `disableGC` does
+    /// nothing. The picking runs under the lock, so an entry written by an ADD that waited for
+    /// it is judged as it is then.
     pub fn gc_picked(
         &self,
         net: &Network,
         mut is_stale: impl FnMut(&CacheEntry) -> bool,
-        also_valid: &[GcAttachment],
+        also_valid: impl FnOnce() -> Vec<GcAttachment>,
     ) -> Result<GcReport, RuntimeError> {
         validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
         let mut report = GcReport::default();
@@ -545,7 +546,7 @@ impl Runtime {
             return Ok(report);
         }
         let _lock = self.gc_lock(net)?;
-        let mut valid = also_valid.to_vec();
+        let mut valid = Vec::new();
         for entry in self.cache.attachments(None) {
             if entry.network_name != net.name() {
                 continue;
@@ -562,6 +563,7 @@ impl Runtime {
                 Err(e) => report.failed.push((entry, e)),
             }
         }
+        valid.extend(also_valid());
         valid.sort_by(|a, b| (&a.container_id, &a.ifname).cmp(&(&b.container_id, &b.ifname)));
         valid.dedup();
         report.plugin_errors = self.gc_plugins_locked(net, &valid);

@@ -365,7 +365,7 @@ fn gc_picked_deletes_with_the_cached_config_then_collects_the_rest() {
                 looked_at.push(format!("{}/{}", e.network_name, e.container_id));
                 e.container_id == "gone"
             },
-            std::slice::from_ref(&extra),
+            || vec![extra],
         )
         .unwrap();
     assert_eq!(looked_at, ["N/gone", "N/live"]);
@@ -395,7 +395,7 @@ fn gc_picked_keeps_a_failed_delete_out_of_the_valid_list() {
     let net = network(
         r#"{"cniVersion":"1.1.0","name":"N","plugins":[{"type":"A"},{"type":"B"},{"type":"C"}]}"#,
     );
-    let report = rt.gc_picked(&net, |_| true, &[]).unwrap();
+    let report = rt.gc_picked(&net, |_| true, Vec::new).unwrap();
     assert_eq!(f.calls_str(), ["C DEL", "B DEL", "A GC", "B GC", "C GC"]);
     assert_eq!(report.failed.len(), 1);
     assert!(report.failed[0].1.to_string().contains("busy"));

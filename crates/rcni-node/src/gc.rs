@@ -13,14 +13,18 @@
 //! A round, under the network lock of `cni-runtime` held exclusively ([`Runtime::gc_picked`]):
 //! every forgotten attachment gets its chain DEL as the runtime would have run it (the config,
 //! netns, CNI_ARGS and capability args cached at its ADD; a netns that is gone is fine), then
-//! every plugin of the current conflist gets GC ("SPEC.md, Section 4: Garbage Collection")
+//! every plugin of the current conflist gets GC (SPEC.md, Section 3: "Garbage-collecting a
+//! network")
 //! with a valid list of:
 //! - every other cached attachment of the network;
 //! - every sandbox the runtime knows, with each interface name the cache holds for the
 //!   network and `eth0` (a live sandbox is never collected, even without a cache entry);
-//! - the owners of host-local leases younger than the grace: the runtime's libcni does not take
-//!   `cni-runtime`'s lock, so an ADD may be under way with its lease written and its cache
-//!   entry not yet.
+//! - the owners of host-local leases younger than the grace, read right before the plugins'
+//!   GC: the runtime's libcni does not take `cni-runtime`'s lock, so an ADD may be under way
+//!   with its lease written and its cache entry not yet. An ADD that writes its lease (or
+//!   creates its veth) in the few milliseconds between that read and the plugins' GC is not
+//!   protected: a plugin of the chain may remove what it has made so far, and the ADD fails
+//!   or loses its lease. Only a lock the runtime's own ADDs honour could close that window.
 //!
 //! If the CRI call fails, nothing is reclaimed that round. The plugin runs are blocking: the
 //! round runs them on tokio's blocking pool.
@@ -136,8 +140,7 @@ fn reclaim(cfg: &GcConfig, known: &HashSet<String>, now: SystemTime) -> Result<G
     })?;
     // The highest version the list offers and every plugin supports: GC needs 1.1.0.
     let net = rt.negotiate_version(&net).unwrap_or(net);
-    let mut protected = young_lease_owners(&cfg.ipam_dir, cfg.grace, now);
-    protected.extend(known_attachments(&rt, known));
+    let of_known_sandboxes = known_attachments(&rt, known);
     let age = |entry: &CacheEntry| {
         let path = rt
             .cache
@@ -146,10 +149,16 @@ fn reclaim(cfg: &GcConfig, known: &HashSet<String>, now: SystemTime) -> Result<G
         let modified = std::fs::metadata(path).ok()?.modified().ok()?;
         now.duration_since(modified).ok()
     };
+    // The leases are read last, right before the plugins' GC, to catch as many ADDs under
+    // way as possible.
     rt.gc_picked(
         &net,
         |entry| is_forgotten(entry, known, age(entry), cfg.grace),
-        &protected,
+        || {
+            let mut protected = young_lease_owners(&cfg.ipam_dir, cfg.grace, SystemTime::now());
+            protected.extend(of_known_sandboxes);
+            protected
+        },
     )
     .map_err(GcError::Runtime)
 }
