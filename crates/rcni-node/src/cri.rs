@@ -42,9 +42,11 @@ pub struct CriClient {
 }
 
 impl CriClient {
-    /// A client of the runtime listening on `socket` (nothing is dialled yet).
+    /// A client of the runtime listening on `socket`, a path or kubelet's
+    /// `unix:///path` endpoint form (nothing is dialled yet).
     pub fn new(socket: &Path) -> CriClient {
-        let path = socket.to_path_buf();
+        let socket = socket_path(socket);
+        let path = socket.clone();
         // The URI is required by the type but never dialled: the connector opens the socket.
         let channel = Endpoint::from_static("http://[::]:0")
             .connect_timeout(CALL_TIMEOUT)
@@ -54,7 +56,7 @@ impl CriClient {
                 async move { UnixStream::connect(path).await.map(TokioIo::new) }
             }));
         CriClient {
-            socket: socket.to_path_buf(),
+            socket,
             client: RuntimeServiceClient::new(channel),
         }
     }
@@ -62,6 +64,14 @@ impl CriClient {
     /// The socket this client talks to.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+}
+
+/// The socket path of `endpoint`: a path, or `unix://` followed by one.
+fn socket_path(endpoint: &Path) -> PathBuf {
+    match endpoint.to_str().and_then(|e| e.strip_prefix("unix://")) {
+        Some(path) => PathBuf::from(path),
+        None => endpoint.to_path_buf(),
     }
 }
 
@@ -85,5 +95,29 @@ impl SandboxLister for CriClient {
             .into_iter()
             .map(|s| s.id)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_is_a_path_or_a_unix_endpoint() {
+        let plain = Path::new("/run/containerd/containerd.sock");
+        assert_eq!(socket_path(plain), plain);
+        let endpoint = Path::new("unix:///run/containerd/containerd.sock");
+        assert_eq!(socket_path(endpoint), plain);
+    }
+
+    // An unreachable runtime is a typed error naming the socket and the call, not a panic.
+    #[tokio::test]
+    async fn an_absent_runtime_is_a_call_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("none.sock");
+        let err = CriClient::new(&socket).sandbox_ids().await.unwrap_err();
+        let CriError::Call { call, .. } = &err;
+        assert_eq!(*call, "ListPodSandbox");
+        assert!(err.to_string().contains("none.sock"), "{err}");
     }
 }

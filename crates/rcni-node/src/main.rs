@@ -62,7 +62,8 @@ struct Cli {
     /// Seconds between kernel resyncs.
     #[arg(long, default_value_t = 10)]
     resync_interval: u64,
-    /// The node's CRI runtime socket (e.g. /run/containerd/containerd.sock): asked every
+    /// The node's CRI runtime socket (e.g. /run/containerd/containerd.sock, or kubelet's
+    /// unix:///run/containerd/containerd.sock form): asked every
     /// --gc-interval which pod sandboxes exist; the attachments of the others are reclaimed.
     /// Without it the agent reclaims nothing.
     #[arg(long)]
