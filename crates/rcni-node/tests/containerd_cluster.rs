@@ -225,3 +225,123 @@ fn vxlan_pods_through_containerd_with_go_plugins() {
     }
     pods_on_three_nodes_through_containerd(json!({"Type": "vxlan"}), Plugins::Go);
 }
+
+/// `RunPodSandbox` on node `i` until the runtime refuses one (each sandbox it accepts
+/// meanwhile is stopped and removed again); the refusal's message, or `None` after `timeout`.
+fn first_refusal(c: &Cluster, i: usize, timeout: Duration) -> Option<String> {
+    let mut cri = c.cri(i);
+    let started = Instant::now();
+    for attempt in 0.. {
+        let spec = PodSpec::named(&format!("probe-{attempt}"));
+        match cri.run_pod_sandbox(&spec) {
+            Err(refused) => return Some(refused.message().to_string()),
+            Ok(id) => {
+                cri.stop_pod_sandbox(&id).unwrap();
+                cri.remove_pod_sandbox(&id).unwrap();
+            }
+        }
+        if started.elapsed() > timeout {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    unreachable!("the attempts never run out")
+}
+
+#[test]
+fn a_dead_agent_makes_its_node_refuse_new_pods_until_it_is_back() {
+    if skip() {
+        return;
+    }
+    let Some(mut c) = cluster(json!({"Type": "vxlan"}), Plugins::Rcni, 2) else {
+        return;
+    };
+    let a = c.run_pod(0, &PodSpec::named("a"));
+    let b = c.run_pod(1, &PodSpec::named("b"));
+    assert!(ping(&a.ns.name, b.ip));
+    let live_pod_only = c.pod_leftovers(1, &[b.ip], &[]);
+
+    c.nodes[1].agent.kill();
+    let killed = Instant::now();
+    let refusal = first_refusal(&c, 1, Duration::from_secs(30)).unwrap_or_else(|| {
+        panic!(
+            "node2 kept accepting pods with its agent dead:\n{}",
+            c.containerd_log_tail(1)
+        )
+    });
+    eprintln!(
+        "RunPodSandbox refused {:?} after the agent's SIGKILL: {refusal}",
+        killed.elapsed()
+    );
+    assert!(
+        refusal.contains("rcni-node") && refusal.contains("node2"),
+        "the refusal names the agent and the node: {refusal}"
+    );
+    assert_eq!(
+        c.pod_leftovers(1, &[b.ip], &[]),
+        live_pod_only,
+        "the refused sandboxes left nothing"
+    );
+    assert!(
+        ping(&a.ns.name, b.ip) && ping(&b.ns.name, a.ip),
+        "the node's pods keep their traffic"
+    );
+    // The containerd of 1.6 never asks STATUS: it still reports the network ready.
+    let (ready, _) = c.cri(1).network_ready().unwrap();
+    assert!(ready);
+
+    c.start_agent(1);
+    let after = c.run_pod(1, &PodSpec::named("after"));
+    assert!(
+        ping(&a.ns.name, after.ip),
+        "a pod made once the agent is back"
+    );
+    teardown_leaves_nothing(&c, vec![vec![a], vec![b, after]]);
+}
+
+#[test]
+fn restarting_an_agent_disturbs_neither_containerd_nor_its_pods() {
+    if skip() {
+        return;
+    }
+    let Some(mut c) = cluster(json!({"Type": "host-gw"}), Plugins::Rcni, 2) else {
+        return;
+    };
+    let a = c.run_pod(0, &PodSpec::named("a"));
+    let b = c.run_pod(1, &PodSpec::named("b"));
+    for round in 0..4 {
+        // Graceful stops and SIGKILLs in turn.
+        if round % 2 == 0 {
+            c.nodes[1].agent.terminate();
+        } else {
+            c.nodes[1].agent.kill();
+        }
+        assert!(
+            ping(&a.ns.name, b.ip),
+            "round {round}: traffic while the agent is down"
+        );
+        c.start_agent(1);
+        let (ready, message) = c.cri(1).network_ready().unwrap();
+        assert!(
+            ready,
+            "round {round}: NetworkReady after the restart: {message}"
+        );
+        let fresh = c.run_pod(1, &PodSpec::named(&format!("fresh-{round}")));
+        assert!(
+            ping(&fresh.ns.name, a.ip) && ping(&b.ns.name, a.ip),
+            "round {round}: old and new pods talk across nodes"
+        );
+        c.remove_pod(fresh);
+    }
+    // The agent's conflist writes never showed containerd a partial or temporary file.
+    let log = c.nodes[1].containerd.as_ref().unwrap().log();
+    let noise: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("failed to reload cni configuration"))
+        .collect();
+    assert!(
+        noise.is_empty(),
+        "containerd saw the agent's writes: {noise:#?}"
+    );
+    teardown_leaves_nothing(&c, vec![vec![a], vec![b]]);
+}

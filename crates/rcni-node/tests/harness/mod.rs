@@ -492,6 +492,8 @@ impl Cluster {
 
     /// Starts the agent of node `i` and waits until it is healthy with its conflist written.
     pub fn start_agent(&mut self, i: usize) {
+        // A killed agent's last status may still say healthy: only the new agent's counts.
+        let _ = fs::remove_file(self.nodes[i].status_file());
         self.spawn_agent(i);
         let node = &self.nodes[i];
         let ok = wait_for(Duration::from_secs(30), || {
