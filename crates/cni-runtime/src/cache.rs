@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use cni_types::{CniError, CniResult, RawObject, SpecVersion};
+use cni_types::{CniError, CniResult, GcAttachment, RawObject, SpecVersion};
 
 use crate::attachment::Attachment;
 use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
@@ -141,6 +141,14 @@ impl CacheEntry {
             ifname: self.ifname.clone(),
             args: self.cni_args.clone(),
             capability_args: self.capability_args.clone(),
+        }
+    }
+
+    /// The attachment as a GC valid list names it.
+    pub fn gc_key(&self) -> GcAttachment {
+        GcAttachment {
+            container_id: self.container_id.clone(),
+            ifname: self.ifname.clone(),
         }
     }
 }

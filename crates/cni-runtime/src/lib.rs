@@ -37,7 +37,7 @@ pub use discovery::{conf_files, discover, load_network, ConfWarning, Discovery, 
 pub use error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
 pub use lock::NetworkLock;
 pub use network::{Network, LOOPBACK_CONFIG};
-pub use runtime::{PluginVersion, Runtime, Timeouts, ValidationReport};
+pub use runtime::{GcReport, PluginVersion, Runtime, Timeouts, ValidationReport};
 pub use sandbox::{
     default_ifname, InterfaceConfig, Member, NetworkResult, SandboxNetworks, SandboxRequest,
     SandboxResult, SetupMode,

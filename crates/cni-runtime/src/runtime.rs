@@ -90,6 +90,21 @@ pub struct ValidationReport {
     pub warnings: Vec<String>,
 }
 
+/// What [`Runtime::gc_picked`] did.
+#[derive(Debug, Default)]
+pub struct GcReport {
+    /// The stale attachments whose chain DEL succeeded (their cache entries are gone).
+    pub deleted: Vec<CacheEntry>,
+    /// The stale attachments whose chain DEL failed (their cache entries are kept).
+    pub failed: Vec<(CacheEntry, RuntimeError)>,
+    /// Whether the plugins got GC (the network's version is 1.1.0 or later).
+    pub plugins_collected: bool,
+    /// The valid list the plugins got.
+    pub valid: Vec<GcAttachment>,
+    /// The plugins' GC failures.
+    pub plugin_errors: Vec<RuntimeError>,
+}
+
 /// Runs plugin chains. Cheap to share between threads.
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -477,18 +492,8 @@ impl Runtime {
         let op = Operation::Status;
         let deadline = self.deadline(op);
         for plugin in net.plugins() {
-            let path = self.locate(op, plugin)?;
-            let stdin = request::status_request(plugin, net.name(), net.version).map_err(|e| {
-                failure(
-                    plugin,
-                    op,
-                    Stage::Request,
-                    PluginFailure::Other(e.to_string()),
-                )
-            })?;
-            let opts = self.options(op, plugin, &deadline)?;
-            exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
-                .map_err(|e| exec_failure(plugin, op, e))?;
+            let stdin = request::status_request(plugin, net.name(), net.version);
+            self.run_network_verb(op, plugin, stdin, &deadline)?;
         }
         Ok(())
     }
@@ -505,63 +510,130 @@ impl Runtime {
         if net.list.disable_gc {
             return Ok(());
         }
-        let _lock = NetworkLock::exclusive(self.cache_dir(), net.name())?;
-        // With the lock held exclusively no ADD of this network is writing a cache entry,
-        // so every temp file of the network is a killed write's leftover.
-        let swept = self.cache.sweep_temps(net.name());
-        if swept > 0 {
-            log::info!("removed {swept} cache temp file(s) left by killed writes");
-        }
-        let mut errors = Vec::new();
-        for entry in self.cache.attachments(None) {
-            let key = GcAttachment {
-                container_id: entry.container_id.clone(),
-                ifname: entry.ifname.clone(),
-            };
-            if entry.network_name != net.name() || valid.contains(&key) {
-                continue;
-            }
-            let att = entry.attachment();
-            let deleted = att
-                .validate(net.name())
-                .and_then(|()| self.del_locked(net, &att));
-            if let Err(e) = deleted {
-                errors.push(RuntimeError::StaleDelete {
-                    container_id: key.container_id,
-                    ifname: key.ifname,
-                    source: Box::new(e),
-                });
-            }
-        }
-        if net.version.allows_status_and_gc() {
-            let op = Operation::Gc;
-            let deadline = self.deadline(op);
-            for plugin in net.plugins() {
-                let run = || -> Result<(), RuntimeError> {
-                    let path = self.locate(op, plugin)?;
-                    let stdin = request::gc_request(plugin, net.name(), net.version, valid)
-                        .map_err(|e| {
-                            failure(
-                                plugin,
-                                op,
-                                Stage::Request,
-                                PluginFailure::Other(e.to_string()),
-                            )
-                        })?;
-                    let opts = self.options(op, plugin, &deadline)?;
-                    exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
-                        .map_err(|e| exec_failure(plugin, op, e))
-                };
-                if let Err(e) = run() {
-                    errors.push(e);
-                }
-            }
-        }
+        let _lock = self.gc_lock(net)?;
+        let stale = self
+            .cache
+            .attachments(None)
+            .into_iter()
+            .filter(|e| e.network_name == net.name() && !valid.contains(&e.gc_key()));
+        let mut errors: Vec<RuntimeError> = stale
+            .filter_map(|entry| self.del_stale_locked(net, &entry).err())
+            .collect();
+        errors.extend(self.gc_plugins_locked(net, valid));
         match errors.len() {
             0 => Ok(()),
             1 => Err(errors.remove(0)),
             _ => Err(RuntimeError::Multiple(errors)),
         }
+    }
+
+    /// GC for a caller that learns elsewhere which attachments are gone (a node agent asking
+    /// its CRI runtime which sandboxes exist). Under the network lock held exclusively, every
+    /// cached attachment of `net` that `is_stale` picks gets its chain DEL as its runtime
+    /// would run it: with the config, netns, CNI_ARGS and capability args cached at its ADD
+    /// (`net` when the cached config is unreadable or of another network). Then every plugin
+    /// of `net` gets GC (1.1.0 on) with the valid list: the network's remaining cached
+    /// attachments plus what `also_valid` returns, asked after the DELs, right before the
+    /// plugins run. An attachment whose DEL failed is not in that list. `disableGC` does
+    /// nothing. The picking runs under the lock, so an entry written by an ADD that waited for
+    /// it is judged as it is then.
+    pub fn gc_picked(
+        &self,
+        net: &Network,
+        mut is_stale: impl FnMut(&CacheEntry) -> bool,
+        also_valid: impl FnOnce() -> Vec<GcAttachment>,
+    ) -> Result<GcReport, RuntimeError> {
+        validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
+        let mut report = GcReport::default();
+        if net.list.disable_gc {
+            return Ok(report);
+        }
+        let _lock = self.gc_lock(net)?;
+        let mut valid = Vec::new();
+        for entry in self.cache.attachments(None) {
+            if entry.network_name != net.name() {
+                continue;
+            }
+            if !is_stale(&entry) {
+                valid.push(entry.gc_key());
+                continue;
+            }
+            let cached = Network::from_list_bytes(&entry.config)
+                .ok()
+                .filter(|cached| cached.name() == net.name());
+            match self.del_stale_locked(cached.as_ref().unwrap_or(net), &entry) {
+                Ok(()) => report.deleted.push(entry),
+                Err(e) => report.failed.push((entry, e)),
+            }
+        }
+        valid.extend(also_valid());
+        valid.sort_by(|a, b| (&a.container_id, &a.ifname).cmp(&(&b.container_id, &b.ifname)));
+        valid.dedup();
+        report.plugin_errors = self.gc_plugins_locked(net, &valid);
+        report.plugins_collected = net.version.allows_status_and_gc();
+        report.valid = valid;
+        Ok(report)
+    }
+
+    /// The network lock held exclusively, after removing the cache temp files that killed
+    /// writes left: with the lock held no ADD of this network is writing an entry.
+    fn gc_lock(&self, net: &Network) -> Result<NetworkLock, RuntimeError> {
+        let lock = NetworkLock::exclusive(self.cache_dir(), net.name())?;
+        let swept = self.cache.sweep_temps(net.name());
+        if swept > 0 {
+            log::info!("removed {swept} cache temp file(s) left by killed writes");
+        }
+        Ok(lock)
+    }
+
+    /// The chain DEL of one stale cached attachment with the parameters cached at its ADD.
+    fn del_stale_locked(&self, net: &Network, entry: &CacheEntry) -> Result<(), RuntimeError> {
+        let att = entry.attachment();
+        att.validate(net.name())
+            .and_then(|()| self.del_locked(net, &att))
+            .map_err(|e| RuntimeError::StaleDelete {
+                container_id: entry.container_id.clone(),
+                ifname: entry.ifname.clone(),
+                source: Box::new(e),
+            })
+    }
+
+    /// GC to every plugin of the chain with `valid` (nothing below 1.1.0); every failure is
+    /// returned.
+    fn gc_plugins_locked(&self, net: &Network, valid: &[GcAttachment]) -> Vec<RuntimeError> {
+        if !net.version.allows_status_and_gc() {
+            return Vec::new();
+        }
+        let op = Operation::Gc;
+        let deadline = self.deadline(op);
+        let run = |plugin: &RawObject| {
+            let stdin = request::gc_request(plugin, net.name(), net.version, valid);
+            self.run_network_verb(op, plugin, stdin, &deadline)
+        };
+        net.plugins().iter().filter_map(|p| run(p).err()).collect()
+    }
+
+    /// Runs a verb of the whole network (STATUS, GC: no attachment) on one plugin with the
+    /// request built for it.
+    fn run_network_verb(
+        &self,
+        op: Operation,
+        plugin: &RawObject,
+        stdin: Result<Vec<u8>, serde_json::Error>,
+        deadline: &Deadline,
+    ) -> Result<(), RuntimeError> {
+        let path = self.locate(op, plugin)?;
+        let stdin = stdin.map_err(|e| {
+            failure(
+                plugin,
+                op,
+                Stage::Request,
+                PluginFailure::Other(e.to_string()),
+            )
+        })?;
+        let opts = self.options(op, plugin, deadline)?;
+        exec_without_result(&path, &self.invocation(op, None), &stdin, &opts)
+            .map_err(|e| exec_failure(plugin, op, e))
     }
 
     // ---- VERSION and validation -------------------------------------------------------------

@@ -340,6 +340,72 @@ fn gc_chain() {
     assert!(f.cache_file("N", "c1", "eth0").exists());
 }
 
+// gc_picked: the picked attachment gets its DEL with the config cached at its ADD (here 1.0.0
+// and only the plugins A and C); the plugins of the current config get GC with every other
+// attachment of the network plus the extra valid ones; another network is not looked at.
+#[test]
+fn gc_picked_deletes_with_the_cached_config_then_collects_the_rest() {
+    let f = abc();
+    let rt = f.runtime();
+    let old = network(r#"{"cniVersion":"1.0.0","name":"N","plugins":[{"type":"A"},{"type":"C"}]}"#);
+    rt.add(&old, &Attachment::new("gone", "/run/netns/gone", "eth0"))
+        .unwrap();
+    seed(&rt, "N", "live");
+    seed(&rt, "M", "gone");
+    f.clear_log();
+    let net = network(
+        r#"{"cniVersion":"1.1.0","name":"N","plugins":[{"type":"A"},{"type":"B"},{"type":"C"}]}"#,
+    );
+    let mut looked_at = Vec::new();
+    let extra = GcAttachment {
+        container_id: "adding".into(),
+        ifname: "eth0".into(),
+    };
+    let report = rt
+        .gc_picked(
+            &net,
+            |e| {
+                looked_at.push(format!("{}/{}", e.network_name, e.container_id));
+                e.container_id == "gone"
+            },
+            || vec![extra],
+        )
+        .unwrap();
+    assert_eq!(looked_at, ["N/gone", "N/live"]);
+    assert_eq!(f.calls_str(), ["C DEL", "A DEL", "A GC", "B GC", "C GC"]);
+    assert_eq!(f.stdin(1)["cniVersion"], "1.0.0");
+    assert_eq!(f.env(1)["CNI_NETNS"], "/run/netns/gone");
+    assert_eq!(
+        f.stdin(3)["cni.dev/valid-attachments"],
+        json!([{"containerID":"adding","ifname":"eth0"},{"containerID":"live","ifname":"eth0"}])
+    );
+    assert_eq!(report.deleted.len(), 1);
+    assert!(report.failed.is_empty() && report.plugin_errors.is_empty());
+    assert!(report.plugins_collected);
+    assert!(!f.cache_file("N", "gone", "eth0").exists());
+    assert!(f.cache_file("N", "live", "eth0").exists());
+    assert!(f.cache_file("M", "gone", "eth0").exists());
+}
+
+// gc_picked: a failed DEL keeps the entry and leaves the attachment out of the valid list.
+#[test]
+fn gc_picked_keeps_a_failed_delete_out_of_the_valid_list() {
+    let f = abc();
+    let rt = f.runtime();
+    seed(&rt, "N", "gone");
+    f.answer("B", "DEL", r#"{"code":11,"msg":"busy"}"#, 1);
+    f.clear_log();
+    let net = network(
+        r#"{"cniVersion":"1.1.0","name":"N","plugins":[{"type":"A"},{"type":"B"},{"type":"C"}]}"#,
+    );
+    let report = rt.gc_picked(&net, |_| true, Vec::new).unwrap();
+    assert_eq!(f.calls_str(), ["C DEL", "B DEL", "A GC", "B GC", "C GC"]);
+    assert_eq!(report.failed.len(), 1);
+    assert!(report.failed[0].1.to_string().contains("busy"));
+    assert_eq!(f.stdin(3)["cni.dev/valid-attachments"], json!([]));
+    assert!(f.cache_file("N", "gone", "eth0").exists());
+}
+
 // Below 1.1.0 the stale DELs still run but no GC verb is sent.
 #[test]
 fn gc_below_110_only_deletes_stale() {

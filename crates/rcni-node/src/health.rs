@@ -48,6 +48,12 @@ pub struct HealthState {
     pub repairs: u64,
     /// The first complete list of leases has been programmed.
     pub leases_loaded: bool,
+    /// Completed GC rounds of forgotten sandboxes (`--cri-socket`).
+    pub gc_runs: u64,
+    /// Attachments of forgotten sandboxes reclaimed (chain DEL done).
+    pub gc_reclaimed: u64,
+    /// GC failures: rounds that could not run, DELs and plugin GCs that failed.
+    pub gc_errors: u64,
 }
 
 impl HealthState {
@@ -108,12 +114,21 @@ impl HealthState {
              # HELP rcni_node_etcd_errors_total Datastore errors.\n\
              # TYPE rcni_node_etcd_errors_total counter\nrcni_node_etcd_errors_total {}\n\
              # HELP rcni_node_repairs_total Kernel objects put back by resyncs.\n\
-             # TYPE rcni_node_repairs_total counter\nrcni_node_repairs_total {}\n",
+             # TYPE rcni_node_repairs_total counter\nrcni_node_repairs_total {}\n\
+             # HELP rcni_node_gc_runs_total Completed GC rounds of sandboxes the runtime forgot.\n\
+             # TYPE rcni_node_gc_runs_total counter\nrcni_node_gc_runs_total {}\n\
+             # HELP rcni_node_gc_reclaimed_total Attachments of forgotten sandboxes reclaimed.\n\
+             # TYPE rcni_node_gc_reclaimed_total counter\nrcni_node_gc_reclaimed_total {}\n\
+             # HELP rcni_node_gc_errors_total Failed GC rounds, DELs and plugin GCs.\n\
+             # TYPE rcni_node_gc_errors_total counter\nrcni_node_gc_errors_total {}\n",
             self.leases_known,
             self.remotes_programmed,
             self.last_sync_unix.unwrap_or(0),
             self.etcd_errors,
             self.repairs,
+            self.gc_runs,
+            self.gc_reclaimed,
+            self.gc_errors,
         )
     }
 }

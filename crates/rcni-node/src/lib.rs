@@ -11,6 +11,7 @@
 //! - [`backend`]: the `Backend` trait, [`backend::host_gw`] and [`backend::vxlan`];
 //! - [`agent`]: lease acquisition and the reconcile loop;
 //! - [`cni_conf`], [`cni_version`], [`masq`], [`files`]: what the agent writes for the node;
+//! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
 //! - [`node`]: wiring it together from the command line's options.
 
@@ -18,7 +19,9 @@ pub mod agent;
 pub mod backend;
 pub mod cni_conf;
 pub mod cni_version;
+pub mod cri;
 pub mod files;
+pub mod gc;
 pub mod health;
 pub mod lease;
 pub mod masq;

@@ -68,6 +68,22 @@ struct Cli {
     /// highest version every plugin supports (picked by libcni 1.2 and later).
     #[arg(long, value_name = "VERSION")]
     cni_version: Option<String>,
+    /// The node's CRI runtime socket (e.g. /run/containerd/containerd.sock, or kubelet's
+    /// unix:///run/containerd/containerd.sock form): asked every
+    /// --gc-interval which pod sandboxes exist; the attachments of the others are reclaimed.
+    /// Without it the agent reclaims nothing.
+    #[arg(long)]
+    cri_socket: Option<PathBuf>,
+    /// Seconds between rounds of reclaiming the attachments of sandboxes the runtime forgot.
+    #[arg(long, default_value_t = 60)]
+    gc_interval: u64,
+    /// Seconds an attachment must have existed (its libcni cache entry's age) before it can be
+    /// reclaimed.
+    #[arg(long, default_value_t = 300)]
+    gc_grace: u64,
+    /// The container runtime's libcni cache directory (`results/<network>-<id>-<ifname>`).
+    #[arg(long, default_value = cni_runtime::DEFAULT_CACHE_DIR)]
+    cni_cache_dir: PathBuf,
 }
 
 struct Stderr;
@@ -118,6 +134,10 @@ fn main() -> ExitCode {
         status_grace: Duration::from_secs(cli.status_grace),
         resync_interval: Duration::from_secs(cli.resync_interval.max(1)),
         cni_version: cli.cni_version,
+        cri_socket: cli.cri_socket,
+        gc_interval: Duration::from_secs(cli.gc_interval.max(1)),
+        gc_grace: Duration::from_secs(cli.gc_grace),
+        cni_cache_dir: cli.cni_cache_dir,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -22,6 +22,8 @@ use crate::backend::Backend;
 use crate::cni_conf::NodeFiles;
 use crate::cni_version::ConfVersions;
 use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
+use crate::cri::CriClient;
+use crate::gc::{self, GcConfig};
 use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
 use crate::store::etcd::EtcdStore;
@@ -64,6 +66,14 @@ pub struct Options {
     /// `--cni-version`: the one version the conflist carries (default: offer every version
     /// the plugins share, see [`crate::cni_version`]).
     pub cni_version: Option<String>,
+    /// The CRI runtime asked which sandboxes exist; no GC without it.
+    pub cri_socket: Option<PathBuf>,
+    /// Period of the GC of forgotten sandboxes.
+    pub gc_interval: Duration,
+    /// Age below which an attachment is never reclaimed.
+    pub gc_grace: Duration,
+    /// The runtime's libcni cache directory.
+    pub cni_cache_dir: PathBuf,
 }
 
 /// The plugins the conflist chains.
@@ -358,6 +368,18 @@ async fn run_agent(
         node_name: opts.node_name.clone(),
     };
     write_files(&files, &opts).await?;
+    if let Some(socket) = &opts.cri_socket {
+        let gc = GcConfig {
+            cache_dir: opts.cni_cache_dir.clone(),
+            conflist: opts.cni_conf_dir.join(cni_conf::CONFLIST_NAME),
+            bin_dir: opts.cni_bin_dir.clone(),
+            ipam_dir: files.ipam_dir.clone(),
+            interval: opts.gc_interval,
+            grace: opts.gc_grace,
+        };
+        let client = CriClient::new(socket);
+        tokio::spawn(gc::run(gc, client, health.clone(), shutdown.clone()));
+    }
 
     let held = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown).await;
     if cfg.release_on_exit {

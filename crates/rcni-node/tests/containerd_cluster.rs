@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use cni_testkit::{http_get, http_server, ping, HTTP_BODY};
-use harness::containerd::missing_tools;
+use harness::containerd::skip_without_containerd as skip;
 use harness::cri::PodSpec;
 use harness::kubelet::CriPod;
 use harness::*;
@@ -22,17 +22,6 @@ const HOST_PORT: u16 = 30080;
 const CONTAINER_PORT: u16 = 8080;
 /// Sandboxes made on each node (the latency sample is all of them).
 const PODS_PER_NODE: usize = 3;
-
-fn skip() -> bool {
-    if skip_unless_root() {
-        return true;
-    }
-    if let Some(why) = missing_tools() {
-        eprintln!("skipping: the containerd tests need containerd and crun ({why})");
-        return true;
-    }
-    false
-}
 
 /// Which CNI plugins the nodes' bin dir holds.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -21,15 +21,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::{sh, wait_for, Guard};
+use super::{sh, skip_unless_root, wait_for, Guard};
 
 /// The sandbox image every node's containerd is configured with.
 pub const PAUSE_IMAGE: &str = "rcni.test/pause:1";
 /// The containerd namespace of the CRI plugin.
 const CRI_NAMESPACE: &str = "k8s.io";
 
-/// Why the containerd tests cannot run here, if they cannot: containerd (with its `ctr`) or
-/// crun is not installed. (A missing gcc fails the tests: it is a build tool, like cargo.)
+/// Whether a containerd test must be skipped here (not root, or a tool missing), saying why.
+pub fn skip_without_containerd() -> bool {
+    if skip_unless_root() {
+        return true;
+    }
+    if let Some(why) = missing_tools() {
+        eprintln!("skipping: the containerd tests need containerd, ctr, crun and gcc ({why})");
+        return true;
+    }
+    false
+}
+
+/// Why the containerd tests cannot run here, if they cannot (a missing tool).
 pub fn missing_tools() -> Option<String> {
     let missing: Vec<&str> = ["containerd", "ctr", "crun"]
         .into_iter()
