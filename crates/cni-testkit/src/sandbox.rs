@@ -91,6 +91,26 @@ impl Sandbox {
         Ok(netns)
     }
 
+    /// Names the network namespace of process `pid` (e.g. one a container runtime made in
+    /// its own mount namespace) with `ip netns attach`, so that the kernel readers and helpers
+    /// of this kit reach it; the name is removed like a container's (the namespace itself lives
+    /// as long as its processes).
+    pub fn attach_container(&self, pid: u32) -> anyhow::Result<Netns> {
+        let mut containers = self
+            .containers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let name = unique_name();
+        let path = netns_path(&name)?;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "attach", &name, &pid.to_string()]);
+        let out = run(cmd, b"", PROCESS_TIMEOUT)?;
+        require_success(out, &format!("attach the network namespace of {pid}"))?;
+        let netns = Netns { name, path };
+        containers.push(netns.clone());
+        Ok(netns)
+    }
+
     /// Deletes a container namespace now (e.g. to test DEL after the container is gone).
     /// Succeeds when something else already deleted it; a namespace that is not (or no
     /// longer) a container of this sandbox is an error and is left alone.

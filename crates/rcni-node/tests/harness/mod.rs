@@ -3,12 +3,17 @@
 //! each joined to `ul0` by a veth (`eth0`, 198.18.0.(10+i)/24 and 2001:2::(10+i)/64) and running
 //! `rcni-node`, an "external" namespace on the underlay (198.18.0.200, 2001:2::c8) outside the
 //! cluster networks, and pods attached on a node with `rcni add` and the conflist that node's
-//! agent wrote. IPv6 clusters use 2001:2:1::/48 as their IPv6 network.
+//! agent wrote, or through a real containerd per node and CRI calls ([`kubelet`]). IPv6
+//! clusters use 2001:2:1::/48 as their IPv6 network.
 //!
-//! Every process (etcd, agents) is killed by PID when its guard drops, also on a failed
-//! assertion; the sandbox then deletes every namespace.
+//! Every process (etcd, agents, containerd and what it started) is killed by PID when its
+//! guard drops, also on a failed assertion; the sandbox then deletes every namespace.
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
+
+pub mod containerd;
+pub mod cri;
+pub mod kubelet;
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -126,6 +131,8 @@ pub struct Node {
     pub dir: PathBuf,
     pub agent: Guard,
     pub extra: Vec<String>,
+    /// The node's containerd, when the test runs one ([`Cluster::start_containerd`]).
+    pub containerd: Option<containerd::Containerd>,
 }
 
 impl Node {
@@ -212,11 +219,14 @@ pub struct Cluster {
     pub ipv4: bool,
     pub ipv6: bool,
     pub ttl: u64,
+    /// The sandbox image archive for the nodes' containerd, built on first use.
+    pause_image: Option<PathBuf>,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         for n in &mut self.nodes {
+            n.containerd = None;
             n.agent.kill();
         }
         self.etcd.kill();
@@ -332,6 +342,7 @@ impl Cluster {
             ipv4,
             ipv6,
             ttl: 3600,
+            pause_image: None,
         };
         c.start_etcd();
         c.etcdctl(&["put", &format!("{PREFIX}/config"), &config.to_string()]);
@@ -424,6 +435,7 @@ impl Cluster {
             dir,
             agent: Guard(None),
             extra: Vec::new(),
+            containerd: None,
         });
         self.nodes.len() - 1
     }
