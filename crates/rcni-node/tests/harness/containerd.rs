@@ -5,7 +5,9 @@
 //! (`ip netns exec NODE unshare -m --propagation private`) where `/run` and `/etc/cni` are fresh
 //! tmpfs and `/var/lib` is the node's `var-lib` directory: its image store, its metadata and
 //! the libcni cache (`/var/lib/cni`) stay readable by the test and survive a restart of
-//! containerd (a node reboot empties `/run` and keeps `/var/lib`). Cgroups are disabled through
+//! containerd (a node reboot empties `/run` and keeps `/var/lib`). `/opt` is the node's `opt`
+//! directory, so a DaemonSet's init container installing plugins into the hostPath
+//! `/opt/cni/bin` writes there and not into the machine's `/opt`. Cgroups are disabled through
 //! the OCI runtime (crun `--cgroup-manager=disabled`, the CRI plugin's `disable_cgroup`), so
 //! nothing is written to the machine's cgroup tree. The sandbox image is a static `pause`
 //! built from `pause.c` and packed by `scripts/oci-image`.
@@ -102,6 +104,7 @@ impl Containerd {
         let var_lib = node_dir.join("var-lib");
         fs::create_dir_all(&dir).unwrap();
         fs::create_dir_all(&var_lib).unwrap();
+        fs::create_dir_all(node_dir.join("opt")).unwrap();
         let runtime = dir.join("crun-no-cgroups");
         fs::write(
             &runtime,
@@ -139,6 +142,7 @@ mount -t cgroup2 -o ro,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /run
 mkdir -p /var/lib && mount --bind "$1" /var/lib
 mkdir -p /etc/cni && mount -t tmpfs tmpfs /etc/cni
+mount --bind "$3" /opt
 exec containerd --config "$2"
 "#;
         let log = fs::OpenOptions::new()
@@ -152,6 +156,7 @@ exec containerd --config "$2"
             .args(["sh", "-c", script, "containerd-node"])
             .arg(&self.var_lib)
             .arg(self.dir.join("config.toml"))
+            .arg(self.opt())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -200,6 +205,16 @@ exec containerd --config "$2"
             "/proc/{}/root/run/containerd/containerd.sock",
             self.pid()
         ))
+    }
+
+    /// The directory mounted as `/opt` in containerd's mount namespace.
+    pub fn opt(&self) -> PathBuf {
+        self.var_lib.with_file_name("opt")
+    }
+
+    /// `path` (absolute) as containerd and its containers' host paths see it, from the test.
+    pub fn host_path(&self, path: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root{path}", self.pid()))
     }
 
     /// The libcni cache of this containerd (`/var/lib/cni` inside its mount namespace).
