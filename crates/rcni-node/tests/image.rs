@@ -3,11 +3,12 @@
 //! - The archive is reproducible (the same bytes twice), holds the three static binaries owned
 //!   by root, and both a real containerd (`ctr images import`) and podman (`podman load`)
 //!   accept it with its name, entrypoint and user.
-//! - The DaemonSet, run as kubelet would run it on every node of a simulated cluster (see
-//!   `harness/mod.rs`): the image imported into the node's containerd, a host-network
-//!   privileged sandbox, the init container and then the agent container with exactly the
-//!   manifest's image, command, args, env and hostPath mounts (`harness/manifest.rs`). Then pods
-//!   made through CRI get addresses in their node's subnet and reach each other across nodes.
+//! - The DaemonSet, run as kubelet would run it on each of 3 simulated nodes (see
+//!   `harness/mod.rs`), on both backends: the image imported into the node's containerd, a
+//!   host-network privileged sandbox, the init container and then the agent container with
+//!   exactly the manifest's image, command, args, env and hostPath mounts
+//!   (`harness/manifest.rs`). Then pods made through CRI get addresses in their node's subnet,
+//!   ping and HTTP work between every pair of nodes, and their teardown leaves nothing behind.
 //!
 //! The image is built once per test binary (cargo rebuilds nothing when the sources did not
 //! change). Skipped, saying why, where containerd, crun or gcc is missing; the podman check is
@@ -18,11 +19,12 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cni_testkit::{ping, Sandbox};
-use harness::containerd::{build_pause_image, missing_tools, CniDirs, Containerd};
+use cni_testkit::{http_get, http_server, ping, Sandbox, HTTP_BODY};
+use harness::containerd::{build_pause_image, missing_tools, on_path, CniDirs, Containerd};
 use harness::cri::{CriClient, PodSpec};
+use harness::kubelet::CriPod;
 use harness::manifest::{DaemonSetPod, Manifest, NodeFields};
 use harness::*;
 use k8s_cri::v1::ContainerState;
@@ -272,27 +274,10 @@ fn built_image_is_reproducible_and_loads_in_containerd_and_podman() {
     assert_eq!(loaded["Config"]["User"], "0:0");
 }
 
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
-}
-
-/// Kubelet's part before the containers: hostPath volumes of type `DirectoryOrCreate` are
-/// created and those of type `Socket` must exist, on the node as containerd sees it.
-fn prepare_host_paths(containerd: &Containerd, pod: &DaemonSetPod) {
-    for volume in &pod.host_paths {
-        let on_node = containerd.host_path(&volume.path);
-        match volume.kind.as_str() {
-            "DirectoryOrCreate" => std::fs::create_dir_all(&on_node).unwrap(),
-            "Socket" => assert!(on_node.exists(), "no socket {}", volume.path),
-            other => panic!("hostPath type {other:?} of {} not handled", volume.path),
-        }
-    }
-}
-
 /// The DaemonSet's pod as started on one node.
 struct Started {
     spec: PodSpec,
+    sandbox: String,
     /// The IDs of its (non-init) containers.
     containers: Vec<String>,
 }
@@ -337,7 +322,11 @@ fn run_daemonset_pod(c: &Cluster, i: usize, pod: &DaemonSetPod) -> Started {
         cri.start_container(&id).unwrap();
         containers.push(id);
     }
-    Started { spec, containers }
+    Started {
+        spec,
+        sandbox,
+        containers,
+    }
 }
 
 /// The logs of the pod's containers and the end of containerd's log, for a failure message.
@@ -363,109 +352,179 @@ fn agent_subnet(c: &Cluster, i: usize) -> Option<ipnet::Ipv4Net> {
     Some(net.trunc())
 }
 
-#[test]
-fn daemonset_from_the_manifest_runs_the_agent_and_pods_reach_each_other() {
-    if skip() {
-        return;
-    }
+/// The host-local lease files of the agent's network on node `i` (the agent's state dir is the
+/// hostPath `/run/rcni`).
+fn leases(c: &Cluster, i: usize) -> Vec<String> {
+    let containerd = c.nodes[i].containerd.as_ref().unwrap();
+    std::fs::read_dir(containerd.host_path("/run/rcni/ipam/rcni"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.parse::<std::net::IpAddr>().is_ok())
+        .collect()
+}
+
+/// Adds a node running containerd with the built image imported, and runs the DaemonSet's pod
+/// on it; returns once NetworkReady is true, with how long that took after the pod started.
+fn add_daemonset_node(c: &mut Cluster, manifest: &Manifest, pause: &Path) -> (Started, Duration) {
     let image = image();
+    let i = c.add_node();
+    let node = &c.nodes[i];
+    let pod = manifest.daemonset_pod(&NodeFields {
+        node_name: format!("node{}", node.index),
+        host_ip: node.ip.to_string(),
+    });
+    for container in pod.init_containers.iter().chain(&pod.containers) {
+        assert_eq!(container.image, image.reference, "{}", container.name);
+    }
+    let cni = CniDirs {
+        bin_dir: Path::new(NODE_BIN_DIR),
+        conf_dir: Path::new(NODE_CONF_DIR),
+    };
+    let containerd = Containerd::start(&node.ns.name, &node.dir, cni, pause);
+    containerd.import(&image.archive);
+    c.nodes[i].containerd = Some(containerd);
+    let (ready, _) = c.cri(i).network_ready().unwrap();
+    assert!(!ready, "NetworkReady before the DaemonSet ran");
+
+    let begun = Instant::now();
+    let started = run_daemonset_pod(c, i, &pod);
+    // The init container installed every plugin, loopback included, into the node's dir.
+    let bin = c.nodes[i]
+        .containerd
+        .as_ref()
+        .unwrap()
+        .opt()
+        .join("cni/bin");
+    for name in ["loopback", "bridge", "host-local", "portmap", "tuning"] {
+        assert!(
+            bin.join(name).exists(),
+            "{name} not installed in {NODE_BIN_DIR}"
+        );
+    }
+    // Until NetworkReady, or until a container exits (kubelet would restart it; here its log
+    // is the failure).
+    let mut cri: CriClient = c.cri(i);
+    let settled = wait_for(Duration::from_secs(60), || {
+        let exited = started.containers.iter().any(|id| {
+            matches!(
+                cri.container_state(id),
+                Ok((ContainerState::ContainerExited, _))
+            )
+        });
+        exited || cri.network_ready().is_ok_and(|(ready, _)| ready)
+    });
+    assert!(
+        settled.is_some() && cri.network_ready().unwrap().0,
+        "node{}: NetworkReady never true with the agent from the image:\n{}",
+        i + 1,
+        pod_logs(c, i, &started.spec, &pod)
+    );
+    (started, begun.elapsed())
+}
+
+/// Waits until every node routes to every other node's subnet.
+fn wait_converged(c: &Cluster) -> bool {
+    let n = c.nodes.len();
+    wait_for(Duration::from_secs(60), || {
+        (0..n).all(|a| {
+            (0..n)
+                .filter(|b| *b != a)
+                .all(|b| agent_subnet(c, b).is_some_and(|s| c.nodes[a].has_route(&s.to_string())))
+        })
+    })
+    .is_some()
+}
+
+/// Ping and HTTP from every pod to every other.
+fn every_pair_talks(pods: &[CriPod]) {
+    let servers: Vec<_> = pods
+        .iter()
+        .map(|p| http_server(&p.ns.name, p.ip, 0).unwrap())
+        .collect();
+    for from in pods {
+        for (to, server) in pods.iter().zip(&servers) {
+            if from.id == to.id {
+                continue;
+            }
+            let what = format!(
+                "node{} pod -> node{} pod {}",
+                from.node + 1,
+                to.node + 1,
+                to.ip
+            );
+            assert!(ping(&from.ns.name, to.ip), "ping {what}");
+            let body = http_get(&from.ns.name, &server.url()).unwrap();
+            assert_eq!(body, HTTP_BODY, "HTTP {what}");
+        }
+    }
+}
+
+/// Three nodes each running the DaemonSet from the manifest and the built image on `backend`;
+/// a pod per node through CRI in its node's subnet with a host-local lease; ping and HTTP
+/// between every pair; after StopPodSandbox and RemovePodSandbox nothing of the pods is left.
+fn daemonset_cluster(backend: Value) {
     let mut manifest = Manifest::load();
     let etcd = format!("http://{UNDERLAY_GW}:2379");
     manifest.set_config("rcni-node", "etcd-endpoints", &etcd);
     manifest.set_config("rcni-node", "prefix", PREFIX);
-
-    let mut c = Cluster::new(json!({"Type": "vxlan"}));
+    let mut c = Cluster::new(backend.clone());
     let pause = build_pause_image(c.sb.dir());
-    let mut specs = Vec::new();
-    for _ in 0..2 {
-        let i = c.add_node();
-        let node = &c.nodes[i];
-        let pod = manifest.daemonset_pod(&NodeFields {
-            node_name: format!("node{}", node.index),
-            host_ip: node.ip.to_string(),
-        });
-        for container in pod.init_containers.iter().chain(&pod.containers) {
-            assert_eq!(container.image, image.reference, "{}", container.name);
-        }
-        let cni = CniDirs {
-            bin_dir: Path::new(NODE_BIN_DIR),
-            conf_dir: Path::new(NODE_CONF_DIR),
-        };
-        let containerd = Containerd::start(&node.ns.name, &node.dir, cni, &pause);
-        containerd.import(&image.archive);
-        c.nodes[i].containerd = Some(containerd);
-        let (ready, _) = c.cri(i).network_ready().unwrap();
-        assert!(!ready, "NetworkReady before the DaemonSet ran");
-
-        let started = run_daemonset_pod(&c, i, &pod);
-        // The init container installed every plugin, loopback included, into the node's dir.
-        let bin = c.nodes[i]
-            .containerd
-            .as_ref()
-            .unwrap()
-            .opt()
-            .join("cni/bin");
-        for name in ["loopback", "bridge", "host-local", "portmap", "tuning"] {
-            assert!(
-                bin.join(name).exists(),
-                "{name} not installed in {NODE_BIN_DIR}"
-            );
-        }
-        // Until NetworkReady, or until a container exits (kubelet would restart it; here its
-        // log is the failure).
-        let mut cri: CriClient = c.cri(i);
-        let settled = wait_for(Duration::from_secs(60), || {
-            let exited = started.containers.iter().any(|id| {
-                matches!(
-                    cri.container_state(id),
-                    Ok((ContainerState::ContainerExited, _))
-                )
-            });
-            exited || cri.network_ready().is_ok_and(|(ready, _)| ready)
-        });
-        assert!(
-            settled.is_some() && cri.network_ready().unwrap().0,
-            "node{}: NetworkReady never true with the agent from the image:\n{}",
-            i + 1,
-            pod_logs(&c, i, &started.spec, &pod)
-        );
-        specs.push((started.spec, pod));
+    let mut agents = Vec::new();
+    let mut to_ready = Vec::new();
+    for _ in 0..3 {
+        let (started, took) = add_daemonset_node(&mut c, &manifest, &pause);
+        agents.push(started);
+        to_ready.push(took);
     }
-    // Every node routes to the other's subnet (the agents found each other through etcd).
-    let converged = wait_for(Duration::from_secs(60), || {
-        (0..c.nodes.len()).all(|a| {
-            (0..c.nodes.len())
-                .filter(|b| *b != a)
-                .all(|b| agent_subnet(&c, b).is_some_and(|s| c.nodes[a].has_route(&s.to_string())))
-        })
-    });
-    assert!(
-        converged.is_some(),
-        "agents did not converge:\n{}",
-        pod_logs(&c, 0, &specs[0].0, &specs[0].1)
-    );
+    eprintln!("DaemonSet pod start -> NetworkReady ({backend}): {to_ready:?}");
+    assert!(wait_converged(&c), "agents did not converge on {backend}");
 
     let mut pods = Vec::new();
+    let mut latencies = Vec::new();
     for i in 0..c.nodes.len() {
+        let begun = Instant::now();
         let pod = c.run_pod(i, &PodSpec::named(&format!("web-{}", i + 1)));
+        latencies.push(begun.elapsed());
         let subnet = agent_subnet(&c, i).unwrap();
         assert!(subnet.contains(&pod.ip), "{} outside {subnet}", pod.ip);
+        assert!(
+            leases(&c, i).contains(&pod.ip.to_string()),
+            "no lease for {}",
+            pod.ip
+        );
         pods.push(pod);
     }
-    for from in &pods {
-        for to in &pods {
-            if from.id != to.id {
-                assert!(
-                    ping(&from.ns.name, to.ip),
-                    "ping node{} pod -> node{} pod {}",
-                    from.node + 1,
-                    to.node + 1,
-                    to.ip
-                );
-            }
-        }
-    }
+    eprintln!("RunPodSandbox with the agent from the image ({backend}): {latencies:?}");
+    every_pair_talks(&pods);
+
+    let ips: Vec<_> = pods.iter().map(|p| p.ip).collect();
     for pod in pods {
         c.remove_pod(pod);
     }
+    for (i, agent) in agents.iter().enumerate() {
+        let left: Vec<String> = c
+            .pod_leftovers(i, &ips, &[])
+            .into_iter()
+            .chain(leases(&c, i).into_iter().map(|l| format!("lease {l}")))
+            .filter(|l| *l != format!("sandbox {}", agent.sandbox))
+            .collect();
+        assert!(left.is_empty(), "node{} after teardown: {left:?}", i + 1);
+    }
+}
+
+#[test]
+fn daemonset_from_the_manifest_vxlan() {
+    if skip() {
+        return;
+    }
+    daemonset_cluster(json!({"Type": "vxlan"}));
+}
+
+#[test]
+fn daemonset_from_the_manifest_host_gw() {
+    if skip() {
+        return;
+    }
+    daemonset_cluster(json!({"Type": "host-gw"}));
 }

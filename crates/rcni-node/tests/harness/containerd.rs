@@ -39,7 +39,8 @@ pub fn missing_tools() -> Option<String> {
     (!missing.is_empty()).then(|| format!("not installed: {}", missing.join(", ")))
 }
 
-fn on_path(tool: &str) -> bool {
+/// Whether `tool` is an executable in a directory of `PATH`.
+pub fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
