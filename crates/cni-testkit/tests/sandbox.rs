@@ -158,3 +158,33 @@ fn leftovers_of_dead_processes_are_swept() {
     // live ones are not swept
     assert!(netns_list().contains(&sb.host().name));
 }
+
+#[test]
+fn a_processs_unnamed_namespace_is_attached_and_the_name_removed() {
+    // A process in a network namespace nothing names (as a container runtime makes them).
+    let mut child = Command::new("unshare")
+        .args(["--net", "sh", "-c"])
+        .arg("ip link add v0 type veth peer name v1 && echo ready && exec sleep 60")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready, "ready\n");
+    let sb = Sandbox::new().unwrap();
+    let attached = sb.attach_container(child.id()).unwrap();
+    assert!(netns_list().contains(&attached.name));
+    assert!(
+        link(&attached.name, "v0").unwrap().is_some(),
+        "the process's namespace"
+    );
+    assert!(sb.attach_container(u32::MAX).is_err(), "no such process");
+    drop(sb);
+    assert!(!netns_list().contains(&attached.name), "name removed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

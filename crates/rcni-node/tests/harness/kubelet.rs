@@ -125,7 +125,7 @@ impl Cluster {
 impl Cluster {
     /// What the pods removed from node `i` left behind there, one line per leftover: veths,
     /// host-local leases, libcni cache entries, nft rules naming one of `pod_ips` or
-    /// `host_ports`, pod network namespaces in containerd's `/run/netns`, sandboxes.
+    /// `host_ports`, pod network namespaces in containerd's `/run/netns`, sandboxes (sorted).
     pub fn pod_leftovers(&self, i: usize, pod_ips: &[Ipv4Addr], host_ports: &[u16]) -> Vec<String> {
         let node = &self.nodes[i];
         let mut left = Vec::new();
@@ -168,6 +168,7 @@ impl Cluster {
         for sandbox in self.cri(i).list_pod_sandbox().unwrap() {
             left.push(format!("sandbox {}", sandbox.id));
         }
+        left.sort();
         left
     }
 }

@@ -72,13 +72,23 @@ pub fn ip_json(ns: &str, args: &[&str]) -> Value {
 }
 
 /// Polls `cond` every 50 ms until it holds; returns how long it took, or `None` on timeout.
-pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+pub fn wait_for(timeout: Duration, cond: impl FnMut() -> bool) -> Option<Duration> {
+    poll_every(Duration::from_millis(50), timeout, cond)
+}
+
+/// Polls `cond` every `interval` until it holds; returns how long it took, or `None` on
+/// timeout. A short interval for what is measured.
+pub fn poll_every(
+    interval: Duration,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if cond() {
             return Some(start.elapsed());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(interval);
     }
     cond().then(|| start.elapsed())
 }
@@ -493,6 +503,8 @@ impl Cluster {
 
     /// Starts the agent of node `i` and waits until it is healthy with its conflist written.
     pub fn start_agent(&mut self, i: usize) {
+        // A killed agent's last status may still say healthy: only the new agent's counts.
+        let _ = fs::remove_file(self.nodes[i].status_file());
         self.spawn_agent(i);
         let node = &self.nodes[i];
         let ok = wait_for(Duration::from_secs(30), || {
@@ -617,6 +629,28 @@ impl Cluster {
             .ok()
             .and_then(|v| v["code"].as_u64())
             .unwrap_or(999)
+    }
+}
+
+/// Ping and HTTP from every pod to every other: `pods` holds each pod's namespace and
+/// address; messages name pods by their index.
+pub fn every_pair_talks(pods: &[(&Netns, Ipv4Addr)]) {
+    let servers: Vec<_> = pods
+        .iter()
+        .map(|(ns, ip)| cni_testkit::http_server(&ns.name, *ip, 0).unwrap())
+        .collect();
+    for (a, (from, _)) in pods.iter().enumerate() {
+        for (b, (_, to)) in pods.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            assert!(
+                cni_testkit::ping(&from.name, *to),
+                "ping pod{a} -> pod{b} ({to})"
+            );
+            let body = cni_testkit::http_get(&from.name, &servers[b].url()).unwrap();
+            assert_eq!(body, cni_testkit::HTTP_BODY, "HTTP pod{a} -> pod{b}");
+        }
     }
 }
 
