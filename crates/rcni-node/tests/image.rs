@@ -147,32 +147,12 @@ fn check_archive(image: &Image) {
 
 /// A blob of containerd's content store, as JSON.
 fn content(containerd: &Containerd, digest: &str) -> Value {
-    let socket = containerd.socket();
-    let text = sh(&[
-        "ctr",
-        "--address",
-        socket.to_str().unwrap(),
-        "--namespace",
-        "k8s.io",
-        "content",
-        "get",
-        digest,
-    ]);
-    serde_json::from_str(&text).unwrap()
+    serde_json::from_str(&containerd.ctr(&["content", "get", digest])).unwrap()
 }
 
 /// The image's config as containerd stored it after the import.
 fn imported_config(containerd: &Containerd, reference: &str) -> Value {
-    let socket = containerd.socket();
-    let list = sh(&[
-        "ctr",
-        "--address",
-        socket.to_str().unwrap(),
-        "--namespace",
-        "k8s.io",
-        "images",
-        "ls",
-    ]);
+    let list = containerd.ctr(&["images", "ls"]);
     let line = list
         .lines()
         .find(|l| l.split_whitespace().next() == Some(reference))
@@ -516,4 +496,37 @@ fn daemonset_from_the_manifest_host_gw() {
         return;
     }
     daemonset_cluster(json!({"Type": "host-gw"}));
+}
+
+/// Kubernetes' `$(VAR)` rules as the manifest reader applies them (no root needed).
+#[test]
+fn manifest_references_expand_as_kubernetes_does() {
+    use harness::manifest::expand;
+    let env = vec![
+        ("A".to_string(), "1".to_string()),
+        ("B".to_string(), "x$(A)".to_string()),
+    ];
+    assert_eq!(expand("--a=$(A)", &env), "--a=1");
+    assert_eq!(expand("$(A)$(B)", &env), "1x$(A)");
+    assert_eq!(expand("$(UNSET) stays", &env), "$(UNSET) stays");
+    assert_eq!(
+        expand("$$(A) is escaped, $$ too", &env),
+        "$(A) is escaped, $ too"
+    );
+    assert_eq!(expand("a $ b $(", &env), "a $ b $(");
+    // The manifest itself: every container reference resolves on a node.
+    let pod = Manifest::load().daemonset_pod(&NodeFields {
+        node_name: "n1".into(),
+        host_ip: "198.18.0.11".into(),
+    });
+    let agent = &pod.containers[0];
+    assert!(agent.command.contains(&"--node-name=n1".to_string()));
+    assert!(agent
+        .command
+        .contains(&"--public-ip=198.18.0.11".to_string()));
+    assert!(
+        !agent.command.iter().any(|w| w.contains("$(")),
+        "{:?}",
+        agent.command
+    );
 }

@@ -182,18 +182,27 @@ exec containerd --config "$2"
 
     /// Imports an image archive into the CRI plugin's namespace, unpacked for its snapshotter.
     pub fn import(&self, archive: &Path) {
-        sh(&[
-            "ctr",
-            "--address",
-            self.socket().to_str().unwrap(),
-            "--namespace",
-            CRI_NAMESPACE,
+        self.ctr(&[
             "images",
             "import",
             "--snapshotter",
             "native",
             archive.to_str().unwrap(),
         ]);
+    }
+
+    /// `ctr ARGS` on this containerd, in the CRI plugin's namespace: its output.
+    pub fn ctr(&self, args: &[&str]) -> String {
+        let socket = self.socket();
+        let mut full = vec![
+            "ctr",
+            "--address",
+            socket.to_str().unwrap(),
+            "--namespace",
+            CRI_NAMESPACE,
+        ];
+        full.extend_from_slice(args);
+        sh(&full)
     }
 
     /// containerd's PID.
