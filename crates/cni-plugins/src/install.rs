@@ -1,9 +1,10 @@
-//! `rcni-plugins install <dir> [--force]`: one symlink per plugin name, pointing at this
-//! executable.
+//! `rcni-plugins install <dir> [--force] [--copy]`: one symlink per plugin name, pointing at
+//! this executable, or with `--copy` at a copy of it in `<dir>` (what a DaemonSet's init
+//! container does: the image's own path does not exist on the host).
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// What happened to one link.
@@ -50,6 +51,23 @@ pub fn install(
     Ok(done)
 }
 
+/// The name of the executable's copy in the plugin directory.
+pub const COPY_NAME: &str = "rcni-plugins";
+
+/// Copies the executable `from` to `<dir>/rcni-plugins` (through a temp file renamed into place,
+/// so a runtime executing a plugin meanwhile sees the old or the new file, never a partial
+/// one) and returns the link target the plugin names should use: the relative name, so the
+/// links stay right wherever the directory is mounted.
+pub fn copy_executable(from: &Path, dir: &Path) -> io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{COPY_NAME}.rcni-{}", std::process::id()));
+    fs::copy(from, &tmp)?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, dir.join(COPY_NAME))?;
+    Ok(PathBuf::from(COPY_NAME))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +94,30 @@ mod tests {
         assert_eq!(r[1].1, Outcome::Replaced);
         assert_eq!(fs::read_link(out.join("bridge")).unwrap(), bin);
         assert_eq!(fs::read_dir(&out).unwrap().count(), 2, "no temp files left");
+    }
+
+    #[test]
+    fn a_copy_is_linked_by_its_relative_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("image-bin");
+        fs::write(&bin, "v1").unwrap();
+        let out = dir.path().join("opt-cni-bin");
+        let target = copy_executable(&bin, &out).unwrap();
+        install(&out, &target, &["loopback"], true).unwrap();
+        assert_eq!(
+            fs::read_link(out.join("loopback")).unwrap(),
+            Path::new(COPY_NAME)
+        );
+        assert_eq!(fs::read(out.join("loopback")).unwrap(), b"v1");
+        let mode = fs::metadata(out.join(COPY_NAME))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
+        // A second run replaces the copy in place and leaves no temp file.
+        fs::write(&bin, "v2").unwrap();
+        copy_executable(&bin, &out).unwrap();
+        assert_eq!(fs::read(out.join("loopback")).unwrap(), b"v2");
+        assert_eq!(fs::read_dir(&out).unwrap().count(), 2);
     }
 }

@@ -1,11 +1,11 @@
 //! `rcni-plugins`: every rcni CNI plugin in one executable, chosen by the name it is run as
 //! (`/opt/cni/bin/loopback -> rcni-plugins`). Under any other name it is a small front end:
-//! `--help` lists the plugins, `install <dir> [--force]` creates the links.
+//! `--help` lists the plugins, `install <dir> [--force] [--copy]` creates the links.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use cni_plugins::install::{install, Outcome};
+use cni_plugins::install::{copy_executable, install, Outcome};
 use cni_plugins::{plugin_by_name, PLUGINS};
 use cni_types::{pretty_json, CniError};
 
@@ -57,8 +57,13 @@ fn front_end(name: &str, args: &[OsString]) -> i32 {
             0
         }
         ["dhcp", "daemon", ..] => run_dhcp_daemon(&args_os(&args[2..])),
-        ["install", dir] => run_install(dir, false),
-        ["install", dir, "--force"] | ["install", "--force", dir] => run_install(dir, true),
+        ["install", rest @ ..] => match InstallArgs::parse(rest) {
+            Some(install) => run_install(&install),
+            None => {
+                eprintln!("rcni-plugins: install takes <dir> [--force] [--copy], got {rest:?}");
+                2
+            }
+        },
         _ => {
             eprintln!("rcni-plugins: unknown arguments {args:?}\n\n{}", help());
             2
@@ -104,7 +109,9 @@ fn help() -> String {
     }
     s.push_str(
         "\nUsage:\n  \
-         rcni-plugins install <dir> [--force]  link every plugin name in <dir> to this executable\n  \
+         rcni-plugins install <dir> [--force] [--copy]\n    \
+         link every plugin name in <dir> to this executable (--force: replace other files of\n    \
+         those names; --copy: copy this executable into <dir> first and link to the copy)\n  \
          rcni-plugins dhcp daemon [--socket PATH] [--state-dir DIR]  the dhcp IPAM daemon\n  \
          rcni-plugins --help                   this text\n\n\
          Logging: RCNI_LOG=off|error|warn|info|debug|trace (default warn), RCNI_LOG_FILE=<path>\n",
@@ -112,15 +119,54 @@ fn help() -> String {
     s
 }
 
-fn run_install(dir: &str, force: bool) -> i32 {
-    let target = match std::env::current_exe().and_then(std::fs::canonicalize) {
+/// `install`'s arguments: one directory, flags in any order.
+struct InstallArgs<'a> {
+    dir: &'a str,
+    force: bool,
+    copy: bool,
+}
+
+impl<'a> InstallArgs<'a> {
+    fn parse(args: &[&'a str]) -> Option<InstallArgs<'a>> {
+        let (mut dir, mut force, mut copy) = (None, false, false);
+        for arg in args {
+            match *arg {
+                "--force" => force = true,
+                "--copy" => copy = true,
+                flag if flag.starts_with('-') => return None,
+                path if dir.is_none() => dir = Some(path),
+                _ => return None,
+            }
+        }
+        Some(InstallArgs {
+            dir: dir?,
+            force,
+            copy,
+        })
+    }
+}
+
+fn run_install(args: &InstallArgs) -> i32 {
+    let dir = PathBuf::from(args.dir);
+    let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("rcni-plugins: cannot find this executable: {e}");
             return 1;
         }
     };
-    match install(&PathBuf::from(dir), &target, &plugin_names(), force) {
+    let target = if args.copy {
+        match copy_executable(&exe, &dir) {
+            Ok(target) => target,
+            Err(e) => {
+                eprintln!("rcni-plugins: copy into {}: {e}", dir.display());
+                return 1;
+            }
+        }
+    } else {
+        exe
+    };
+    match install(&dir, &target, &plugin_names(), args.force) {
         Ok(done) => {
             let mut status = 0;
             for (link, outcome) in done {
@@ -138,7 +184,7 @@ fn run_install(dir: &str, force: bool) -> i32 {
             status
         }
         Err(e) => {
-            eprintln!("rcni-plugins: install into {dir}: {e}");
+            eprintln!("rcni-plugins: install into {}: {e}", dir.display());
             1
         }
     }

@@ -70,6 +70,41 @@ fn install_links_every_plugin() {
     assert!(text(&out.stdout).starts_with("{\"cniVersion\":\"1.1.0\",\"supportedVersions\""));
 }
 
+// install --copy (a DaemonSet's init container): the executable is copied into the directory
+// and every name, loopback included, links to the copy by its relative name and runs it.
+#[test]
+fn install_copy_links_every_plugin_to_the_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("host/opt/cni/bin");
+    let out = run(
+        Path::new(BIN),
+        &["install", "--copy", bin_dir.to_str().unwrap(), "--force"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let copy = bin_dir.join("rcni-plugins");
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(BIN).unwrap());
+    for p in cni_plugins::PLUGINS {
+        let link = std::fs::read_link(bin_dir.join(p.name)).unwrap();
+        assert_eq!(link, Path::new("rcni-plugins"), "{}", p.name);
+    }
+    // The directory moved elsewhere (mounted at another path) still works.
+    let moved = dir.path().join("elsewhere");
+    std::fs::rename(&bin_dir, &moved).unwrap();
+    let out = run(&moved.join("loopback"), &[], &[("CNI_COMMAND", "VERSION")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"supportedVersions\""));
+    // Unknown flags and a second directory are refused, nothing installed.
+    for bad in [
+        &["install", "--copyy", "x"][..],
+        &["install", "a", "b"],
+        &["install"],
+    ] {
+        let out = run(Path::new(BIN), bad, &[]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
+
 // A runtime executing the binary under a name it does not contain gets a CNI error object.
 #[test]
 fn unknown_name_with_cni_command_is_a_cni_error() {

@@ -5,7 +5,9 @@
 //! (`ip netns exec NODE unshare -m --propagation private`) where `/run` and `/etc/cni` are fresh
 //! tmpfs and `/var/lib` is the node's `var-lib` directory: its image store, its metadata and
 //! the libcni cache (`/var/lib/cni`) stay readable by the test and survive a restart of
-//! containerd (a node reboot empties `/run` and keeps `/var/lib`). Cgroups are disabled through
+//! containerd (a node reboot empties `/run` and keeps `/var/lib`). `/opt` is the node's `opt`
+//! directory, so a DaemonSet's init container installing plugins into the hostPath
+//! `/opt/cni/bin` writes there and not into the machine's `/opt`. Cgroups are disabled through
 //! the OCI runtime (crun `--cgroup-manager=disabled`, the CRI plugin's `disable_cgroup`), so
 //! nothing is written to the machine's cgroup tree. The sandbox image is a static `pause`
 //! built from `pause.c` and packed by `scripts/oci-image`.
@@ -49,7 +51,8 @@ pub fn missing_tools() -> Option<String> {
     (!missing.is_empty()).then(|| format!("not installed: {}", missing.join(", ")))
 }
 
-fn on_path(tool: &str) -> bool {
+/// Whether `tool` is an executable in a directory of `PATH`.
+pub fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
@@ -114,6 +117,7 @@ impl Containerd {
         let var_lib = node_dir.join("var-lib");
         fs::create_dir_all(&dir).unwrap();
         fs::create_dir_all(&var_lib).unwrap();
+        fs::create_dir_all(node_dir.join("opt")).unwrap();
         let runtime = dir.join("crun-no-cgroups");
         fs::write(
             &runtime,
@@ -151,6 +155,7 @@ mount -t cgroup2 -o ro,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /run
 mkdir -p /var/lib && mount --bind "$1" /var/lib
 mkdir -p /etc/cni && mount -t tmpfs tmpfs /etc/cni
+mount --bind "$3" /opt
 exec containerd --config "$2"
 "#;
         let log = fs::OpenOptions::new()
@@ -164,6 +169,7 @@ exec containerd --config "$2"
             .args(["sh", "-c", script, "containerd-node"])
             .arg(&self.var_lib)
             .arg(self.dir.join("config.toml"))
+            .arg(self.opt())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -187,18 +193,27 @@ exec containerd --config "$2"
 
     /// Imports an image archive into the CRI plugin's namespace, unpacked for its snapshotter.
     pub fn import(&self, archive: &Path) {
-        sh(&[
-            "ctr",
-            "--address",
-            self.socket().to_str().unwrap(),
-            "--namespace",
-            CRI_NAMESPACE,
+        self.ctr(&[
             "images",
             "import",
             "--snapshotter",
             "native",
             archive.to_str().unwrap(),
         ]);
+    }
+
+    /// `ctr ARGS` on this containerd, in the CRI plugin's namespace: its output.
+    pub fn ctr(&self, args: &[&str]) -> String {
+        let socket = self.socket();
+        let mut full = vec![
+            "ctr",
+            "--address",
+            socket.to_str().unwrap(),
+            "--namespace",
+            CRI_NAMESPACE,
+        ];
+        full.extend_from_slice(args);
+        sh(&full)
     }
 
     /// containerd's PID.
@@ -212,6 +227,16 @@ exec containerd --config "$2"
             "/proc/{}/root/run/containerd/containerd.sock",
             self.pid()
         ))
+    }
+
+    /// The directory mounted as `/opt` in containerd's mount namespace.
+    pub fn opt(&self) -> PathBuf {
+        self.var_lib.with_file_name("opt")
+    }
+
+    /// `path` (absolute) as containerd and its containers' host paths see it, from the test.
+    pub fn host_path(&self, path: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root{path}", self.pid()))
     }
 
     /// The libcni cache of this containerd (`/var/lib/cni` inside its mount namespace).

@@ -9,10 +9,13 @@ use std::path::{Path, PathBuf};
 use hyper_util::rt::TokioIo;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
-    LinuxPodSandboxConfig, LinuxSandboxSecurityContext, ListPodSandboxRequest, NamespaceMode,
-    NamespaceOption, PodSandbox, PodSandboxConfig, PodSandboxMetadata, PodSandboxStatus,
-    PodSandboxStatusRequest, PortMapping, Protocol, RemovePodSandboxRequest, RunPodSandboxRequest,
-    StatusRequest, StopPodSandboxRequest,
+    ContainerConfig, ContainerMetadata, ContainerState, ContainerStatusRequest,
+    CreateContainerRequest, ImageSpec, KeyValue, LinuxContainerConfig,
+    LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
+    ListPodSandboxRequest, Mount, NamespaceMode, NamespaceOption, PodSandbox, PodSandboxConfig,
+    PodSandboxMetadata, PodSandboxStatus, PodSandboxStatusRequest, PortMapping, Protocol,
+    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StatusRequest,
+    StopPodSandboxRequest,
 };
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -26,6 +29,39 @@ pub struct PodSpec {
     pub labels: HashMap<String, String>,
     /// `(host port, container port)` TCP mappings (a container's `hostPort`).
     pub host_ports: Vec<(u16, u16)>,
+    /// `hostNetwork: true`: the sandbox shares the node's network namespace (no CNI call).
+    pub host_network: bool,
+    /// The sandbox may run privileged containers.
+    pub privileged: bool,
+}
+
+/// A container as kubelet describes it to the runtime.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerSpec {
+    pub name: String,
+    pub image: String,
+    /// The image's entrypoint replaced (a pod's `command`).
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    /// Environment, with every value already resolved.
+    pub env: Vec<(String, String)>,
+    /// `(host path, container path, read-only)`.
+    pub mounts: Vec<(String, String, bool)>,
+    pub privileged: bool,
+}
+
+/// The namespaces of a pod's sandbox and its containers.
+fn namespace_options(host_network: bool) -> NamespaceOption {
+    NamespaceOption {
+        network: if host_network {
+            NamespaceMode::Node
+        } else {
+            NamespaceMode::Pod
+        } as i32,
+        pid: NamespaceMode::Container as i32,
+        ipc: NamespaceMode::Pod as i32,
+        ..Default::default()
+    }
 }
 
 impl PodSpec {
@@ -37,6 +73,8 @@ impl PodSpec {
             uid: format!("uid-{name}"),
             labels: HashMap::from([("app".to_string(), name.to_string())]),
             host_ports: Vec::new(),
+            host_network: false,
+            privileged: false,
         }
     }
 
@@ -58,19 +96,20 @@ impl PodSpec {
                 namespace: self.namespace.clone(),
                 attempt: 0,
             }),
-            hostname: self.name.clone(),
+            // kubelet leaves a hostNetwork pod's hostname to the node (no UTS namespace).
+            hostname: if self.host_network {
+                String::new()
+            } else {
+                self.name.clone()
+            },
             log_directory: log_directory.join(&self.uid).display().to_string(),
             port_mappings,
             labels: self.labels.clone(),
             linux: Some(LinuxPodSandboxConfig {
                 security_context: Some(LinuxSandboxSecurityContext {
-                    // Its own network namespace (not hostNetwork), like kubelet's default.
-                    namespace_options: Some(NamespaceOption {
-                        network: NamespaceMode::Pod as i32,
-                        pid: NamespaceMode::Container as i32,
-                        ipc: NamespaceMode::Pod as i32,
-                        ..Default::default()
-                    }),
+                    // Its own network namespace unless hostNetwork, like kubelet.
+                    namespace_options: Some(namespace_options(self.host_network)),
+                    privileged: self.privileged,
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -148,6 +187,96 @@ impl CriClient {
             .status
             .ok_or_else(|| tonic::Status::internal("PodSandboxStatus without a status"))?;
         Ok((status, info))
+    }
+
+    /// `CreateContainer` in sandbox `sandbox_id` of `pod`: the container's ID. Its output goes
+    /// to `<log root>/<pod uid>/<name>.log` ([`CriClient::container_log`]).
+    pub fn create_container(
+        &mut self,
+        sandbox_id: &str,
+        pod: &PodSpec,
+        container: &ContainerSpec,
+    ) -> Result<String, tonic::Status> {
+        let config = ContainerConfig {
+            metadata: Some(ContainerMetadata {
+                name: container.name.clone(),
+                attempt: 0,
+            }),
+            image: Some(ImageSpec {
+                image: container.image.clone(),
+                ..Default::default()
+            }),
+            command: container.command.clone(),
+            args: container.args.clone(),
+            envs: container
+                .env
+                .iter()
+                .map(|(key, value)| KeyValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+            mounts: container
+                .mounts
+                .iter()
+                .map(|(host, inside, readonly)| Mount {
+                    host_path: host.clone(),
+                    container_path: inside.clone(),
+                    readonly: *readonly,
+                    ..Default::default()
+                })
+                .collect(),
+            log_path: format!("{}.log", container.name),
+            linux: Some(LinuxContainerConfig {
+                security_context: Some(LinuxContainerSecurityContext {
+                    privileged: container.privileged,
+                    namespace_options: Some(namespace_options(pod.host_network)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let request = CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+            config: Some(config),
+            sandbox_config: Some(pod.sandbox_config(&self.log_root)),
+        };
+        let reply = self
+            .runtime
+            .block_on(self.client.create_container(request))?;
+        Ok(reply.into_inner().container_id)
+    }
+
+    /// `StartContainer`.
+    pub fn start_container(&mut self, id: &str) -> Result<(), tonic::Status> {
+        let request = StartContainerRequest {
+            container_id: id.to_string(),
+        };
+        self.runtime
+            .block_on(self.client.start_container(request))?;
+        Ok(())
+    }
+
+    /// `ContainerStatus`: its state and, once exited, its exit code.
+    pub fn container_state(&mut self, id: &str) -> Result<(ContainerState, i32), tonic::Status> {
+        let request = ContainerStatusRequest {
+            container_id: id.to_string(),
+            verbose: false,
+        };
+        let status = self
+            .runtime
+            .block_on(self.client.container_status(request))?
+            .into_inner()
+            .status
+            .ok_or_else(|| tonic::Status::internal("ContainerStatus without a status"))?;
+        Ok((status.state(), status.exit_code))
+    }
+
+    /// What container `name` of `pod` wrote so far (the CRI log file).
+    pub fn container_log(&self, pod: &PodSpec, name: &str) -> String {
+        std::fs::read_to_string(self.log_root.join(&pod.uid).join(format!("{name}.log")))
+            .unwrap_or_default()
     }
 
     /// `StopPodSandbox`: the runtime tears the sandbox's network down (CNI DEL).

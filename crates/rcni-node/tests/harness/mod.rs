@@ -14,6 +14,7 @@
 pub mod containerd;
 pub mod cri;
 pub mod kubelet;
+pub mod manifest;
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};

@@ -46,20 +46,50 @@ impl Stage {
 /// One known cause.
 struct Rule {
     id: &'static str,
-    /// Every fragment must occur in the message (lowercase).
-    all: &'static [&'static str],
-    /// The stage the cause belongs to, when the cause alone decides it.
-    stage: Option<Stage>,
+    /// Shapes of the message (lowercase): the rule matches when every fragment of one shape
+    /// occurs in it.
+    when: &'static [&'static [&'static str]],
+    stage: StageFrom,
     meaning: &'static str,
     next: &'static [&'static str],
 }
+
+impl Rule {
+    fn matches(&self, lower: &str) -> bool {
+        self.when
+            .iter()
+            .any(|shape| shape.iter().all(|f| lower.contains(f)))
+    }
+}
+
+/// Where a rule's stage comes from.
+#[derive(Clone, Copy)]
+enum StageFrom {
+    /// The cause alone decides it.
+    Cause(Stage),
+    /// Only the runtime's wrapper (or the error code) tells it.
+    Wrapper,
+    /// The wrapper when there is one, else the stage where the cause usually shows.
+    WrapperElse(Stage),
+}
+use StageFrom::{Cause, Wrapper, WrapperElse};
+
+/// The runtime's CNI library could not read the plugin's result: the ADD that caused this
+/// succeeded in the plugins and was rolled back by the runtime.
+const RUNTIME_RESULT_VERSION: &str = "The plugins answered, but the runtime's CNI library cannot read a result of the version the config asked for (plugins answer in the config's cniVersion). libcni 1.0 and 1.1, inside containerd 1.6 and 1.7, podman 4's CNI backend and older CRI-O, read results up to 1.0.0; libcni 1.2 and 1.3 (containerd 2.x) up to 1.1.0. The runtime rolls the attachment back, so no pod on this network can start.";
+
+const RUNTIME_RESULT_VERSION_NEXT: &[&str] = &[
+    "Write \"cniVersion\": \"1.0.0\" with a \"cniVersions\" list of the higher versions the plugins support: libcni 1.2 and later pick the highest they implement, older ones ignore the list. rcni-node writes exactly this by default.",
+    "Or pin one version the runtime reads: `rcni-node --cni-version 1.0.0` (or edit the conflist's cniVersion when another tool wrote it).",
+    "Or upgrade the runtime to one with libcni 1.2 or later (containerd 2.x), which reads 1.1.0 results.",
+];
 
 /// Most specific first.
 const RULES: &[Rule] = &[
     Rule {
         id: "rcni-already-attached",
-        all: &["is already attached", "del that attachment"],
-        stage: Some(Stage::Add),
+        when: &[&["is already attached", "del that attachment"]],
+        stage: Cause(Stage::Add),
         meaning: "ADD was called again for an attachment (network, container ID, interface) that already has a cached result; rcni refuses it so the live attachment is not destroyed.",
         next: &[
             "If the attachment is stale, run DEL for it first (rcni del NET NETNS), then ADD.",
@@ -68,8 +98,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "ipam-exhausted",
-        all: &["no ip addresses available"],
-        stage: Some(Stage::Add),
+        when: &[&["no ip addresses available"]],
+        stage: Cause(Stage::Add),
         meaning: "The IPAM plugin (host-local) has no free address left in the range: every address has a lease file.",
         next: &[
             "List /var/lib/cni/networks/<network>/: each file is an address, its content the container ID holding it.",
@@ -79,8 +109,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "ipam-requested-ip-taken",
-        all: &["requested ip address", "not available"],
-        stage: Some(Stage::Add),
+        when: &[&["requested ip address", "not available"]],
+        stage: Cause(Stage::Add),
         meaning: "A specific address was requested (CNI_ARGS IP=, the ips capability or a static config) and another attachment already holds it.",
         next: &[
             "Find the holder: cat /var/lib/cni/networks/<network>/<ip>.",
@@ -89,15 +119,15 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "ipam-duplicate",
-        all: &["duplicate allocation"],
-        stage: Some(Stage::Add),
+        when: &[&["duplicate allocation"]],
+        stage: Cause(Stage::Add),
         meaning: "The IPAM plugin was asked for an address it has already given to the same attachment or another one.",
         next: &["Check for two networks sharing one host-local dataDir and range, or a repeated ADD without DEL."],
     },
     Rule {
         id: "cni-not-initialized",
-        all: &["cni plugin not initialized"],
-        stage: Some(Stage::Status),
+        when: &[&["cni plugin not initialized"]],
+        stage: Cause(Stage::Status),
         meaning: "The runtime found no usable network config: containerd and CRI-O report NetworkReady=false until a valid .conf/.conflist is in the config directory and its plugins exist.",
         next: &[
             "ls /etc/cni/net.d (or the runtime's conf_dir): it needs at least one valid file; `rcni list` shows what loads and why the rest does not.",
@@ -106,15 +136,15 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "no-networks-found",
-        all: &["no networks found"],
-        stage: Some(Stage::ConfigLoad),
+        when: &[&["no networks found"]],
+        stage: Cause(Stage::ConfigLoad),
         meaning: "The config directory has no file with a known extension (.conf, .conflist, .json) that parses.",
         next: &["`rcni list` names each file and the line and column where it fails."],
     },
     Rule {
         id: "network-plugin-not-ready",
-        all: &["networkpluginnotready"],
-        stage: Some(Stage::Status),
+        when: &[&["networkpluginnotready"]],
+        stage: Cause(Stage::Status),
         meaning: "kubelet reports the node's network as not ready because the runtime's network status check failed (no config yet, or STATUS answered an error).",
         next: &[
             "Read the message after 'message:': it carries the runtime's reason.",
@@ -123,18 +153,91 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "plugin-not-found",
-        all: &["failed to find plugin"],
-        stage: None,
+        when: &[&["failed to find plugin"]],
+        stage: Wrapper,
         meaning: "A plugin type named in the config has no executable in any CNI_PATH directory.",
         next: &[
             "Install it in /opt/cni/bin (or the runtime's bin_dir); the name must equal the config's \"type\".",
             "`rcni validate NET` lists every plugin of the network and where it was looked for.",
         ],
     },
+    // The runtime-side version errors of libcni 1.0-1.3 (the CNI library inside containerd,
+    // CRI-O and podman's CNI backend): the plugins may have run fine, the runtime itself
+    // refused their answer or the config. Before "cached result" and "error parsing
+    // configuration", which match the same messages more loosely.
+    Rule {
+        id: "runtime-cached-result-version",
+        when: &[&["failed to convert cached result to config version"]],
+        stage: WrapperElse(Stage::Del),
+        meaning: "The result cached when the attachment was added is in a version the runtime's CNI library cannot convert to the config's current cniVersion: the config's version changed while pods were attached.",
+        next: &[
+            "Put the config's cniVersion back until the pods added under the old one are gone, or let those pods be recreated.",
+            "For one stuck attachment: remove its cache entry (/var/lib/cni/results/<network>-<container ID>-<ifname>) so DEL runs without prevResult.",
+        ],
+    },
+    Rule {
+        id: "runtime-result-version",
+        when: &[
+            &["unsupported cni result version"],
+            &["result type supports", "but unmarshalled cniversion is"],
+            &["no converter for cni result version"],
+        ],
+        stage: WrapperElse(Stage::Add),
+        meaning: RUNTIME_RESULT_VERSION,
+        next: RUNTIME_RESULT_VERSION_NEXT,
+    },
+    Rule {
+        id: "runtime-plugin-lacks-config-version",
+        when: &[&["does not support config version"]],
+        stage: Cause(Stage::Version),
+        meaning: "The runtime validated the network: it asked the plugin for VERSION, and the config's cniVersion is not in the plugin's list. The plugin binary is older than the config expects (or another binary sits under its name).",
+        next: &[
+            "`rcni version NET` lists what every plugin of the network supports; write a cniVersion all of them list.",
+            "rcni-node writes only versions every installed plugin reports and refuses a --cni-version one of them lacks; with rcni's image, rerun its init container so the bin dir holds the plugins that came with the agent.",
+        ],
+    },
+    Rule {
+        id: "runtime-check-needs-0.4",
+        when: &[&["does not support the check command"]],
+        stage: Cause(Stage::Check),
+        meaning: "CHECK exists from spec version 0.4.0; the runtime's CNI library refuses it for a config whose cniVersion is older.",
+        next: &[
+            "Raise the config's cniVersion to 0.4.0 or later if every plugin supports it (`rcni version NET`), or set \"disableCheck\": true in the conflist.",
+        ],
+    },
+    Rule {
+        id: "config-cniversions-invalid",
+        when: &[&["error parsing configuration list", "cniversions"]],
+        stage: Cause(Stage::ConfigLoad),
+        meaning: "The conflist's \"cniVersions\" is not a list of version strings (X.Y.Z). libcni 1.2 and later reject the whole file, so the runtime sees no usable network; libcni 1.0 and 1.1 ignore the key.",
+        next: &[
+            "Fix the list (e.g. [\"0.4.0\", \"1.0.0\", \"1.1.0\"]); `rcni list` shows where the file fails to load.",
+            "A conflist written by rcni-node always has a valid list: check that nothing else writes the file.",
+        ],
+    },
+    Rule {
+        id: "config-cniversion-invalid",
+        when: &[
+            &["error parsing configuration list", "invalid cniversion"],
+            &["invalid version", "too many parts"],
+            &["invalid version", "the version is empty"],
+            &["failed to convert", "version part"],
+        ],
+        stage: WrapperElse(Stage::ConfigLoad),
+        meaning: "The config's cniVersion is not a version string of the form X.Y.Z (a number, an empty string, \"1.0.0.1\", \"v1\"): the runtime's CNI library cannot compare it, and fails loading it or any operation that depends on the version.",
+        next: &["Write a plain version the plugins list (`rcni version NET`), e.g. \"cniVersion\": \"1.0.0\"."],
+    },
+    Rule {
+        id: "runtime-version-info-undecodable",
+        when: &[&["decoding version info"]],
+        stage: Cause(Stage::Version),
+        meaning: "The runtime ran the plugin with CNI_COMMAND=VERSION and its answer is not a CNI version object (missing cniVersion or supportedVersions, or not JSON): the file under that name is not a CNI plugin, or it failed before answering.",
+        next: &["Run it by hand: `echo '{}' | CNI_COMMAND=VERSION /opt/cni/bin/<type>`; it must print {\"cniVersion\":...,\"supportedVersions\":[...]}."],
+    },
     Rule {
         id: "incompatible-versions",
-        all: &["incompatible cni versions"],
-        stage: Some(Stage::Version),
+        when: &[&["incompatible cni versions"]],
+        stage: Cause(Stage::Version),
         meaning: "The config's cniVersion is not among the versions the plugin says it supports (its VERSION answer).",
         next: &[
             "Lower the config's cniVersion to one the plugin lists, or upgrade the plugin.",
@@ -143,29 +246,29 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "unknown-version",
-        all: &["unsupported cni version"],
-        stage: Some(Stage::Version),
+        when: &[&["unsupported cni version"]],
+        stage: Cause(Stage::Version),
         meaning: "A plugin refused the config's cniVersion (CNI error code 1).",
         next: &["`rcni version NET` shows which versions each plugin accepts."],
     },
     Rule {
         id: "config-no-plugins-key",
-        all: &["no 'plugins' key"],
-        stage: Some(Stage::ConfigLoad),
+        when: &[&["no 'plugins' key"]],
+        stage: Cause(Stage::ConfigLoad),
         meaning: "A .conflist file lacks its \"plugins\" array.",
         next: &["Fix the file; a single-plugin file should be named .conf instead."],
     },
     Rule {
         id: "config-json-syntax",
-        all: &["error parsing configuration"],
-        stage: Some(Stage::ConfigLoad),
+        when: &[&["error parsing configuration"]],
+        stage: Cause(Stage::ConfigLoad),
         meaning: "A network config file is not valid JSON or not a valid CNI config.",
         next: &["`rcni list` prints file:line:column for each broken file."],
     },
     Rule {
         id: "cache-corrupt",
-        all: &["cached result"],
-        stage: None,
+        when: &[&["cached result"]],
+        stage: Wrapper,
         meaning: "libcni's result cache (/var/lib/cni/results) holds an entry that cannot be decoded, or none where one is needed.",
         next: &[
             "Look at /var/lib/cni/results/<network>-<container ID>-<ifname>; a truncated file is usually a runtime killed while writing it.",
@@ -174,8 +277,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "netns-statfs",
-        all: &["failed to statfs"],
-        stage: None,
+        when: &[&["failed to statfs"]],
+        stage: Wrapper,
         meaning: "The network namespace path the runtime passed (CNI_NETNS) does not exist any more, or is not a namespace file.",
         next: &[
             "On DEL this is normal after the sandbox died: the plugin must still clean up the host side and succeed.",
@@ -184,8 +287,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "netns-missing",
-        all: &["netns", "does not exist"],
-        stage: None,
+        when: &[&["netns", "does not exist"]],
+        stage: Wrapper,
         meaning: "The network namespace path (CNI_NETNS) does not exist.",
         next: &[
             "On DEL this is normal after the sandbox died; the host side must still be cleaned up.",
@@ -194,15 +297,15 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "netns-not-a-namespace",
-        all: &["not a network namespace"],
-        stage: None,
+        when: &[&["not a network namespace"]],
+        stage: Wrapper,
         meaning: "CNI_NETNS names a file that is not a network namespace (a regular file, a FIFO, another kind of namespace).",
         next: &["Check the path the runtime passed; namespace files live on nsfs (/proc/<pid>/ns/net, /run/netns/<name>)."],
     },
     Rule {
         id: "veth-name-exists",
-        all: &["already exists"],
-        stage: None,
+        when: &[&["already exists"]],
+        stage: Wrapper,
         meaning: "An interface of that name already exists: usually the container's interface (eth0) from an earlier ADD that was never deleted, or a clash with a host interface.",
         next: &[
             "ip -n <netns> link show: is eth0 already there? Then DEL the old attachment first.",
@@ -211,8 +314,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "bridge-addr-mismatch",
-        all: &["already has an ip address different from"],
-        stage: Some(Stage::Add),
+        when: &[&["already has an ip address different from"]],
+        stage: Cause(Stage::Add),
         meaning: "The bridge (e.g. cni0) carries a gateway address from an older config or pod CIDR; bridge refuses to add a second one.",
         next: &[
             "Compare `ip addr show cni0` with the config's subnet/gateway; after a pod CIDR change delete the bridge (no pods attached) so it is recreated.",
@@ -220,15 +323,15 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "xtables-lock",
-        all: &["xtables lock"],
-        stage: None,
+        when: &[&["xtables lock"]],
+        stage: Wrapper,
         meaning: "iptables could not take the xtables lock: another process (kube-proxy, a firewall daemon, another plugin) holds it.",
         next: &["Usually transient: the runtime retries. If persistent, find the holder of /run/xtables.lock."],
     },
     Rule {
         id: "iptables-failed",
-        all: &["iptables"],
-        stage: None,
+        when: &[&["iptables"]],
+        stage: Wrapper,
         meaning: "A plugin ran iptables (Go's portmap, firewall, bridge ipMasq) and it failed.",
         next: &[
             "Check which iptables the host uses (iptables -V: nf_tables or legacy) and that the nat/filter tables are usable.",
@@ -237,78 +340,78 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "calico-nodename",
-        all: &["/var/lib/calico/nodename"],
-        stage: Some(Stage::Add),
+        when: &[&["/var/lib/calico/nodename"]],
+        stage: Cause(Stage::Add),
         meaning: "Calico's plugin cannot find the node name calico-node writes on start: calico-node is not running (yet) on this node.",
         next: &["Check the calico-node pod on this node and its logs."],
     },
     Rule {
         id: "datastore-unauthorized",
-        all: &["unauthorized"],
-        stage: None,
+        when: &[&["unauthorized"]],
+        stage: Wrapper,
         meaning: "The plugin's datastore (the Kubernetes API for Calico, etcd for others) rejected its credentials.",
         next: &["Check the kubeconfig or token the plugin uses (e.g. /etc/cni/net.d/calico-kubeconfig) and that it has not expired."],
     },
     Rule {
         id: "flannel-subnet-env",
-        all: &["subnet.env"],
-        stage: Some(Stage::Add),
+        when: &[&["subnet.env"]],
+        stage: Cause(Stage::Add),
         meaning: "flannel's plugin reads /run/flannel/subnet.env, which the flannel daemon writes once it has leased the node's subnet; the daemon is not running or not ready.",
         next: &["Check the flannel pod on this node and its logs (etcd or API access, subnet lease)."],
     },
     Rule {
         id: "dhcp-daemon",
-        all: &["dhcp", ".sock"],
-        stage: None,
+        when: &[&["dhcp", ".sock"]],
+        stage: Wrapper,
         meaning: "The dhcp IPAM plugin could not reach its daemon's socket: the daemon is not running.",
         next: &["Start the dhcp daemon (Go: `dhcp daemon`; rcni: `rcni-plugins dhcp daemon`) and check its socket path."],
     },
     Rule {
         id: "plugin-timeout",
-        all: &["did not finish within"],
-        stage: None,
+        when: &[&["did not finish within"]],
+        stage: Wrapper,
         meaning: "rcni's runtime killed a plugin (and its whole process group) that ran past the operation's timeout.",
         next: &["Find what the plugin waits for (a datastore, a lock, a DHCP server); raise --timeout only once that is understood."],
     },
     Rule {
         id: "deadline",
-        all: &["deadline exceeded"],
-        stage: None,
+        when: &[&["deadline exceeded"]],
+        stage: Wrapper,
         meaning: "The runtime's own timeout for the network call ran out (containerd and CRI-O bound each CNI call).",
         next: &["Look at the plugin's logs for what it was waiting on; a slow IPAM or datastore is the usual cause."],
     },
     Rule {
         id: "plugin-killed",
-        all: &["signal: killed"],
-        stage: None,
+        when: &[&["signal: killed"]],
+        stage: Wrapper,
         meaning: "The plugin process was killed (a timeout, or the out-of-memory killer).",
         next: &["Check dmesg for the OOM killer; otherwise the runtime's timeout."],
     },
     Rule {
         id: "plugin-no-message",
-        all: &["netplugin failed with no error message"],
-        stage: None,
+        when: &[&["netplugin failed with no error message"]],
+        stage: Wrapper,
         meaning: "The plugin exited non-zero without printing a CNI error object: it crashed or was killed.",
         next: &["Run the same operation by hand (`rcni add`/`rcni del` with the same network) to see its stderr."],
     },
     Rule {
         id: "missing-env",
-        all: &["env variable missing"],
-        stage: None,
+        when: &[&["env variable missing"]],
+        stage: Wrapper,
         meaning: "The plugin was run without a required CNI_* variable: a runtime or wrapper bug, not a network problem.",
         next: &["Check the invoking runtime's version and any wrapper scripts around the plugin."],
     },
     Rule {
         id: "ifname-invalid",
-        all: &["interface name"],
-        stage: Some(Stage::Add),
+        when: &[&["interface name"]],
+        stage: Cause(Stage::Add),
         meaning: "CNI_IFNAME is not a valid Linux interface name (empty, over 15 bytes, or with '/', ':' or spaces).",
         next: &["Check the interface name the runtime or a multi-network annotation asks for."],
     },
     Rule {
         id: "permission-denied",
-        all: &["permission denied"],
-        stage: None,
+        when: &[&["permission denied"]],
+        stage: Wrapper,
         meaning: "The plugin lacked a privilege or file access it needs (not root, a read-only /var/lib/cni, an LSM denial).",
         next: &["Check that the runtime runs plugins as root, that /var/lib/cni and /run are writable, and the audit log for SELinux/AppArmor denials."],
     },
@@ -358,18 +461,17 @@ pub struct Explanation {
 /// Classifies `message`.
 pub fn explain(message: &str) -> Explanation {
     let lower = message.to_lowercase();
-    let rule = RULES
-        .iter()
-        .find(|r| r.all.iter().all(|f| lower.contains(f)));
+    let rule = RULES.iter().find(|r| r.matches(&lower));
     let marked = STAGE_MARKERS
         .iter()
         .find(|(m, _)| lower.contains(m))
         .map(|(_, s)| *s);
     let code = error_code(&lower);
-    let stage = rule
-        .and_then(|r| r.stage)
-        .or(marked)
-        .or_else(|| code.and_then(stage_of_code));
+    let stage = match rule.map(|r| r.stage) {
+        Some(Cause(stage)) => Some(stage),
+        Some(WrapperElse(usual)) => marked.or(Some(usual)),
+        Some(Wrapper) | None => marked.or_else(|| code.and_then(stage_of_code)),
+    };
     match rule {
         Some(r) => Explanation {
             cause: Some(r.id),
@@ -481,6 +583,28 @@ mod tests {
         (r#"plugin type="bridge" failed (add): /run/netns/x is not a network namespace"#, "netns-not-a-namespace", Stage::Add),
         (r#"failed to setup network for sandbox "x": plugin type="host-local" failed (add): open /var/lib/cni/networks/cbr0/last_reserved_ip.0: permission denied"#, "permission-denied", Stage::Add),
         (r#"plugin type="tuning" failed (add): unsupported CNI version "9.9.9""#, "unknown-version", Stage::Version),
+        // The runtime-side version errors of libcni 1.0-1.3, bare, as go-cni wraps them and as
+        // containerd and kubelet wrap those.
+        (r#"unsupported CNI result version "1.1.0""#, "runtime-result-version", Stage::Add),
+        (r#"plugin type="bridge" failed (add): unsupported CNI result version "1.1.0""#, "runtime-result-version", Stage::Add),
+        (r#"Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "5d0c9e": plugin type="bridge" name="rcni" failed (add): unsupported CNI result version "1.1.0""#, "runtime-result-version", Stage::Add),
+        (r#"failed to destroy network for sandbox "5d0c9e": failed to get network "rcni" cached result: unsupported CNI result version "1.2.0""#, "runtime-result-version", Stage::Del),
+        (r#"result type supports [1.0.0] but unmarshalled CNIVersion is "1.1.0""#, "runtime-result-version", Stage::Add),
+        (r#"plugin type="bridge" failed (add): no converter for CNI result version 1.1.0 to 0.2.0"#, "runtime-result-version", Stage::Add),
+        (r#"failed to get network "rcni" cached result: failed to convert cached result to config version "0.2.0": no converter for CNI result version 1.1.0 to 0.2.0"#, "runtime-cached-result-version", Stage::Del),
+        (r#"rpc error: code = Unknown desc = failed to setup network for sandbox "x": failed to get network "rcni" cached result: failed to convert cached result to config version "0.2.0": no converter for CNI result version 1.1.0 to 0.2.0"#, "runtime-cached-result-version", Stage::Add),
+        (r#"plugin bridge does not support config version "1.1.0""#, "runtime-plugin-lacks-config-version", Stage::Version),
+        (r#"failed to setup network for sandbox "x": plugin portmap does not support config version "1.1.0""#, "runtime-plugin-lacks-config-version", Stage::Version),
+        (r#"configuration version "0.3.1" does not support the CHECK command"#, "runtime-check-needs-0.4", Stage::Check),
+        (r#"cni config load failed: failed to load CNI config list file /etc/cni/net.d/10-rcni.conflist: error parsing configuration list: invalid cniVersions entry 1.x at index 2: failed to convert minor version part "x": strconv.Atoi: parsing "x": invalid syntax"#, "config-cniversions-invalid", Stage::ConfigLoad),
+        (r#"error parsing configuration list: invalid type for cniVersions index 0: float64"#, "config-cniversions-invalid", Stage::ConfigLoad),
+        (r#"error parsing configuration list: invalid type for cniVersions: []interface {}"#, "config-cniversions-invalid", Stage::ConfigLoad),
+        (r#"error parsing configuration list: invalid cniVersion type float64"#, "config-cniversion-invalid", Stage::ConfigLoad),
+        (r#"error parsing configuration list: invalid cniVersion 1.0.0.1: invalid version "1.0.0.1": too many parts"#, "config-cniversion-invalid", Stage::ConfigLoad),
+        (r#"failed to destroy network for sandbox "x": invalid version "1.0.0.1": too many parts"#, "config-cniversion-invalid", Stage::Del),
+        (r#"invalid version "": the version is empty"#, "config-cniversion-invalid", Stage::ConfigLoad),
+        (r#"failed to convert major version part "v1": strconv.Atoi: parsing "v1": invalid syntax"#, "config-cniversion-invalid", Stage::ConfigLoad),
+        (r#"decoding version info: missing field supportedVersions"#, "runtime-version-info-undecodable", Stage::Version),
     ];
 
     #[test]
@@ -502,6 +626,33 @@ mod tests {
                 "rule {} has no test case",
                 r.id
             );
+        }
+    }
+
+    /// The failure of issue 26: containerd 1.6's libcni reading a 1.1.0 result. The answer
+    /// says it is the runtime's side and names every way out.
+    #[test]
+    fn a_result_too_new_for_the_runtime_says_what_to_change() {
+        let e = explain(
+            r#"failed to setup network for sandbox "5d0c9e": plugin type="bridge" failed (add): unsupported CNI result version "1.1.0""#,
+        );
+        assert_eq!(e.plugin.as_deref(), Some("bridge"));
+        assert!(e.meaning.contains("runtime's CNI library"), "{}", e.meaning);
+        let next = e.next.join("\n");
+        for fix in ["cniVersions", "--cni-version 1.0.0", "containerd 2.x"] {
+            assert!(next.contains(fix), "{fix} missing from {next}");
+        }
+    }
+
+    /// A plugin refusing the config's version is the plugin's side, not the runtime's.
+    #[test]
+    fn a_plugin_refusing_the_version_is_not_taken_for_the_runtime() {
+        for msg in [
+            r#"plugin type="tuning" failed (add): unsupported CNI version "9.9.9""#,
+            r#"incompatible CNI versions; config is "1.1.0", plugin supports ["0.4.0" "1.0.0"]"#,
+        ] {
+            let cause = explain(msg).cause.unwrap();
+            assert!(!cause.starts_with("runtime-"), "{msg}: {cause}");
         }
     }
 
