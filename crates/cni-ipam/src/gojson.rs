@@ -217,7 +217,10 @@ mod tests {
             ipam.cidr("subnet").unwrap(),
             Some("198.18.144.0/20".parse().unwrap())
         );
-        assert_eq!(ipam.ip("gateway").unwrap(), Some("198.18.0.1".parse().unwrap()));
+        assert_eq!(
+            ipam.ip("gateway").unwrap(),
+            Some("198.18.0.1".parse().unwrap())
+        );
         let cleared = doc(r#"{"ipam": {"gateway": "198.18.0.1"}, "ipam": null}"#);
         assert_eq!(cleared.object("ipam").unwrap().ip("gateway").unwrap(), None);
         assert!(matches!(

@@ -199,9 +199,11 @@ impl RawObject {
     /// Every value assigned to field `key` while parsing, in input order, whatever the
     /// spelling, repeated keys included (a linear scan: for sections, not for every key).
     fn assigned(&self, key: &str) -> Vec<&str> {
-        let live = self.members.iter().enumerate().filter_map(|(i, m)| {
-            (m.value.start != REMOVED).then_some((i, m.value))
-        });
+        let live = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| (m.value.start != REMOVED).then_some((i, m.value)));
         let earlier = self.earlier.iter().map(|&(i, value)| (i as usize, value));
         let mut found: Vec<Span> = live
             .chain(earlier)
@@ -210,7 +212,10 @@ impl RawObject {
             .collect();
         // The buffer only grows, so a value's position is the order it was assigned in.
         found.sort_by_key(|span| span.start);
-        found.into_iter().map(|span| slice(&self.text, span)).collect()
+        found
+            .into_iter()
+            .map(|span| slice(&self.text, span))
+            .collect()
     }
 
     /// Decodes `key` (matched as [`RawObject::get_ci`] does); JSON `null` reads as absent. An
@@ -440,7 +445,8 @@ impl<'de> Visitor<'de> for ObjectSeed {
             // A temporary copy of one value, freed at once: nothing is kept per key but the
             // bytes in the buffer.
             let value: Box<RawValue> = map.next_value()?;
-            obj.set_text(&key, value.get(), true).ok_or_else(too_large)?;
+            obj.set_text(&key, value.get(), true)
+                .ok_or_else(too_large)?;
         }
         Ok(obj)
     }

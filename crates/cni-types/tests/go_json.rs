@@ -56,7 +56,10 @@ fn section(obj: &RawObject, members: &[Member<'_>], name: &str) -> Option<Value>
         let via_object: Option<Value> = obj.decode_path(&[name, field]).unwrap();
         let via_members = go_decode::field_value(&inner, field)
             .map(|raw| serde_json::from_str::<Value>(raw.get()).unwrap());
-        assert_eq!(via_object, via_members, "the two readers differ on {name}.{field}");
+        assert_eq!(
+            via_object, via_members,
+            "the two readers differ on {name}.{field}"
+        );
         out.insert(field.into(), via_object.unwrap_or(Value::Null));
     }
     (!inner.is_empty() || obj.get_ci(name).is_some_and(|v| v.get() != "null"))
@@ -117,6 +120,9 @@ fn decoding_matches_go_encoding_json() {
 fn every_listed_difference_is_in_the_table() {
     for (input, _, _) in DIFFERENCES {
         let quoted = serde_json::to_string(&Cow::Borrowed(*input)).unwrap();
-        assert!(EXPECTED.contains(&quoted), "{input} is not a case of the table");
+        assert!(
+            EXPECTED.contains(&quoted),
+            "{input} is not a case of the table"
+        );
     }
 }
