@@ -102,10 +102,11 @@ pub fn merged_objects<'a>(
     Ok(objects)
 }
 
-/// One object holding what Go leaves in a struct or map field after `objects` were assigned
-/// to it in turn (rule 4): the members of all of them, each exact key kept once with its last
-/// value, in the order of those last values, so that a case-insensitive reader still finds
-/// the spelling assigned last. One object is returned as it is.
+/// One object holding what Go leaves in a struct field after `objects` were assigned to it in
+/// turn (rule 4): every exact key once, in the order of its last value, and for a key given
+/// objects more than once their merge, recursively; so a reader that folds keys still finds
+/// the spelling assigned last. (A map field merges its keys the same way; Go would replace,
+/// not merge, an object held as a map value.) One object is returned as it is.
 pub fn merge_objects(objects: &[&str]) -> Result<String, serde_json::Error> {
     if let [only] = objects {
         return Ok((*only).to_string());
@@ -114,11 +115,12 @@ pub fn merge_objects(objects: &[&str]) -> Result<String, serde_json::Error> {
     for object in objects {
         members.extend(parse_members(object)?);
     }
-    let last: HashMap<&str, usize> = members
-        .iter()
-        .enumerate()
-        .map(|(i, (key, _))| (key.as_ref(), i))
-        .collect();
+    let mut values: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut last: HashMap<&str, usize> = HashMap::new();
+    for (i, (key, value)) in members.iter().enumerate() {
+        values.entry(key.as_ref()).or_default().push(value.get());
+        last.insert(key.as_ref(), i);
+    }
     let mut out = String::from("{");
     for (i, (key, value)) in members.iter().enumerate() {
         if last.get(key.as_ref()) != Some(&i) {
@@ -129,7 +131,11 @@ pub fn merge_objects(objects: &[&str]) -> Result<String, serde_json::Error> {
         }
         out.push_str(&serde_json::to_string(key.as_ref())?);
         out.push(':');
-        out.push_str(value.get());
+        let given = values.get(key.as_ref()).map_or(&[][..], Vec::as_slice);
+        match merged_objects(given.iter().copied()) {
+            Ok(nested) if nested.len() > 1 => out.push_str(&merge_objects(&nested)?),
+            _ => out.push_str(value.get()),
+        }
     }
     out.push('}');
     Ok(out)
@@ -231,6 +237,20 @@ mod tests {
         assert!(!fold_eq("mtu\u{212A}", "mtu"));
         // Only letters fold: '@' and '`' differ from '[' and '{' by the case bit alone.
         assert!(!fold_eq("a@", "a`"));
+    }
+
+    #[test]
+    fn merged_objects_merge_nested_sections() {
+        let merged = merge_objects(&[
+            r#"{"cni":{"a":1},"x":1}"#,
+            r#"{"cni":{"b":2},"x":[2]}"#,
+            r#"{"CNI":{"a":3},"y":null}"#,
+        ])
+        .unwrap();
+        assert_eq!(
+            merged,
+            r#"{"cni":{"a":1,"b":2},"x":[2],"CNI":{"a":3},"y":null}"#
+        );
     }
 
     #[test]

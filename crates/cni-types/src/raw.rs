@@ -614,6 +614,30 @@ mod tests {
         assert_eq!(obj.keys().collect::<Vec<_>>(), ["ab", "c", "Ab"]);
     }
 
+    // Go decodes every object given for a section into the same struct: repeated sections
+    // merge, spelling and exact repeats alike; a null starts afresh; a value set later
+    // replaces what the input held under that spelling.
+    #[test]
+    fn repeated_sections_merge() {
+        let mut obj = RawObject::parse(
+            br#"{"args":{"cni":{"a":1}},"Args":{"cni":{"b":2}},"args":{"CNI":{"a":3}},"rc":{"x":1},"rc":null,"rc":{"y":2}}"#,
+        )
+        .unwrap();
+        let at = |obj: &RawObject, path: &[&str]| obj.decode_path::<u32>(path).unwrap();
+        assert_eq!(at(&obj, &["args", "cni", "a"]), Some(3));
+        assert_eq!(at(&obj, &["args", "cni", "b"]), Some(2));
+        assert_eq!(at(&obj, &["rc", "x"]), None);
+        assert_eq!(at(&obj, &["rc", "y"]), Some(2));
+        let whole: serde_json::Value = obj.decode("args").unwrap().unwrap();
+        assert_eq!(whole["cni"], serde_json::json!({"a": 1, "b": 2}));
+        assert_eq!(whole["CNI"], serde_json::json!({"a": 3}));
+        obj.set("args", &serde_json::json!({"cni": {"c": 4}}))
+            .unwrap();
+        assert_eq!(at(&obj, &["args", "cni", "a"]), None);
+        assert_eq!(at(&obj, &["args", "cni", "b"]), Some(2));
+        assert_eq!(at(&obj, &["args", "cni", "c"]), Some(4));
+    }
+
     #[test]
     fn rejects_non_objects() {
         assert!(RawObject::parse(b"[1]").is_err());
