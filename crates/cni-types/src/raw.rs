@@ -197,8 +197,15 @@ impl RawObject {
     }
 
     /// Every value assigned to field `key` while parsing, in input order, whatever the
-    /// spelling, repeated keys included (a linear scan: for sections, not for every key).
+    /// spelling, repeated keys included (a linear scan when the object has repeated keys or
+    /// `key` several spellings: for sections, not for every key).
     fn assigned(&self, key: &str) -> Vec<&str> {
+        // No repeated key and no other spelling: the one value is all there is.
+        let hash = hash_folded(&self.hasher, key);
+        let respelled = self.folded.find(hash, |&i| fold_eq(self.key_of(i), key));
+        if self.earlier.is_empty() && respelled.is_none() {
+            return self.get_ci(key).map(|v| v.get()).into_iter().collect();
+        }
         let live = self
             .members
             .iter()
