@@ -1,20 +1,18 @@
 //! Reading JSON the way Go's `encoding/json` fills a struct, which is what configs in the wild
-//! were written against: keys match case-insensitively (the last matching key wins), `null` leaves a
-//! field unset, unknown keys are ignored, an IP field given as `""` is unset, a CIDR field given as
-//! `""` is an error, and integers reject fractions and exponents.
+//! were written against. Keys follow the one rule of `cni_types::go_decode` (matched as Go
+//! folds them, the last matching key wins, `null` leaves a field unset, every object given for
+//! a section is merged); besides, unknown keys are ignored, an IP field given as `""` is unset,
+//! a CIDR field given as `""` is an error, and integers reject fractions and exponents.
 //!
 //! Nothing is decoded into a value tree: an object is a list of (key, raw text) pairs borrowed
 //! from the input, and only the fields a caller asks for are decoded. A value nothing reads is
 //! checked for syntax only, so `1e400` or a 5-million-element array in an unknown key costs no
 //! memory beyond the input (the decoding rule of `cni_types::raw`, shared by every plugin).
 
-use std::borrow::Cow;
-use std::fmt;
 use std::net::IpAddr;
 
+use cni_types::go_decode::{self, Member, SectionError};
 use ipnet::IpNet;
-use serde::de::{Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::error::ConfigError;
@@ -24,7 +22,7 @@ use crate::ip;
 #[derive(Debug, Clone)]
 pub(crate) struct GoObject<'a> {
     /// Every member in input order, duplicates included; values are raw text.
-    entries: Vec<(Cow<'a, str>, &'a RawValue)>,
+    entries: Vec<Member<'a>>,
     path: String,
 }
 
@@ -50,8 +48,7 @@ impl<'a> GoObject<'a> {
             }),
             Some(raw) if raw.get().starts_with('{') => {
                 // The text is already known to be valid JSON, so this only splits it.
-                let Members(entries) =
-                    serde_json::from_str(raw.get()).map_err(ConfigError::Json)?;
+                let entries = go_decode::parse_members(raw.get()).map_err(ConfigError::Json)?;
                 Ok(GoObject { entries, path })
             }
             Some(_) => Err(ConfigError::WrongType {
@@ -70,19 +67,22 @@ impl<'a> GoObject<'a> {
         }
     }
 
-    /// The value of field `name`: the last key equal to it ignoring case; `null` counts as absent.
+    /// The value of field `name` (`go_decode::field_value`); `null` counts as absent.
     pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
-        self.entries
-            .iter()
-            .rev()
-            .find(|(key, _)| fold_eq(key, name))
-            .map(|&(_, value)| value)
-            .filter(|value| !is_null(value))
+        go_decode::field_value(&self.entries, name)
     }
 
-    /// A nested struct.
+    /// A nested struct: every object given for it, merged (`go_decode::section_members`).
     pub(crate) fn object(&self, name: &str) -> Result<GoObject<'a>, ConfigError> {
-        GoObject::new(self.get(name), self.path_of(name))
+        let path = self.path_of(name);
+        match go_decode::section_members(&self.entries, name) {
+            Ok(entries) => Ok(GoObject { entries, path }),
+            Err(SectionError::NotAnObject(_)) => Err(ConfigError::WrongType {
+                field: path,
+                expected: "an object",
+            }),
+            Err(SectionError::Json(e)) => Err(ConfigError::Json(e)),
+        }
     }
 
     /// A string field.
@@ -146,7 +146,7 @@ impl<'a> GoObject<'a> {
 
 /// JSON `null`.
 pub(crate) fn is_null(value: &RawValue) -> bool {
-    value.get() == "null"
+    go_decode::is_null(value.get())
 }
 
 /// A JSON string, or a type error naming `field`.
@@ -179,58 +179,6 @@ pub(crate) fn as_list<'a>(
     }
 }
 
-/// Case-insensitive key comparison, close to Go's `foldName` for the keys configs use.
-fn fold_eq(key: &str, name: &str) -> bool {
-    key.chars()
-        .flat_map(char::to_lowercase)
-        .eq(name.chars().flat_map(char::to_lowercase))
-}
-
-/// An object's members in input order, keys borrowed unless they hold escapes.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct MembersVisitor;
-        impl<'de> Visitor<'de> for MembersVisitor {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut entries = Vec::new();
-                while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-                    entries.push((key, value));
-                }
-                Ok(Members(entries))
-            }
-        }
-        d.deserialize_map(MembersVisitor)
-    }
-}
-
-/// A member name, borrowed from the input when it can be.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +204,29 @@ mod tests {
             escaped.cidr("subnet").unwrap(),
             Some("198.18.176.0/20".parse().unwrap())
         );
+    }
+
+    // Go decodes every object given for a struct into it: later keys win, earlier ones stay.
+    #[test]
+    fn repeated_sections_merge() {
+        let obj = doc(
+            r#"{"ipam": {"subnet": "198.18.0.0/15", "gateway": "198.18.0.1"}, "IPAM": {"Subnet": "198.18.144.0/20"}}"#,
+        );
+        let ipam = obj.object("ipam").unwrap();
+        assert_eq!(
+            ipam.cidr("subnet").unwrap(),
+            Some("198.18.144.0/20".parse().unwrap())
+        );
+        assert_eq!(
+            ipam.ip("gateway").unwrap(),
+            Some("198.18.0.1".parse().unwrap())
+        );
+        let cleared = doc(r#"{"ipam": {"gateway": "198.18.0.1"}, "ipam": null}"#);
+        assert_eq!(cleared.object("ipam").unwrap().ip("gateway").unwrap(), None);
+        assert!(matches!(
+            doc(r#"{"ipam": {}, "ipam": 5}"#).object("ipam"),
+            Err(ConfigError::WrongType { .. })
+        ));
     }
 
     #[test]

@@ -7,10 +7,7 @@
 use crate::sys::{NLA_F_NESTED, NLA_TYPE_MASK};
 use crate::Error;
 
-/// Rounds a length up to the netlink alignment (4 bytes).
-pub(crate) fn align(len: usize) -> usize {
-    (len + 3) & !3
-}
+pub(crate) use cni_netlink::align;
 
 /// An attribute stream under construction.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -1,38 +1,21 @@
 //! [`Nft`]: one netfilter netlink socket and the three exchanges run over it — an atomic
 //! batch, a single request, and a dump.
 
+use cni_netlink::{retry_interrupted_dump, Connection, Dump, DumpInterrupted, Protocol};
+
 use crate::batch::Batch;
 use crate::message::{self, NfMsg};
 use crate::sys::*;
 use crate::transport::{SocketTransport, Transport};
 use crate::Error;
 
-/// How many times a dump interrupted by a concurrent ruleset change is attempted: many
-/// plugins changing the ruleset at once can interrupt several immediate retries in a row.
-const DUMP_ATTEMPTS: usize = 40;
-
-/// A growing, jittered pause between dump attempts, so that concurrent retries spread out.
-fn pause_before_retry(attempt: usize) {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos() % 1000));
-    let step = attempt.min(10) as u64 * 500;
-    std::thread::sleep(std::time::Duration::from_micros(step + jitter));
-}
-
 /// An nf_tables / conntrack client bound to the network namespace its socket was opened in.
 ///
 /// The socket stays in that namespace even when the handle moves to another thread, so the
 /// usual pattern is to open it on a thread that entered the namespace and use it anywhere.
+#[derive(Debug)]
 pub struct Nft {
-    transport: Box<dyn Transport>,
-    seq: u32,
-}
-
-impl std::fmt::Debug for Nft {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Nft").field("seq", &self.seq).finish()
-    }
+    conn: Connection,
 }
 
 /// One message of a dump reply, copied out of the datagram.
@@ -43,30 +26,36 @@ pub(crate) struct DumpItem {
     pub(crate) attrs: Vec<u8>,
 }
 
+impl From<DumpInterrupted> for Error {
+    fn from(e: DumpInterrupted) -> Self {
+        Error::DumpInterrupted {
+            what: e.what,
+            attempts: e.attempts,
+        }
+    }
+}
+
 impl Nft {
     /// Opens a netfilter netlink socket in the calling thread's network namespace.
     pub fn new() -> Result<Self, Error> {
-        Ok(Self::with_transport(Box::new(SocketTransport::open()?)))
+        let transport = SocketTransport::open(Protocol::Netfilter).map_err(Error::Io)?;
+        Ok(Self::with_transport(Box::new(transport)))
     }
 
     /// Uses any transport, for example [`crate::fake::FakeTransport`] in tests.
     pub fn with_transport(transport: Box<dyn Transport>) -> Self {
-        Nft { transport, seq: 0 }
+        Nft {
+            conn: Connection::new(transport),
+        }
     }
 
     /// Lets the socket buffers hold a send of `send_bytes` and `replies` queued replies.
     pub(crate) fn reserve(&mut self, send_bytes: usize, replies: usize) -> Result<(), Error> {
-        self.transport
-            .reserve(send_bytes, replies)
-            .map_err(Error::Io)
+        self.conn.reserve(send_bytes, replies).map_err(Error::Io)
     }
 
     fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        if self.seq == 0 {
-            self.seq = 1;
-        }
-        self.seq
+        self.conn.next_seq()
     }
 
     /// Applies `batch` as one kernel transaction: either every message takes effect or none
@@ -90,10 +79,8 @@ impl Nft {
         }
         let end_seq = self.next_seq();
         NfMsg::batch_marker(NFNL_MSG_BATCH_END).encode_into(end_seq, &mut datagram);
-        self.transport
-            .reserve(datagram.len(), entries.len())
-            .map_err(Error::Io)?;
-        self.transport.send(&datagram).map_err(Error::Io)?;
+        self.reserve(datagram.len(), entries.len())?;
+        self.conn.send(&datagram).map_err(Error::Io)?;
 
         let describe = |seq: u32| -> String {
             if seq == begin_seq {
@@ -113,7 +100,7 @@ impl Nft {
         let mut first_error: Option<Error> = None;
         // The kernel handles the whole batch inside send(), so every reply is queued already:
         // read without blocking until all messages are accounted for or nothing is left.
-        while let Some(data) = self.transport.try_recv().map_err(Error::Io)? {
+        while let Some(data) = self.conn.try_recv().map_err(Error::Io)? {
             for reply in message::split(&data)? {
                 if !in_batch(reply.seq) {
                     log::debug!("skipping netlink reply with foreign sequence {}", reply.seq);
@@ -164,10 +151,10 @@ impl Nft {
     ) -> Result<(Vec<DumpItem>, Option<Error>), Error> {
         let seq = self.next_seq();
         msg.flags |= NLM_F_ACK;
-        self.transport.send(&msg.encode(seq)).map_err(Error::Io)?;
+        self.conn.send(&msg.encode(seq)).map_err(Error::Io)?;
         let mut items = Vec::new();
         loop {
-            let data = self.transport.recv().map_err(Error::Io)?;
+            let data = self.conn.recv().map_err(Error::Io)?;
             for reply in message::split(&data)? {
                 if reply.seq != seq {
                     continue;
@@ -193,29 +180,19 @@ impl Nft {
     /// Runs a dump request and returns every object, retrying when a concurrent change
     /// interrupted it.
     pub(crate) fn dump(&mut self, msg: &NfMsg, what: &str) -> Result<Vec<DumpItem>, Error> {
-        for attempt in 0..DUMP_ATTEMPTS {
-            if let Some(items) = self.dump_once(msg, what)? {
-                return Ok(items);
-            }
-            log::debug!("{what}: dump interrupted by a concurrent change, retrying");
-            pause_before_retry(attempt);
-        }
-        Err(Error::DumpInterrupted {
-            what: what.to_string(),
-            attempts: DUMP_ATTEMPTS,
-        })
+        retry_interrupted_dump(what, || self.dump_once(msg, what))
     }
 
-    /// One dump attempt; `None` if the kernel flagged it interrupted.
-    fn dump_once(&mut self, msg: &NfMsg, what: &str) -> Result<Option<Vec<DumpItem>>, Error> {
+    /// One dump attempt.
+    fn dump_once(&mut self, msg: &NfMsg, what: &str) -> Result<Dump<Vec<DumpItem>>, Error> {
         let seq = self.next_seq();
         let mut msg = msg.clone();
         msg.flags |= NLM_F_DUMP;
-        self.transport.send(&msg.encode(seq)).map_err(Error::Io)?;
+        self.conn.send(&msg.encode(seq)).map_err(Error::Io)?;
         let mut items = Vec::new();
         let mut interrupted = false;
         loop {
-            let data = self.transport.recv().map_err(Error::Io)?;
+            let data = self.conn.recv().map_err(Error::Io)?;
             for reply in message::split(&data)? {
                 if reply.seq != seq {
                     continue;
@@ -231,7 +208,11 @@ impl Nft {
                                 message: status.message,
                             });
                         }
-                        return Ok((!interrupted).then_some(items));
+                        return Ok(if interrupted {
+                            Dump::Interrupted
+                        } else {
+                            Dump::Complete(items)
+                        });
                     }
                     NLMSG_ERROR => {
                         let ack = message::decode_error(reply.flags, reply.payload)?;
@@ -253,8 +234,7 @@ impl Nft {
 }
 
 fn item(reply: &message::Reply<'_>) -> Result<DumpItem, Error> {
-    let family = reply
-        .family()
+    let family = message::family(reply)
         .ok_or_else(|| Error::Decode("nfnetlink reply without nfgenmsg".into()))?;
     Ok(DumpItem {
         family,

@@ -269,7 +269,7 @@ mod tests {
             del.msg_type,
             (NFNL_SUBSYS_CTNETLINK << 8) | u16::from(IPCTNL_MSG_CT_DELETE)
         );
-        let attrs = del.attrs().unwrap();
+        let attrs = crate::message::attrs(&del).unwrap();
         let orig = attr::find(&attrs, CTA_TUPLE_ORIG).unwrap();
         let want = attr::parse(&entry_attrs(53)).unwrap()[0].data.to_vec();
         assert_eq!(orig.data, want.as_slice());

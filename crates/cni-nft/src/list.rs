@@ -343,7 +343,7 @@ mod tests {
         let handles: Vec<u64> = batch[1..3]
             .iter()
             .map(|m| {
-                let attrs = m.attrs().unwrap();
+                let attrs = crate::message::attrs(m).unwrap();
                 attr::find(&attrs, NFTA_RULE_HANDLE)
                     .unwrap()
                     .be64()

@@ -67,52 +67,26 @@ impl NfMsg {
 }
 
 /// One message of a reply datagram.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Reply<'a> {
-    pub(crate) msg_type: u16,
-    pub(crate) flags: u16,
-    pub(crate) seq: u32,
-    /// Everything after the netlink header.
-    pub(crate) payload: &'a [u8],
+pub(crate) type Reply<'a> = cni_netlink::RawMessage<'a>;
+
+/// The `nfgenmsg.nfgen_family` of an nfnetlink reply.
+pub(crate) fn family(reply: &Reply<'_>) -> Option<u8> {
+    reply.payload.first().copied()
 }
 
-impl<'a> Reply<'a> {
-    /// The attributes of an nfnetlink reply (after `nfgenmsg`).
-    #[cfg(test)]
-    pub(crate) fn attrs(&self) -> Result<Vec<attr::Attr<'a>>, Error> {
-        let body = self
-            .payload
-            .get(NFGENMSG_LEN..)
-            .ok_or_else(|| Error::Decode("nfnetlink reply shorter than nfgenmsg".into()))?;
-        attr::parse(body)
-    }
-
-    /// The `nfgenmsg.nfgen_family` of an nfnetlink reply.
-    pub(crate) fn family(&self) -> Option<u8> {
-        self.payload.first().copied()
-    }
+/// The attributes of an nfnetlink reply (after `nfgenmsg`).
+#[cfg(test)]
+pub(crate) fn attrs<'a>(reply: &Reply<'a>) -> Result<Vec<attr::Attr<'a>>, Error> {
+    let body = reply
+        .payload
+        .get(NFGENMSG_LEN..)
+        .ok_or_else(|| Error::Decode("nfnetlink reply shorter than nfgenmsg".into()))?;
+    attr::parse(body)
 }
 
 /// Splits a datagram into its netlink messages.
-pub(crate) fn split(mut data: &[u8]) -> Result<Vec<Reply<'_>>, Error> {
-    let mut out = Vec::new();
-    while data.len() >= NLMSG_HDRLEN {
-        let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
-        if len < NLMSG_HDRLEN || len > data.len() {
-            return Err(Error::Decode(format!(
-                "netlink message length {len} does not fit the {} bytes left",
-                data.len()
-            )));
-        }
-        out.push(Reply {
-            msg_type: u16::from_ne_bytes([data[4], data[5]]),
-            flags: u16::from_ne_bytes([data[6], data[7]]),
-            seq: u32::from_ne_bytes([data[8], data[9], data[10], data[11]]),
-            payload: &data[NLMSG_HDRLEN..len],
-        });
-        data = &data[align(len).min(data.len())..];
-    }
-    Ok(out)
+pub(crate) fn split(data: &[u8]) -> Result<Vec<Reply<'_>>, Error> {
+    cni_netlink::split(data).map_err(|e| Error::Decode(e.to_string()))
 }
 
 /// A decoded NLMSG_ERROR (an ACK when `errno` is 0) or a NLMSG_DONE status.

@@ -2,16 +2,8 @@
 //! nfnetlink_conntrack.h). Kept here, not taken from `libc`, so the encoding does not depend on
 //! which constants a given libc release happens to export.
 
-// netlink.h
-pub const NLMSG_HDRLEN: usize = 16;
-pub const NLMSG_NOOP: u16 = 1;
-pub const NLMSG_ERROR: u16 = 2;
-pub const NLMSG_DONE: u16 = 3;
-pub const NLMSG_OVERRUN: u16 = 4;
-pub const NLM_F_REQUEST: u16 = 0x01;
-pub const NLM_F_MULTIPART: u16 = 0x02;
-pub const NLM_F_ACK: u16 = 0x04;
-pub const NLM_F_DUMP_INTR: u16 = 0x10;
+// netlink.h (the framing numbers come from the shared netlink core)
+pub use cni_netlink::consts::*;
 pub const NLM_F_ROOT: u16 = 0x100;
 pub const NLM_F_MATCH: u16 = 0x200;
 pub const NLM_F_DUMP: u16 = NLM_F_ROOT | NLM_F_MATCH;
@@ -19,11 +11,6 @@ pub const NLM_F_CREATE: u16 = 0x400;
 pub const NLM_F_APPEND: u16 = 0x800;
 /// With `NLM_F_CREATE`: fail with EEXIST if the object exists.
 pub const NLM_F_EXCL: u16 = 0x200;
-/// In an NLMSG_ERROR reply: the original request was not copied back.
-pub const NLM_F_CAPPED: u16 = 0x100;
-/// In an NLMSG_ERROR reply: extended-ACK TLVs follow.
-pub const NLM_F_ACK_TLVS: u16 = 0x200;
-pub const NLMSGERR_ATTR_MSG: u16 = 1;
 pub const NLMSGERR_ATTR_OFFS: u16 = 2;
 pub const NLA_F_NESTED: u16 = 0x8000;
 pub const NLA_TYPE_MASK: u16 = 0x3fff;

@@ -5,6 +5,7 @@ pub mod args;
 pub mod config;
 pub mod error;
 pub mod gc;
+pub mod go_decode;
 pub mod names;
 pub mod raw;
 pub mod result;

@@ -4,12 +4,12 @@
 //! behaviour we improve on): key order is kept, and every value keeps its exact bytes, so large
 //! numbers are never rounded and strings are never re-escaped.
 //!
-//! This is the one decoding rule every plugin shares: a value nothing reads is only checked for
-//! syntax (so `1e400` or a 5-million-element array in an unknown key passes through untouched,
+//! Keys are read by the rule of [`crate::go_decode`] (Go's: case-insensitive matching, the last
+//! assignment wins, repeated sections merge). This is also the one decoding rule every plugin
+//! shares for size: a value nothing reads is only checked for syntax (so `1e400` or a 5-million-element array in an unknown key passes through untouched,
 //! as Go's struct decoding skips it), and a document nested deeper than
 //! [`MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner refuses it.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher, RandomState};
 
@@ -17,6 +17,8 @@ use hashbrown::HashTable;
 use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+
+use crate::go_decode::{self, fold_char, fold_eq, KeyText, SectionError};
 
 /// The deepest nesting of arrays and objects a document may have, counting the outermost value:
 /// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
@@ -88,7 +90,9 @@ struct Member {
 
 const REMOVED: u32 = u32::MAX;
 
-/// An ordered JSON object of raw values. Later duplicates of a key replace earlier ones (Go).
+/// An ordered JSON object of raw values. Later duplicates of a key replace earlier ones (Go);
+/// the earlier values are remembered only to merge repeated sections (see
+/// [`RawObject::decode_path`]).
 ///
 /// Memory is one text buffer plus 16 bytes and an index slot per distinct key, never a value
 /// tree or an allocation per key: a config of a million distinct unknown keys costs about
@@ -101,11 +105,14 @@ pub struct RawObject {
     members: Vec<Member>,
     /// Position in `members` of each key, so duplicates and lookups cost O(1), not O(n).
     index: HashTable<u32>,
-    /// For each ASCII-case-folded key that has a spelling other than all-lowercase, the
-    /// position of the member among its spellings that was assigned last: what Go's decoder
-    /// leaves in the field. All-lowercase keys without variants need no slot (the exact index
+    /// For each folded key ([`go_decode::fold_char`]) that has a spelling other than its folded
+    /// form, the position of the member among its spellings that was assigned last: what Go's
+    /// decoder leaves in the field. Folded keys without variants need no slot (the exact index
     /// answers), so objects of many plain keys cost nothing extra.
     folded: HashTable<u32>,
+    /// Values a repeated key had before its last one while parsing (member position, value):
+    /// Go merges every object assigned to a section, not only the last.
+    earlier: Vec<(u32, Span)>,
     /// Keyed SipHash: hostile configs cannot pick colliding keys.
     hasher: RandomState,
     live: usize,
@@ -120,14 +127,19 @@ fn hash_exact(hasher: &RandomState, key: &str) -> u64 {
     hasher.hash_one(key)
 }
 
-/// The hash of `key` with ASCII letters lowercased, without allocating.
+/// The hash of `key` folded as Go folds keys, without allocating.
 fn hash_folded(hasher: &RandomState, key: &str) -> u64 {
     let mut h = hasher.build_hasher();
-    for b in key.bytes() {
-        h.write_u8(b.to_ascii_lowercase());
+    for c in key.chars() {
+        h.write_u32(u32::from(fold_char(c)));
     }
     h.write_u8(0xff);
     h.finish()
+}
+
+/// The folded form of `key`: the one spelling the folded index leaves to the exact index.
+fn folded(key: &str) -> String {
+    key.chars().map(fold_char).collect()
 }
 
 fn too_large<E: serde::de::Error>() -> E {
@@ -170,33 +182,72 @@ impl RawObject {
         self.find(key).map(|i| self.value_of(i))
     }
 
-    /// The raw value of `key` matched ASCII case-insensitively, as Go's decoder fills a struct
-    /// field (configs in the wild send `RuntimeConfig`, `bandWidth`, ...): Go assigns every
-    /// matching key in turn, so the spelling that came last wins, exact or not.
+    /// The raw value field `key` gets, keys matched as Go's decoder fills a struct field
+    /// (configs in the wild send `RuntimeConfig`, `bandWidth`, ...): Go assigns every matching
+    /// key in turn, so the spelling that came last wins, exact or not ([`crate::go_decode`]).
     pub fn get_ci(&self, key: &str) -> Option<RawText<'_>> {
         let hash = hash_folded(&self.hasher, key);
-        let folded = self
+        let spelled = self
             .folded
-            .find(hash, |&i| self.key_of(i).eq_ignore_ascii_case(key))
+            .find(hash, |&i| fold_eq(self.key_of(i), key))
             .copied();
-        folded
-            .or_else(|| self.find(&key.to_ascii_lowercase()))
+        spelled
+            .or_else(|| self.find(&folded(key)))
             .map(|i| self.value_of(i))
     }
 
-    /// Decodes `key` (case-insensitive, see [`RawObject::get_ci`]); JSON `null` reads as absent.
+    /// Every value assigned to field `key` while parsing, in input order, whatever the
+    /// spelling, repeated keys included (a linear scan when the object has repeated keys or
+    /// `key` several spellings: for sections, not for every key).
+    fn assigned(&self, key: &str) -> Vec<&str> {
+        // No repeated key and no other spelling: the one value is all there is.
+        let hash = hash_folded(&self.hasher, key);
+        let respelled = self.folded.find(hash, |&i| fold_eq(self.key_of(i), key));
+        if self.earlier.is_empty() && respelled.is_none() {
+            return self.get_ci(key).map(|v| v.get()).into_iter().collect();
+        }
+        let live = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| (m.value.start != REMOVED).then_some((i, m.value)));
+        let earlier = self.earlier.iter().map(|&(i, value)| (i as usize, value));
+        let mut found: Vec<Span> = live
+            .chain(earlier)
+            .filter(|&(i, _)| fold_eq(slice(&self.text, self.members[i].key), key))
+            .map(|(_, value)| value)
+            .collect();
+        // The buffer only grows, so a value's position is the order it was assigned in.
+        found.sort_by_key(|span| span.start);
+        found
+            .into_iter()
+            .map(|span| slice(&self.text, span))
+            .collect()
+    }
+
+    /// Decodes `key` (matched as [`RawObject::get_ci`] does); JSON `null` reads as absent. An
+    /// object assigned more than once since the last `null` is decoded merged, as Go decodes
+    /// every one of them into the same struct or map ([`go_decode::merge_objects`]).
     pub fn decode<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, serde_json::Error> {
         match self.get_ci(key) {
             None => Ok(None),
-            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) if go_decode::is_null(raw.get()) => Ok(None),
+            Some(raw) if raw.get().starts_with('{') => {
+                let objects = go_decode::merged_objects(self.assigned(key))
+                    .map_err(serde::de::Error::custom)?;
+                let merged = go_decode::merge_objects(&objects)?;
+                serde_json::from_str(&merged).map(Some)
+            }
             Some(raw) => serde_json::from_str(raw.get()).map(Some),
         }
     }
 
-    /// Decodes the value at `path`, each step an object key matched as [`RawObject::get_ci`]
-    /// does; only the last value is decoded as `T`, so nothing beside the path is ever held as
-    /// a value tree (an unknown `1e400` next to it passes). A missing step, `null`, or a step
-    /// that is not an object is `None`, as the plugins read optional sections.
+    /// Decodes the value at `path`, each step a section (object) whose key is matched as
+    /// [`RawObject::get_ci`] does; every object assigned to a section is merged, as Go merges
+    /// them into one struct ([`go_decode::section_members`]). Only the last value is decoded
+    /// as `T`, so nothing beside the path is ever held as a value tree (an unknown `1e400` next
+    /// to it passes). A missing step, `null`, or a step that is not an object is `None`, as the
+    /// plugins read optional sections.
     pub fn decode_path<T: DeserializeOwned>(
         &self,
         path: &[&str],
@@ -204,17 +255,27 @@ impl RawObject {
         let Some((last, steps)) = path.split_last() else {
             return Ok(None);
         };
-        let mut inner: Option<RawObject> = None;
-        for step in steps {
-            let current = inner.as_ref().unwrap_or(self);
-            match current.get_ci(step) {
-                Some(raw) if raw.get().starts_with('{') => {
-                    inner = Some(RawObject::parse(raw.get().as_bytes())?);
-                }
-                _ => return Ok(None),
-            }
+        let Some((first, steps)) = steps.split_first() else {
+            return self.decode(last);
+        };
+        let Ok(objects) = go_decode::merged_objects(self.assigned(first)) else {
+            return Ok(None);
+        };
+        let mut members = Vec::new();
+        for object in objects {
+            members.extend(go_decode::parse_members(object)?);
         }
-        inner.as_ref().unwrap_or(self).decode(last)
+        for step in steps {
+            members = match go_decode::section_members(&members, step) {
+                Ok(inner) => inner,
+                Err(SectionError::NotAnObject(_)) => return Ok(None),
+                Err(SectionError::Json(e)) => return Err(e),
+            };
+        }
+        match go_decode::field_value(&members, last) {
+            None => Ok(None),
+            Some(raw) => serde_json::from_str(raw.get()).map(Some),
+        }
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -230,11 +291,18 @@ impl RawObject {
     }
 
     /// Sets `key` to raw JSON text (already checked), replacing an existing member in place or
-    /// appending; `None` when the object would pass 4 GiB.
-    fn set_text(&mut self, key: &str, value: &str) -> Option<()> {
+    /// appending; `None` when the object would pass 4 GiB. A replaced value is remembered when
+    /// `parsing` (a repeated key of the input), forgotten when the caller sets a new value.
+    fn set_text(&mut self, key: &str, value: &str, parsing: bool) -> Option<()> {
         let hash = hash_exact(&self.hasher, key);
         let i = match self.find(key) {
             Some(i) => {
+                let old = self.members[i as usize].value;
+                if parsing {
+                    self.earlier.push((i, old));
+                } else {
+                    self.earlier.retain(|&(j, _)| j != i);
+                }
                 self.members[i as usize].value = self.push_text(value)?;
                 i
             }
@@ -256,10 +324,10 @@ impl RawObject {
         };
         let (text, members, hasher) = (&self.text, &self.members, &self.hasher);
         let folded_hash = hash_folded(hasher, key);
-        let same = |&j: &u32| slice(text, members[j as usize].key).eq_ignore_ascii_case(key);
+        let same = |&j: &u32| fold_eq(slice(text, members[j as usize].key), key);
         match self.folded.find_mut(folded_hash, same) {
             Some(slot) => *slot = i,
-            None if key.bytes().any(|b| b.is_ascii_uppercase()) => {
+            None if key.chars().any(|c| fold_char(c) != c) => {
                 self.folded.insert_unique(folded_hash, i, |&j| {
                     hash_folded(hasher, slice(text, members[j as usize].key))
                 });
@@ -276,7 +344,7 @@ impl RawObject {
         value: &T,
     ) -> Result<(), serde_json::Error> {
         let text = serde_json::to_string(value)?;
-        self.set_text(key, &text).ok_or_else(too_large)
+        self.set_text(key, &text, false).ok_or_else(too_large)
     }
 
     /// Removes `key` (exact match); returns whether it was there.
@@ -291,6 +359,7 @@ impl RawObject {
         };
         let (i, _) = found.remove();
         self.members[i as usize].value.start = REMOVED;
+        self.earlier.retain(|&(j, _)| j != i);
         self.live -= 1;
         // Another spelling, if any, is what a case-insensitive lookup finds now (the one
         // assigned last is no longer known: take the last in order).
@@ -299,9 +368,7 @@ impl RawObject {
         if let Ok(slot) = self.folded.find_entry(folded_hash, |&j| j == i) {
             let other = members
                 .iter()
-                .rposition(|m| {
-                    m.value.start != REMOVED && slice(text, m.key).eq_ignore_ascii_case(key)
-                })
+                .rposition(|m| m.value.start != REMOVED && fold_eq(slice(text, m.key), key))
                 .and_then(|o| u32::try_from(o).ok());
             match other {
                 Some(o) => *slot.into_mut() = o,
@@ -385,34 +452,10 @@ impl<'de> Visitor<'de> for ObjectSeed {
             // A temporary copy of one value, freed at once: nothing is kept per key but the
             // bytes in the buffer.
             let value: Box<RawValue> = map.next_value()?;
-            obj.set_text(&key, value.get()).ok_or_else(too_large)?;
+            obj.set_text(&key, value.get(), true)
+                .ok_or_else(too_large)?;
         }
         Ok(obj)
-    }
-}
-
-/// An object key, borrowed from the input when it has no escapes.
-struct KeyText<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for KeyText<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = KeyText<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<KeyText<'de>, E> {
-                Ok(KeyText(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<KeyText<'de>, E> {
-                Ok(KeyText(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<KeyText<'de>, E> {
-                Ok(KeyText(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
     }
 }
 
@@ -576,6 +619,30 @@ mod tests {
         obj.set("Ab", &3).unwrap();
         assert_eq!(obj.get_ci("ab").unwrap().get(), "3");
         assert_eq!(obj.keys().collect::<Vec<_>>(), ["ab", "c", "Ab"]);
+    }
+
+    // Go decodes every object given for a section into the same struct: repeated sections
+    // merge, spelling and exact repeats alike; a null starts afresh; a value set later
+    // replaces what the input held under that spelling.
+    #[test]
+    fn repeated_sections_merge() {
+        let mut obj = RawObject::parse(
+            br#"{"args":{"cni":{"a":1}},"Args":{"cni":{"b":2}},"args":{"CNI":{"a":3}},"rc":{"x":1},"rc":null,"rc":{"y":2}}"#,
+        )
+        .unwrap();
+        let at = |obj: &RawObject, path: &[&str]| obj.decode_path::<u32>(path).unwrap();
+        assert_eq!(at(&obj, &["args", "cni", "a"]), Some(3));
+        assert_eq!(at(&obj, &["args", "cni", "b"]), Some(2));
+        assert_eq!(at(&obj, &["rc", "x"]), None);
+        assert_eq!(at(&obj, &["rc", "y"]), Some(2));
+        let whole: serde_json::Value = obj.decode("args").unwrap().unwrap();
+        assert_eq!(whole["cni"], serde_json::json!({"a": 1, "b": 2}));
+        assert_eq!(whole["CNI"], serde_json::json!({"a": 3}));
+        obj.set("args", &serde_json::json!({"cni": {"c": 4}}))
+            .unwrap();
+        assert_eq!(at(&obj, &["args", "cni", "a"]), None);
+        assert_eq!(at(&obj, &["args", "cni", "b"]), Some(2));
+        assert_eq!(at(&obj, &["args", "cni", "c"]), Some(4));
     }
 
     #[test]

@@ -3,13 +3,10 @@
 use std::fmt;
 use std::io;
 
+use cni_netlink::consts::{NLMSGERR_ATTR_MSG, NLMSG_HDRLEN};
 use netlink_packet_core::{NlasIterator, NLM_F_ACK_TLVS, NLM_F_CAPPED};
 
 use crate::netns::NsError;
-
-/// `NLMSGERR_ATTR_MSG`: the human-readable error string in an extended ACK.
-const NLMSGERR_ATTR_MSG: u16 = 1;
-const NLMSG_HDRLEN: usize = 16;
 
 /// An error reported by the kernel in reply to a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 //! [`Handle`] sends one request at a time over a [`Transport`] and collects the replies:
 //! sequence numbers are checked, every change asks for an ACK, dumps are retried when the kernel
 //! flags them `NLM_F_DUMP_INTR`, and kernel errors become an [`Error::Kernel`] carrying the errno
-//! and the extended-ACK text. The real transport is a `netlink_sys::Socket`
-//! ([`SocketTransport`]); [`fake::FakeTransport`] records requests and replays canned replies
-//! so message encoding can be unit-tested without privileges.
+//! and the extended-ACK text. The transport, the framing of replies and the dump retry policy
+//! are the shared netlink core's (`cni_netlink`, also under `cni_nft`): a real socket
+//! ([`SocketTransport`]), or [`fake::FakeTransport`], which records requests and replays canned
+//! replies so message encoding can be unit-tested without privileges.
 //!
 //! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
 //! [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`] (neighbours), [`tc`] (qdiscs and
@@ -33,6 +34,7 @@ mod tests;
 pub use error::{Error, KernelError};
 pub use transport::{SocketTransport, Transport};
 
+use cni_netlink::{retry_interrupted_dump, Connection, Dump, DumpInterrupted};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR,
     NLM_F_MULTIPART, NLM_F_REQUEST,
@@ -41,30 +43,20 @@ use netlink_packet_route::RouteNetlinkMessage;
 
 use crate::netns::NetNs;
 
-/// How many times an interrupted dump (`NLM_F_DUMP_INTR`) is attempted before giving up.
-/// With 16 pods tearing down at once the link table changes constantly: five immediate
-/// retries were all interrupted (the pod soak), so retries are many and paced.
-pub(crate) const DUMP_ATTEMPTS: usize = 40;
+#[cfg(test)]
+pub(crate) use cni_netlink::DUMP_ATTEMPTS;
 
-/// Waits a little longer after each interrupted dump, jittered so that concurrent plugins
-/// retrying the same dump do not collide again in lockstep.
-fn pause_before_retry(attempt: usize) {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos() % 1000));
-    let step = attempt.min(10) as u64 * 500;
-    std::thread::sleep(std::time::Duration::from_micros(step + jitter));
-}
-
-/// A netlink route client bound to the namespace its socket was created in.
+/// A netlink route client bound to the namespace its socket was opened in.
+#[derive(Debug)]
 pub struct Handle {
-    transport: Box<dyn Transport>,
-    seq: u32,
+    conn: Connection,
 }
 
-impl std::fmt::Debug for Handle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handle").field("seq", &self.seq).finish()
+impl From<DumpInterrupted> for Error {
+    fn from(e: DumpInterrupted) -> Self {
+        Error::DumpInterrupted {
+            attempts: e.attempts,
+        }
     }
 }
 
@@ -83,7 +75,9 @@ impl Handle {
 
     /// Uses any transport (for example [`fake::FakeTransport`] in tests).
     pub fn with_transport(transport: Box<dyn Transport>) -> Self {
-        Handle { transport, seq: 0 }
+        Handle {
+            conn: Connection::new(transport),
+        }
     }
 
     /// Sends a change request with `NLM_F_ACK` (plus `flags`) and waits for the ACK.
@@ -105,25 +99,14 @@ impl Handle {
         &mut self,
         msg: RouteNetlinkMessage,
     ) -> Result<Vec<RouteNetlinkMessage>, Error> {
-        for attempt in 0..DUMP_ATTEMPTS {
+        retry_interrupted_dump(message_name(&msg), || {
             let reply = self.exchange(msg.clone(), NLM_F_DUMP)?;
-            if !reply.interrupted {
-                return Ok(reply.messages);
-            }
-            log::debug!("netlink dump interrupted, retrying");
-            pause_before_retry(attempt);
-        }
-        Err(Error::DumpInterrupted {
-            attempts: DUMP_ATTEMPTS,
+            Ok(if reply.interrupted {
+                Dump::Interrupted
+            } else {
+                Dump::Complete(reply.messages)
+            })
         })
-    }
-
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        if self.seq == 0 {
-            self.seq = 1;
-        }
-        self.seq
     }
 
     /// Sends one request and reads replies until the exchange is complete.
@@ -135,7 +118,7 @@ impl Handle {
 
     fn exchange_untimed(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<Reply, Error> {
         let request_name = message_name(&msg);
-        let seq = self.next_seq();
+        let seq = self.conn.next_seq();
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | flags;
         header.sequence_number = seq;
@@ -143,22 +126,24 @@ impl Handle {
         packet.finalize();
         let mut buf = vec![0u8; packet.buffer_len()];
         packet.serialize(&mut buf);
-        self.transport.send(&buf).map_err(Error::Io)?;
+        self.conn.send(&buf).map_err(Error::Io)?;
 
         let wants_ack = flags & NLM_F_ACK != 0;
         let mut reply = Reply::default();
         loop {
-            let datagram = self.transport.recv().map_err(Error::Io)?;
-            for raw in split_messages(&datagram)? {
-                let raw_seq = u32::from_ne_bytes([raw[8], raw[9], raw[10], raw[11]]);
-                if raw_seq != seq {
+            let datagram = self.conn.recv().map_err(Error::Io)?;
+            let messages =
+                cni_netlink::split(&datagram).map_err(|e| Error::Decode(e.to_string()))?;
+            for raw in messages {
+                if raw.seq != seq {
+                    let raw_seq = raw.seq;
                     log::debug!("skipping netlink reply with sequence {raw_seq} (expected {seq})");
                     continue;
                 }
-                let parsed = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
+                let parsed = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw.bytes) {
                     Ok(parsed) => parsed,
                     // One object the library cannot decode must not fail a whole dump.
-                    Err(e) if is_skippable_dump_object(raw) => {
+                    Err(e) if is_skippable_dump_object(&raw) => {
                         log::warn!("skipping undecodable {request_name} dump entry: {e}");
                         continue;
                     }
@@ -212,30 +197,9 @@ struct Reply {
     interrupted: bool,
 }
 
-/// Splits a datagram into the netlink messages it carries (each padded to 4 bytes). Every
-/// returned slice holds at least a full 16-byte header.
-fn split_messages(mut data: &[u8]) -> Result<Vec<&[u8]>, Error> {
-    let mut out = Vec::new();
-    while data.len() >= 16 {
-        let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
-        if len < 16 || len > data.len() {
-            return Err(Error::Decode(format!(
-                "netlink message length {len} does not fit a {} byte datagram",
-                data.len()
-            )));
-        }
-        out.push(&data[..len]);
-        let aligned = (len + 3) & !3;
-        data = &data[aligned.min(data.len())..];
-    }
-    Ok(out)
-}
-
 /// True for a multipart data message (not ERROR/DONE/NOOP/OVERRUN), which a dump can skip.
-fn is_skippable_dump_object(raw: &[u8]) -> bool {
-    let kind = u16::from_ne_bytes([raw[4], raw[5]]);
-    let flags = u16::from_ne_bytes([raw[6], raw[7]]);
-    kind >= 16 && flags & NLM_F_MULTIPART != 0
+fn is_skippable_dump_object(raw: &cni_netlink::RawMessage<'_>) -> bool {
+    raw.msg_type >= 16 && raw.flags & NLM_F_MULTIPART != 0
 }
 
 /// The kernel's name for a request, used in error messages.

@@ -54,9 +54,9 @@ impl BridgeConf {
                 "invalid VLAN ID {vlan_id} (must be between 0 and 4094)"
             )));
         }
-        let trunk = field::<serde_json::Value>(raw, "vlanTrunk")?;
+        let trunk = field::<Box<serde_json::value::RawValue>>(raw, "vlanTrunk")?;
         let vlan_trunk = match &trunk {
-            Some(t) => vlan::expand_trunk(t)?,
+            Some(t) => vlan::expand_trunk(t.get())?,
             None => Vec::new(),
         };
         let is_default_gateway = flag(raw, "isDefaultGateway")?;

@@ -5,53 +5,50 @@ use std::collections::BTreeSet;
 
 use cni_linux::rtnl::link::VlanFlags;
 use cni_linux::Handle;
-use cni_types::CniError;
-use serde_json::Value;
+use cni_types::{CniError, RawObject};
 
-use crate::common::conf::get_ci;
+use crate::common::conf::{item_int, list_items, ListItem};
 
 fn bad(msg: &str) -> CniError {
     CniError::invalid_config(msg.to_string())
 }
 
 /// An optional integer key of a trunk entry; a non-integer value is an error.
-fn trunk_int(item: &Value, key: &str) -> Result<Option<i64>, CniError> {
-    match get_ci(item, key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            bad(&format!(
-                "failed to load netconf: vlanTrunk {key}: {v} is not an integer"
-            ))
-        }),
-    }
+fn trunk_int(item: &RawObject, key: &str) -> Result<Option<i64>, CniError> {
+    item_int(item, key).map_err(|v| {
+        bad(&format!(
+            "failed to load netconf: vlanTrunk {key}: {v} is not an integer"
+        ))
+    })
 }
 
 fn in_range(id: i64) -> bool {
     (1..=4094).contains(&id)
 }
 
-/// Expands `vlanTrunk` (`[{id}|{minID,maxID}]`) into sorted, unique VLAN ids, with Go's checks
-/// and messages.
-pub fn expand_trunk(trunk: &Value) -> Result<Vec<u16>, CniError> {
-    let items = match trunk {
-        Value::Null => return Ok(Vec::new()),
-        Value::Array(items) => items,
-        other => {
-            return Err(bad(&format!(
-                "failed to load netconf: vlanTrunk must be a list, got {other}"
-            )))
-        }
-    };
+/// Expands `vlanTrunk` (`[{id}|{minID,maxID}]`, as JSON text) into sorted, unique VLAN ids,
+/// with Go's checks and messages.
+pub fn expand_trunk(trunk: &str) -> Result<Vec<u16>, CniError> {
+    if trunk == "null" {
+        return Ok(Vec::new());
+    }
+    let items = list_items(trunk).ok_or_else(|| {
+        bad(&format!(
+            "failed to load netconf: vlanTrunk must be a list, got {trunk}"
+        ))
+    })?;
     let mut ids = BTreeSet::new();
     for item in items {
-        if item.is_null() {
-            continue;
-        }
-        if !item.is_object() {
-            return Err(bad(&format!(
-                "failed to load netconf: vlanTrunk entry {item} is not an object"
-            )));
-        }
+        let item = match item {
+            ListItem::Null => continue,
+            ListItem::Object(item) => item,
+            ListItem::Other(text) => {
+                return Err(bad(&format!(
+                    "failed to load netconf: vlanTrunk entry {text} is not an object"
+                )))
+            }
+        };
+        let item = &item;
         match (trunk_int(item, "minID")?, trunk_int(item, "maxID")?) {
             (Some(min), Some(max)) => {
                 if !in_range(min) {
@@ -160,18 +157,24 @@ fn unsupported_hint(e: &cni_linux::NetlinkError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn expand(trunk: &Value) -> Result<Vec<u16>, CniError> {
+        expand_trunk(&trunk.to_string())
+    }
 
     #[test]
     fn expands_sorts_and_dedups() {
         let t = json!([{"id": 10}, {"minID": 3, "maxID": 5}, {"ID": 4}, {"MinId": 9, "maxid": 10}]);
-        assert_eq!(expand_trunk(&t).unwrap(), [3, 4, 5, 9, 10]);
-        assert!(expand_trunk(&json!([])).unwrap().is_empty());
-        assert!(expand_trunk(&Value::Null).unwrap().is_empty());
+        assert_eq!(expand(&t).unwrap(), [3, 4, 5, 9, 10]);
+        assert!(expand(&json!([])).unwrap().is_empty());
+        assert!(expand(&Value::Null).unwrap().is_empty());
         assert_eq!(
-            expand_trunk(&json!([{"minID": 4094, "maxID": 4094}])).unwrap(),
+            expand(&json!([{"minID": 4094, "maxID": 4094}])).unwrap(),
             [4094]
         );
+        // Go's rule for repeated keys: the last spelling wins, not the exact one.
+        assert_eq!(expand_trunk(r#"[{"id": 7, "ID": 8}]"#).unwrap(), [8]);
     }
 
     #[test]
@@ -195,7 +198,7 @@ mod tests {
             (json!([{"id": "5"}]), "not an integer"),
             (json!({"id": 5}), "must be a list"),
         ] {
-            let e = expand_trunk(&t).unwrap_err();
+            let e = expand(&t).unwrap_err();
             assert_eq!(e.code, 7);
             assert!(e.msg.contains(msg), "{t}: {}", e.msg);
         }

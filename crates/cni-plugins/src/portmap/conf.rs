@@ -7,10 +7,11 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use cni_nft::L4Proto;
-use cni_types::{CniError, CniResult, NetConf};
+use cni_types::{CniError, CniResult, NetConf, RawObject};
+use serde_json::value::RawValue;
 
 use super::conditions::{self, Conditions, Syntax};
-use crate::common::conf::{field, get_ci, warn_not_honoured};
+use crate::common::conf::{field, item_int, list_items, warn_not_honoured, ListItem};
 
 /// Go's default mark bit for hairpin masquerading (0x2000).
 pub const DEFAULT_MARK_BIT: u32 = 13;
@@ -139,8 +140,8 @@ impl PortMapConf {
     }
 }
 
-fn port(entry: &Value, key: &str, index: usize) -> Result<u16, CniError> {
-    let v = get_ci(entry, key).and_then(Value::as_i64).ok_or_else(|| {
+fn port(entry: &RawObject, key: &str, index: usize) -> Result<u16, CniError> {
+    let v = item_int(entry, key).ok().flatten().ok_or_else(|| {
         invalid(format!(
             "portMappings[{index}]: {key} is missing or not an integer"
         ))
@@ -153,42 +154,57 @@ fn port(entry: &Value, key: &str, index: usize) -> Result<u16, CniError> {
     }
 }
 
+/// A string key of a mapping: absent, `null` and `""` are `None`; another type is an error
+/// naming `what`.
+fn item_str(
+    entry: &RawObject,
+    key: &str,
+    index: usize,
+    what: &str,
+) -> Result<Option<String>, CniError> {
+    match entry.decode::<Value>(key) {
+        Ok(None) => Ok(None),
+        Ok(Some(Value::String(s))) => Ok((!s.is_empty()).then_some(s)),
+        Ok(Some(other)) => Err(invalid(format!(
+            "portMappings[{index}]: bad {what} {other}"
+        ))),
+        Err(e) => Err(invalid(format!("portMappings[{index}]: bad {what}: {e}"))),
+    }
+}
+
 /// `runtimeConfig.portMappings`, validated; absent or `null` is empty.
 pub fn port_mappings(conf: &NetConf) -> Result<Vec<PortMapping>, CniError> {
-    let list = match conf.runtime_value("portMappings") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(other) => return Err(invalid(format!("portMappings must be a list, got {other}"))),
+    let list = conf
+        .runtime_key::<Box<RawValue>>("portMappings")
+        .map_err(|e| invalid(e.to_string()))?;
+    let Some(list) = list else {
+        return Ok(Vec::new());
     };
-    let mut out = Vec::with_capacity(list.len());
-    for (i, entry) in list.iter().enumerate() {
-        if !entry.is_object() {
+    let items = list_items(list.get())
+        .ok_or_else(|| invalid(format!("portMappings must be a list, got {}", list.get())))?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, entry) in items.iter().enumerate() {
+        let ListItem::Object(entry) = entry else {
             return Err(invalid(format!("portMappings[{i}] must be an object")));
-        }
+        };
         let host_port = port(entry, "hostPort", i)?;
         let container_port = port(entry, "containerPort", i)?;
-        let proto_name = match get_ci(entry, "protocol") {
-            None | Some(Value::Null) => "tcp",
-            Some(Value::String(s)) if s.is_empty() => "tcp",
-            Some(Value::String(s)) => s.as_str(),
-            Some(other) => return Err(invalid(format!("portMappings[{i}]: bad protocol {other}"))),
-        };
+        let proto_name = item_str(entry, "protocol", i, "protocol")?;
+        let proto_name = proto_name.as_deref().unwrap_or("tcp");
         let protocol = L4Proto::from_name(proto_name).ok_or_else(|| {
             invalid(format!(
                 "portMappings[{i}]: unsupported protocol {proto_name:?} (expected tcp, udp or sctp)"
             ))
         })?;
-        let (host_ip, host_family_v6) = match get_ci(entry, "hostIP") {
-            None | Some(Value::Null) => (None, None),
-            Some(Value::String(s)) if s.is_empty() => (None, None),
-            Some(Value::String(s)) => {
+        let (host_ip, host_family_v6) = match item_str(entry, "hostIP", i, "hostIP")? {
+            None => (None, None),
+            Some(s) => {
                 let ip: IpAddr = s
                     .parse()
                     .map_err(|_| invalid(format!("portMappings[{i}]: invalid hostIP {s:?}")))?;
                 let v6 = Some(ip.is_ipv6());
                 ((!ip.is_unspecified()).then_some(ip), v6)
             }
-            Some(other) => return Err(invalid(format!("portMappings[{i}]: bad hostIP {other}"))),
         };
         out.push(PortMapping {
             host_port,
@@ -283,6 +299,19 @@ mod tests {
         ))
         .unwrap();
         assert!(!c.snat);
+    }
+
+    // Keys of a mapping follow Go's rule: the spelling given last wins, even over an exact
+    // match given first, and repeated runtimeConfig sections merge.
+    #[test]
+    fn mapping_keys_follow_gos_rule() {
+        let m = port_mappings(&conf(
+            r#"{"name":"n","type":"portmap","runtimeConfig":{"portMappings":[
+            {"hostPort":8080,"HostPort":8081,"containerPort":80,"protocol":"tcp","PROTOCOL":"udp"}]},
+            "RuntimeConfig":{"other":1}}"#,
+        ))
+        .unwrap();
+        assert_eq!((m[0].host_port, m[0].protocol), (8081, L4Proto::Udp));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use cni_linux::MacAddr;
-use cni_types::{CniArgs, CniError, NetConf, RawObject};
+use cni_types::{go_decode, CniArgs, CniError, NetConf, RawObject};
 
 use crate::common::conf::{field, nested_string};
 
@@ -175,8 +175,8 @@ fn mac(
 }
 
 /// Go refuses a config whose `sysctl` object names a key twice (a parsed map keeps only the
-/// last). Every top-level key matching `sysctl` case-insensitively counts, as Go decodes each
-/// of them into the same field.
+/// last). Every top-level key that fills the `sysctl` field (`cni_types::go_decode::fold_eq`)
+/// counts, as Go decodes each of them into the same field.
 pub fn reject_duplicate_sysctl_keys(stdin: &[u8]) -> Result<(), CniError> {
     let mut de = serde_json::Deserializer::from_slice(stdin);
     match de.deserialize_map(TopLevel) {
@@ -202,7 +202,7 @@ impl<'de> Visitor<'de> for TopLevel {
         let mut seen = HashSet::new();
         let mut duplicate = None;
         while let Some(key) = map.next_key::<String>()? {
-            if key.eq_ignore_ascii_case("sysctl") {
+            if go_decode::fold_eq(&key, "sysctl") {
                 let keys = map.next_value::<SysctlKeys>()?.0;
                 for k in keys {
                     if !seen.insert(k.clone()) && duplicate.is_none() {

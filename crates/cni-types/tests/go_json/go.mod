@@ -1,0 +1,3 @@
+module rcni/cni-types/go_json
+
+go 1.19
