@@ -339,26 +339,8 @@ fn a_rebooted_node_cleans_up_its_dead_sandboxes_and_runs_new_ones() {
     c.start_agent(1);
 
     // The kubelet stand-in stops and removes what the runtime reports not ready.
-    let mut cri = c.cri(1);
-    let listed = cri.list_pod_sandbox().unwrap();
-    let mut ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
-    let mut dead_ids: Vec<&str> = dead.iter().map(|p| p.id.as_str()).collect();
-    ids.sort();
-    dead_ids.sort();
-    assert_eq!(
-        ids, dead_ids,
-        "containerd remembers the sandboxes of before the reboot"
-    );
-    for sandbox in &listed {
-        assert_eq!(
-            sandbox.state,
-            k8s_cri::v1::PodSandboxState::SandboxNotready as i32,
-            "{} after the reboot",
-            sandbox.id
-        );
-        cri.stop_pod_sandbox(&sandbox.id).unwrap();
-        cri.remove_pod_sandbox(&sandbox.id).unwrap();
-    }
+    let dead_ids: Vec<&str> = dead.iter().map(|p| p.id.as_str()).collect();
+    c.remove_notready_sandboxes(1, &dead_ids);
     let left = c.pod_leftovers(1, &dead_ips, &[HOST_PORT]);
     assert!(
         left.is_empty(),

@@ -110,6 +110,34 @@ impl Cluster {
         self.sb.remove_container(&pod.ns).unwrap();
     }
 
+    /// After a node reboot, what kubelet does with the sandboxes the runtime recovered: they
+    /// must be exactly `expected` (IDs from before the reboot) and all NOTREADY; each is
+    /// stopped and removed.
+    pub fn remove_notready_sandboxes(&self, i: usize, expected: &[&str]) {
+        let mut cri = self.cri(i);
+        let listed = cri.list_pod_sandbox().unwrap();
+        let mut ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+        let mut expected = expected.to_vec();
+        ids.sort();
+        expected.sort();
+        assert_eq!(
+            ids, expected,
+            "containerd recovered the sandboxes of before the reboot"
+        );
+        for sandbox in &listed {
+            assert_eq!(
+                sandbox.state,
+                k8s_cri::v1::PodSandboxState::SandboxNotready as i32,
+                "{} after the reboot",
+                sandbox.id
+            );
+            cri.stop_pod_sandbox(&sandbox.id)
+                .unwrap_or_else(|e| panic!("StopPodSandbox {}: {e}", sandbox.id));
+            cri.remove_pod_sandbox(&sandbox.id)
+                .unwrap_or_else(|e| panic!("RemovePodSandbox {}: {e}", sandbox.id));
+        }
+    }
+
     /// The last 30 lines of node `i`'s containerd log.
     pub fn containerd_log_tail(&self, i: usize) -> String {
         let log = self.nodes[i]
