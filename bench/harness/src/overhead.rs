@@ -1,5 +1,5 @@
 //! Figure "runtime": what `rcni add` and `rcni del` cost on top of the plugins they run
-//! (issue #15 item 5: at most 1.0 ms median). Each round runs the bridge chain once through
+//! (target: at most 1.0 ms median). Each round runs the bridge chain once through
 //! the `rcni` CLI (process start, config discovery, lock, cache claim, plugins, cache write)
 //! and once directly (the plugins alone, as figure 2 runs them), alternating which goes
 //! first, on the same network, so both see the same bridge, lease directory and load.

@@ -1,4 +1,4 @@
-//! Figure "phases": where a bridge+host-local ADD and DEL spend their time (issue #15 item 6).
+//! Figure "phases": where a bridge+host-local ADD and DEL spend their time.
 //!
 //! The rcni bridge plugin is run directly with `RCNI_TRACE_PHASES=<file>`; it appends one line
 //! per finished phase with a `CLOCK_MONOTONIC` time and its cumulative kernel work (netlink

@@ -4,7 +4,7 @@
 //!
 //! One thread instead of a writer and two readers: every hand-off between threads is a
 //! wake-up, and on a loaded machine each wake-up can wait for a time slice, which cost more
-//! than the plugin's own work (issue #15 item 5). For the same reason stdin is filled before
+//! than the plugin's own work. For the same reason stdin is filled before
 //! the plugin starts ([`prefilled_stdin`]): a plugin never waits for us to be scheduled again
 //! to read its config.
 

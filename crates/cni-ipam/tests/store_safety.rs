@@ -1,5 +1,5 @@
 //! The store under readers that take no lock, after failed writes, and in directories other
-//! users could write to (#10 item 7).
+//! users could write to.
 
 mod common;
 

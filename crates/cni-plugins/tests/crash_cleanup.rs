@@ -1,6 +1,6 @@
 //! A call that dies half-way leaves nothing that DEL or GC cannot find: a panic unwinds
 //! through the undo stack, and what a SIGKILL leaves is tagged with its attachment so DEL
-//! without a netns and GC with an empty valid list remove it (issue 10, "Kill at any point").
+//! without a netns and GC with an empty valid list remove it.
 
 mod attach;
 

@@ -1,4 +1,4 @@
-//! One decoding rule for every plugin of the multi-call binary (#10 items 9 and 10): unknown
+//! One decoding rule for every plugin of the multi-call binary: unknown
 //! keys are checked for syntax only and never held as a value tree, so a huge unknown value
 //! costs memory proportional to the input, not to its element count; nesting deeper than Go's
 //! 10000 levels is refused with code 6; a known key of the wrong type is refused with code 7.

@@ -1,4 +1,4 @@
-//! Differential test (issue 6, Tests): the same conflist run through Debian's Go plugins
+//! Differential test: the same conflist run through Debian's Go plugins
 //! (bridge, portmap, firewall and tuning, with iptables inside the sandbox) and through
 //! rcni's (nftables over netlink) must give the same reachability matrix, measured with real
 //! traffic: podman's 0.4.0 `bridge → portmap → firewall → tuning` chain and containerd's

@@ -1,5 +1,5 @@
 //! firewall on a host whose iptables `filter FORWARD` policy is DROP (Docker and hardened
-//! hosts; issue 10 item 2), in a throwaway host namespace: rcni's bridge (ipMasq) and
+//! hosts), in a throwaway host namespace: rcni's bridge (ipMasq) and
 //! host-local build the pods, an "outside world" namespace is the external peer, and
 //! `iptables-nft` (inside that namespace only) sets the policy and reads the rules back.
 

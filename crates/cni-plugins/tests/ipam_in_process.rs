@@ -1,4 +1,4 @@
-//! One process per bridge ADD (issue 15 item 4): host-local found in CNI_PATH as a link to the
+//! One process per bridge ADD: host-local found in CNI_PATH as a link to the
 //! running rcni-plugins runs in-process; a wrapper script (or any other executable) is still
 //! executed. Both paths give the same results, files and error codes. Needs root and strace.
 

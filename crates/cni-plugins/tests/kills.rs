@@ -1,4 +1,4 @@
-//! Kill at any point (issue 10): SIGKILL ADDs and DELs at random instants, directly and
+//! Kill at any point: SIGKILL ADDs and DELs at random instants, directly and
 //! through `rcni add`/`rcni del`, then clean up with the runtime's DEL or with GC and an empty
 //! valid list, and count what is left in the kernel and on disk.
 //!

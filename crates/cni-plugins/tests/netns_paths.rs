@@ -1,4 +1,4 @@
-//! CNI_NETNS naming something that is not a network namespace (issue 10, items 8 and 10): a
+//! CNI_NETNS naming something that is not a network namespace: a
 //! FIFO, a regular file, a directory, a mount or UTS namespace, a symlink loop, an over-long
 //! name. ADD of every plugin that enters the namespace answers at once with a CNI error
 //! (code 8) and a non-zero exit; DEL behaves as for a vanished namespace (host-side cleanup,

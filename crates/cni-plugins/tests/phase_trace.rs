@@ -71,7 +71,7 @@ fn bridge_add_and_del_write_their_phases_to_the_trace_file_only() {
     assert!(at("veth", "netlink") > at("bridge", "netlink"));
     assert!(at("container netns", "ns_thread") > at("veth", "ns_thread"));
     // host-local is a link to the same executable, so the delegation ran it in-process
-    // (#15 item 4): one process wrote every line, and the IPAM phase holds its work.
+    // (in-process IPAM): one process wrote every line, and the IPAM phase holds its work.
     assert!(marks.iter().all(|m| m["pid"] == bridge_pid), "{marks:?}");
 
     std::fs::remove_file(&trace).unwrap();

@@ -250,7 +250,7 @@ fn add_check_del_round_trip() {
 
 // podman's `{type: tuning}` changes nothing, writes no backup, passes the result on
 // in the requested version.
-/// #10 item 1 inside tuning: a repeated ADD is refused and the first ADD's backup (the
+/// A repeated ADD inside tuning: a repeated ADD is refused and the first ADD's backup (the
 /// original values) and link state are kept, so DEL still restores the original.
 #[test]
 fn a_repeated_add_keeps_the_first_backup() {

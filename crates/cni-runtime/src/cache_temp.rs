@@ -11,8 +11,8 @@
 //! survives that, and the temp-file-then-link/rename protocol alone guarantees that a reader
 //! never sees a partial entry. A power loss or kernel crash also wipes what the entries
 //! describe (namespaces, veths, rules), so making them durable bought nothing but latency:
-//! the two file and two directory fsyncs were most of `rcni add`'s overhead on ext4 (issue
-//! #15 item 5). libcni does not sync either. An entry a power loss left empty or missing reads
+//! the two file and two directory fsyncs were most of `rcni add`'s overhead on ext4. libcni does not
+//! sync either. An entry a power loss left empty or missing reads
 //! as a corrupt or absent cache: DEL then runs without `prevResult` and removes the file.
 //!
 //! Who removes a leftover: DEL of the attachment removes its `N-K` files; GC, holding the

@@ -3,7 +3,7 @@
 //! Every ADD writes two files (the claim and the final entry) and every DEL removes one. On
 //! ext4 a new inode is found by scanning the group's bitmap from its start and skipping every
 //! inode freed in the last half minute (`recently_deleted`), so under attachment churn most of
-//! `rcni add`'s CPU went into that scan (issue #15 item 5). Instead of unlinking a file it no
+//! `rcni add`'s CPU went into that scan. Instead of unlinking a file it no
 //! longer needs, the cache parks it in `<cacheDir>/spare/` (at most [`SLOTS`] files); the next
 //! temp file is one of those, renamed into place and overwritten. Renames within a filesystem
 //! allocate nothing, and a rename is atomic, so two processes never get the same spare.

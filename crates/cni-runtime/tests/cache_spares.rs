@@ -1,4 +1,4 @@
-//! Cache files are recycled instead of freed (issue #15 item 5): after DEL the entry's inode
+//! Cache files are recycled instead of freed: after DEL the entry's inode
 //! waits in `<cacheDir>/spare/`, and the next ADD's entry is written on it. The
 //! results directory still holds nothing but entries, and GC clears the spare directory.
 

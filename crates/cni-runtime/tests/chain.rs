@@ -571,7 +571,7 @@ fn plugin_timeout() {
     assert!(err.to_string().contains(r#"type="B""#), "{err}");
 }
 
-// #10 item 6: the ADD timeout bounds the whole chain, not each plugin: three plugins of 1 s
+// The ADD timeout bounds the whole chain, not each plugin: three plugins of 1 s
 // each do not fit in 2.5 s, although each alone would. The rollback DEL still runs, with a
 // budget of its own.
 #[test]

@@ -75,7 +75,7 @@ fn node_with_gc(plugins: Plugins) -> Option<Cluster> {
         GC_GRACE.to_string(),
     ];
     c.start_agent(i);
-    offer_versions_libcni_1_1_reads(&c);
+    conflist_is_readable_by_libcni_1_1(&c);
     c.start_containerd(i);
     assert_eq!(cni_cache(&c), cache, "containerd's libcni cache");
     link_socket(&c);
@@ -87,21 +87,12 @@ fn node_with_gc(plugins: Plugins) -> Option<Cluster> {
     Some(c)
 }
 
-/// containerd 1.6's libcni cannot read 1.1.0 results: where the agent still writes
-/// `"cniVersion": "1.1.0"`, the conflist is rewritten to what issue 26 item 1 makes the agent
-/// write (1.0.0, with `cniVersions` up to 1.1.0, which the agent's GC negotiates). Renamed
-/// into place so containerd only ever reads a whole file.
-fn offer_versions_libcni_1_1_reads(c: &Cluster) {
+/// containerd 1.6's libcni cannot read 1.1.0 results: the agent's conflist must offer 1.0.0
+/// as its `cniVersion` (with `cniVersions` up to 1.1.0, which the agent's own GC negotiates).
+fn conflist_is_readable_by_libcni_1_1(c: &Cluster) {
     let path = c.nodes[0].conf_dir().join("10-rcni.conflist");
-    let mut list: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    if list["cniVersion"] == "1.0.0" {
-        return;
-    }
-    list["cniVersion"] = json!("1.0.0");
-    list["cniVersions"] = json!(["0.4.0", "1.0.0", "1.1.0"]);
-    let temp = c.nodes[0].dir.join("conflist.tmp");
-    std::fs::write(&temp, list.to_string()).unwrap();
-    std::fs::rename(&temp, &path).unwrap();
+    let list: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(list["cniVersion"], "1.0.0", "{list}");
 }
 
 /// What a pod holds on the node, looked at with independent tools.
@@ -479,7 +470,7 @@ fn a_node_reboot_leaves_no_lease_or_rule_of_the_old_pods() {
     }
     std::fs::remove_dir_all(c.nodes[0].dir.join("state")).unwrap();
     c.start_agent(0);
-    offer_versions_libcni_1_1_reads(&c);
+    conflist_is_readable_by_libcni_1_1(&c);
     c.nodes[0].containerd.as_mut().unwrap().restart();
     link_socket(&c);
 

@@ -1,6 +1,6 @@
 //! A fast path for the hot verbs: `rcni [FLAGS] add|del|check NETWORK NETNS [FLAGS]` is read
 //! by hand, without building clap's command tree for the whole CLI (that alone cost a
-//! measurable part of the runtime's overhead over its plugins, issue #15 item 5).
+//! measurable part of the runtime's overhead over its plugins).
 //!
 //! The fast path only ever accepts command lines clap accepts, and gives the same [`Cli`] for
 //! them: anything it does not fully understand (help, version, any other verb, an unknown or

@@ -1,4 +1,4 @@
-//! #11 item 9 through `rcni add`/`rcni del` with the real rcni plugins: a network whose
+//! libcni 1.3's non-inlined plugin configs through `rcni add`/`rcni del` with the real rcni plugins: a network whose
 //! tuning step lives in the sub-directory named after the network (libcni v1.3's non-inlined
 //! plugins), and the caller's `TRACEPARENT`/`TRACESTATE`/`BAGGAGE` reaching every plugin.
 

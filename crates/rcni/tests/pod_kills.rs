@@ -121,7 +121,7 @@ esac
 exit 0
 "#;
 
-/// The root cause of the soak's leaked host-local lease (issue 11): `rcni pod run` killed
+/// The root cause of the soak's leaked host-local lease: `rcni pod run` killed
 /// while a plugin's ADD is under way; the plugin survives (its own process group) and takes
 /// its lease after the kill. `gc` must not DEL the attachment before that plugin has exited
 /// (it would find nothing to release, and the lease taken afterwards would stay forever):

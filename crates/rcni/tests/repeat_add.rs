@@ -1,4 +1,4 @@
-//! #10 item 1 on the real kernel: `rcni add NET NETNS` twice with bridge + host-local. The
+//! A repeated ADD is refused before any plugin runs, on the real kernel: `rcni add NET NETNS` twice with bridge + host-local. The
 //! second ADD is refused before any plugin runs, so the first attachment's eth0, lease and
 //! cache entry are exactly as they were, and `rcni del` still removes it all. Runs the rcni
 //! plugins and, where installed, Debian's Go plugins.

@@ -1,4 +1,4 @@
-//! Running a delegate in this process instead of executing it (issue 15 item 4).
+//! Running a delegate in this process instead of executing it.
 //!
 //! A multi-call executable (rcni-plugins) registers how to make its plugins by name. When the
 //! delegate found in `CNI_PATH` is this very executable (same device and inode as

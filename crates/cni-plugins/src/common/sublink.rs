@@ -3,7 +3,7 @@
 //! namespace and renaming it there, configuring it from an IPAM result, and the DEL and CHECK
 //! steps that only differ by link kind.
 //!
-//! Attribution (issue 10, kill at any point): the temporary name is derived from the
+//! Attribution (a process may be killed at any point): the temporary name is derived from the
 //! attachment ([`AttachmentTag::sublink_temp_name`], `rcni` + 11 hex digits; Go uses a random
 //! `vethXXXXXXXX`), and the rename to the final name sets the attachment's tag as the link's
 //! alias in the same request, so a link is its attachment's at every instant. The link is

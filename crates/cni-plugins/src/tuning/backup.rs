@@ -5,7 +5,7 @@
 //! (`<hash16(net)>-<hash16(ifname:cid)>`, as in rule comments and veth aliases), so GC can
 //! tell which network a backup belongs to.
 //!
-//! Files (issue 10, item 7) follow [`state_file`]: a checked 0700 directory, writes through
+//! Files follow [`state_file`]: a checked 0700 directory, writes through
 //! `.<tag>.<random>.tmp` (exclusive, no symlink followed, 0600) renamed into place; a kill
 //! before the rename leaves a temp file whose name says whose it is, which DEL of that
 //! attachment and GC of its network remove.

@@ -629,7 +629,7 @@ mod tests {
         }
     }
 
-    /// The failure of issue 26: containerd 1.6's libcni reading a 1.1.0 result. The answer
+    /// The failure a new cluster hits first: containerd 1.6's libcni reading a 1.1.0 result. The answer
     /// says it is the runtime's side and names every way out.
     #[test]
     fn a_result_too_new_for_the_runtime_says_what_to_change() {
