@@ -216,26 +216,29 @@ const VERDICT_POLL: Duration = Duration::from_millis(100);
 
 /// Rewrites the status file every [`STATUS_PERIOD`] with the verdict of `health`, and at once
 /// when the verdict changes, until `stop` carries the reason the agent stops; writes that
-/// reason (unhealthy) and returns.
+/// reason (unhealthy) and returns. After each write `written` says whether the file now says
+/// healthy, so the agent can publish its conflist only once a plugin's ADD would be accepted.
 pub async fn keep_status_file(
     mut writer: StatusWriter,
     health: SharedHealth,
     grace: Duration,
     mut stop: watch::Receiver<Option<String>>,
+    written: watch::Sender<bool>,
 ) {
     let mut tick = tokio::time::interval(VERDICT_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut written: Option<(Result<(), String>, Instant)> = None;
+    let mut last: Option<(Result<(), String>, Instant)> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 let verdict = lock(&health).verdict(grace);
-                let due = written.as_ref().is_none_or(|(last, at)| {
-                    *last != verdict || at.elapsed() >= STATUS_PERIOD
+                let due = last.as_ref().is_none_or(|(said, at)| {
+                    *said != verdict || at.elapsed() >= STATUS_PERIOD
                 });
                 if due {
                     writer = write_blocking(writer, verdict.clone()).await;
-                    written = Some((verdict, Instant::now()));
+                    written.send_replace(verdict.is_ok());
+                    last = Some((verdict, Instant::now()));
                 }
             }
             changed = stop.changed() => {
@@ -243,6 +246,7 @@ pub async fn keep_status_file(
                 if changed.is_err() || reason.is_some() {
                     let reason = reason.unwrap_or_else(|| "agent stopped".into());
                     write_blocking(writer, Err(reason)).await;
+                    written.send_replace(false);
                     return;
                 }
             }
@@ -364,12 +368,14 @@ mod tests {
         let path = dir.path().join("s.json");
         let health = SharedHealth::default();
         let (stop, stopped) = watch::channel(None);
+        let (written, mut says_healthy) = watch::channel(false);
         let writer = StatusWriter::new(path.clone(), "node-a".into());
         let task = tokio::spawn(keep_status_file(
             writer,
             health.clone(),
             Duration::from_secs(10),
             stopped,
+            written,
         ));
         let said = |path: &Path| -> Option<serde_json::Value> {
             serde_json::from_slice(&std::fs::read(path).ok()?).ok()
@@ -396,6 +402,9 @@ mod tests {
             h.leases_loaded = true;
         }
         assert!(wait_until(|v| v["healthy"] == true).await);
+        // The healthy signal follows the write: the file already says so when it comes.
+        says_healthy.wait_for(|h| *h).await.unwrap();
+        assert_eq!(said(&path).unwrap()["healthy"], true);
         stop.send(Some("agent stopped".into())).unwrap();
         task.await.unwrap();
         let last = said(&path).unwrap();

@@ -164,13 +164,15 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
         ..HealthState::default()
     }));
     let (stop_status, status_stop) = watch::channel(None);
+    let (written, says_healthy) = watch::channel(false);
     let status = tokio::spawn(health::keep_status_file(
         writer,
         health.clone(),
         opts.status_grace,
         status_stop,
+        written,
     ));
-    let result = run_agent(opts, versions, health, shutdown).await;
+    let result = run_agent(opts, versions, health, says_healthy, shutdown).await;
     let reason = match &result {
         Ok(()) => "agent stopped".to_string(),
         Err(e) => format!("agent failed: {e:#}"),
@@ -258,11 +260,26 @@ async fn write_files(files: &NodeFiles, opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything the agent does between its start and its stop.
+/// Writes the conflist and the subnet file once the status file says healthy (never, if the
+/// agent stops first).
+async fn publish_when_healthy(
+    mut says_healthy: watch::Receiver<bool>,
+    files: &NodeFiles,
+    opts: &Options,
+) -> anyhow::Result<()> {
+    if says_healthy.wait_for(|healthy| *healthy).await.is_err() {
+        return std::future::pending().await;
+    }
+    write_files(files, opts).await
+}
+
+/// Everything the agent does between its start and its stop. `says_healthy` follows what the
+/// status file says.
 async fn run_agent(
     opts: Options,
     versions: ConfVersions,
     health: SharedHealth,
+    says_healthy: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let mut nl = Handle::new().context("open netlink")?;
@@ -367,7 +384,6 @@ async fn run_agent(
         versions,
         node_name: opts.node_name.clone(),
     };
-    write_files(&files, &opts).await?;
     if let Some(socket) = &opts.cri_socket {
         let gc = GcConfig {
             cache_dir: opts.cni_cache_dir.clone(),
@@ -381,7 +397,21 @@ async fn run_agent(
         tokio::spawn(gc::run(gc, client, health.clone(), shutdown.clone()));
     }
 
-    let held = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown).await;
+    // The conflist is what makes the runtime report the network ready (containerd's
+    // NetworkReady): it is published only once the status file says healthy, so that no ADD
+    // the runtime sends after seeing it is refused as "agent not ready".
+    let publish = publish_when_healthy(says_healthy, &files, &opts);
+    let held = {
+        let run = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown);
+        tokio::pin!(run);
+        tokio::select! {
+            held = &mut run => held,
+            published = publish => {
+                published?;
+                run.await
+            }
+        }
+    };
     if cfg.release_on_exit {
         match store.revoke(held.id).await {
             Ok(()) => log::info!("released subnet {}", held.lease.subnet),
