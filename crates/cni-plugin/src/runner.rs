@@ -12,7 +12,7 @@ use cni_types::{pretty_json, CniError, SpecVersion, VersionInfo};
 use crate::cmd_args::{parse_conf, parse_prev_result, CmdArgs};
 use crate::command::Command;
 use crate::env::{Env, ProcessEnv};
-use crate::env_vars::{netns_override, read_env};
+use crate::env_vars::{netns_override, read_env, EnvVars};
 use crate::own_netns::ensure_not_own_netns;
 use crate::plugin::Plugin;
 use crate::version_gate::negotiate;
@@ -131,30 +131,38 @@ fn dispatch(
             return Err(e);
         }
     };
-    let command = Command::parse(&vars.command);
-
     // VERSION answers before any config check.
-    if command == Some(Command::Version) {
+    if Command::parse(&vars.command) == Some(Command::Version) {
         let mut body = Vec::new();
         // A stdin we cannot read only means we do not know the caller's version.
         let _ = stdin.read_to_end(&mut body);
         return Ok(Some(version_answer(&body, &plugin.supported_versions())));
     }
+    let skip_netns_guard = netns_override(&vars.netns_override);
+    let args = request(plugin, vars, stdin, stamp)?;
+    call(plugin, &args, skip_netns_guard)
+}
 
-    // 2. stdin (code 5), 3. config (codes 6, 7).
+/// Steps 2 to 5 of the protocol: stdin (code 5), the config (codes 6, 7), the command, the
+/// version gates and the reconciliation of `prevResult`. `stamp` follows the version the
+/// error would be reported in.
+fn request(
+    plugin: &dyn Plugin,
+    vars: EnvVars,
+    stdin: &mut dyn Read,
+    stamp: &mut SpecVersion,
+) -> Result<CmdArgs, CniError> {
     let bytes = read_capped(stdin)?;
     let conf = parse_conf(&bytes)?;
     *stamp = known_or_current(&conf.cni_version);
 
     // Unknown commands are reported after the config checks, as Go does.
-    let Some(command) = command else {
+    let Some(command) = Command::parse(&vars.command) else {
         return Err(CniError::invalid_environment(format!(
             "unknown CNI_COMMAND: {}",
             vars.command
         )));
     };
-
-    // 4. gates, 5. reconciliation.
     let version = negotiate(command, &conf.cni_version, &plugin.supported_versions())?;
     *stamp = version;
 
@@ -193,20 +201,28 @@ fn dispatch(
         args.ifname,
         args.conf.name
     );
+    Ok(args)
+}
 
-    // 6. the callback. The own-netns check runs *before* ADD and DEL so a plugin can never
-    // change the namespace it runs in (Go checks after the callback).
+/// Step 6: the plugin's callback. The own-netns check runs *before* ADD and DEL so a plugin
+/// can never change the namespace it runs in (Go checks after the callback).
+fn call(
+    plugin: &dyn Plugin,
+    args: &CmdArgs,
+    skip_netns_guard: bool,
+) -> Result<Option<String>, CniError> {
     let guard_netns = || {
-        if netns_override(&vars.netns_override) {
+        if skip_netns_guard {
             Ok(())
         } else {
             ensure_not_own_netns(&args.netns)
         }
     };
-    match command {
+    let version = args.version;
+    match args.command {
         Command::Add => {
             guard_netns()?;
-            let result = plugin.add(&args)?;
+            let result = plugin.add(args)?;
             let text = result.to_json_pretty(version).map_err(|e| {
                 CniError::internal(format!("cannot render the result as {version}: {e}"))
             })?;
@@ -214,11 +230,11 @@ fn dispatch(
         }
         Command::Del => {
             guard_netns()?;
-            plugin.del(&args).map(|()| None)
+            plugin.del(args).map(|()| None)
         }
-        Command::Check => plugin.check(&args).map(|()| None),
-        Command::Status => plugin.status(&args).map(|()| None),
-        Command::Gc => plugin.gc(&args).map(|()| None),
+        Command::Check => plugin.check(args).map(|()| None),
+        Command::Status => plugin.status(args).map(|()| None),
+        Command::Gc => plugin.gc(args).map(|()| None),
         Command::Version => Ok(Some(version_answer(b"", &plugin.supported_versions()))),
     }
 }

@@ -19,7 +19,7 @@ const PHASES: [&str; 12] = [
     "container",
     "gateway",
     "wait",
-    "result",
+    "done",
 ];
 
 fn lines(path: &std::path::Path) -> Vec<Value> {

@@ -13,8 +13,8 @@ use cni_types::{CniError, CniResult, Interface};
 
 use super::conf::{ifb_name, Bandwidth, Limit, Subnets};
 use super::{host_handle, host_veth, netlink_error, required_prev};
-use crate::common::fault;
 use crate::common::nft_tag::AttachmentTag;
+use crate::common::step;
 use crate::common::sublink_record::{self, Record};
 use crate::common::undo::Undo;
 
@@ -142,7 +142,7 @@ fn create_tagged_ifb(
         other => other,
     }
     .map_err(|e| netlink_error("adding link", e))?;
-    fault::inject("bandwidth", "ifb-in-container")?;
+    step::end("bandwidth", "ifb-in-container")?;
     let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
     if let Err(e) = inner.move_link_to_netns_with_alias(&spec.name, &host_ns, &tag.comment()) {
         let _ = inner.delete_link_by_name(&spec.name);
@@ -186,7 +186,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             TcHandle::ROOT,
         );
     }
-    fault::inject("bandwidth", "ingress")?;
+    step::end("bandwidth", "ingress")?;
 
     // Out of the container: veth ingress -> redirect -> IFB -> its root qdisc.
     if let Some(limit) = bw.egress {
@@ -211,7 +211,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
                 sublink_record::remove(&dir, super::RECORD, &tag).map_err(|e| e.msg)
             });
         }
-        fault::inject("bandwidth", "record")?;
+        step::end("bandwidth", "record")?;
         create_tagged_ifb(&mut host, args, &spec, txqlen)?;
         let name = ifb.clone();
         undo.push(format!("IFB {ifb}"), move || {
@@ -220,7 +220,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         });
-        fault::inject("bandwidth", "ifb")?;
+        step::end("bandwidth", "ifb")?;
         let ifb_link = host
             .link_by_name(&ifb)
             .map_err(|e| netlink_error("get ifb device", e))?;
@@ -237,7 +237,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             veth.index,
             TcHandle::INGRESS,
         );
-        fault::inject("bandwidth", "filter")?;
+        step::end("bandwidth", "filter")?;
         // The filter lives in the ingress qdisc just created, the root qdisc on the new IFB:
         // both go with their undo.
         host.add_ingress_redirect(veth.index, ifb_link.index)
@@ -256,7 +256,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             ..Interface::default()
         });
     }
-    fault::inject("bandwidth", "done")?;
+    step::end("bandwidth", "done")?;
     undo.commit();
     Ok(result)
 }

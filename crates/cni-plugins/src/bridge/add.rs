@@ -15,13 +15,13 @@ use ipnet::IpNet;
 use super::conf::BridgeConf;
 use super::gateway::{calc_gateways, ensure_addr, Gateways};
 use super::vlan;
-use crate::common::fault;
 use crate::common::iface_config::{configure_link, needs_namespace_thread, ConfigureOptions};
 use crate::common::link_info::{interface_of, mac_string};
 use crate::common::nft_tag::AttachmentTag;
+use crate::common::step;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
-use crate::common::{masquerade, phase_trace, spoofcheck};
+use crate::common::{masquerade, spoofcheck};
 use crate::netns;
 
 /// Sleeps between looks at the host port's operational state. Go waits 0, 50, 500, 1000 and
@@ -36,15 +36,15 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
     // A node agent that is down would leave the pod on a subnet no other node routes to.
     crate::common::node_status::check_add(&args.conf.raw)?;
-    phase_trace::mark("conf");
+    step::end("bridge", "conf")?;
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
-    phase_trace::mark("netns");
+    step::end("bridge", "netns")?;
 
     let bridge = ensure_bridge(&mut host, &conf)?;
-    phase_trace::mark("bridge");
+    step::end("bridge", "bridge")?;
     let mut undo = Undo::new();
 
     let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
@@ -62,13 +62,12 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     )?;
     let host_veth = host_end.name.clone();
     veth::push_undo(&mut undo, &host_veth);
-    fault::inject("bridge", "veth")?;
-    phase_trace::mark("veth");
+    step::end("bridge", "veth")?;
     let mut in_container = enter_container(&netns, &args.ifname, &conf)?;
     let container_end = in_container
         .link_by_name(&args.ifname)
         .or_internal(&format!("failed to look up {:?}", args.ifname))?;
-    phase_trace::mark("container netns");
+    step::end("bridge", "container netns")?;
     configure_host_port(
         &mut host,
         &host_end,
@@ -82,8 +81,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             new_port: true,
         },
     )?;
-    fault::inject("bridge", "port")?;
-    phase_trace::mark("port");
+    step::end("bridge", "port")?;
 
     let mut result = CniResult::new(args.version);
     result.interfaces = vec![
@@ -124,7 +122,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     } else {
         wait_port_up(&mut host, &host_veth)?
     };
-    phase_trace::mark("wait");
+    step::end("bridge", "wait")?;
     // MACs can change while ports come and go: report the current ones.
     result.interfaces[1].mac = mac_string(&host_link);
     let bridge_now = bridge_by_name(&mut host, &conf.bridge)?;
@@ -133,9 +131,8 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     if !conf.dns.is_empty() {
         result.dns = conf.dns.clone();
     }
-    fault::inject("bridge", "done")?;
+    step::end("bridge", "done")?;
     undo.commit();
-    phase_trace::mark("result");
     Ok(result)
 }
 
@@ -164,8 +161,7 @@ fn apply_ipam<'a>(
 ) -> Result<(), CniError> {
     let lease = ipam::ipam_add(args)?;
     undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
-    fault::inject("bridge", "ipam")?;
-    phase_trace::mark("ipam");
+    step::end("bridge", "ipam")?;
     result.ips = lease.ips;
     result.routes = lease.routes;
     result.dns = lease.dns;
@@ -174,13 +170,11 @@ fn apply_ipam<'a>(
     }
     let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
     configure_container(container, result, conf.enable_dad)?;
-    fault::inject("bridge", "container")?;
-    phase_trace::mark("container");
+    step::end("bridge", "container")?;
     if conf.is_gateway {
         add_gateways(host.handle, host.bridge, conf, &gateways, result)?;
     }
-    fault::inject("bridge", "gateway")?;
-    phase_trace::mark("gateway");
+    step::end("bridge", "gateway")?;
     if conf.ip_masq {
         let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
         masquerade::setup_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
@@ -188,7 +182,7 @@ fn apply_ipam<'a>(
             masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
                 .map_err(|e| e.msg)
         });
-        phase_trace::mark("masq");
+        step::end("bridge", "masq")?;
     }
     Ok(())
 }

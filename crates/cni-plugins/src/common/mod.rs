@@ -33,6 +33,7 @@ pub mod phase_trace;
 pub mod random;
 pub mod spoofcheck;
 pub mod state_file;
+pub mod step;
 pub mod sublink;
 pub mod sublink_record;
 pub mod undo;

@@ -22,10 +22,10 @@ use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult, Dns, Interface};
 
 use super::errors::combine;
-use super::fault;
 use super::iface_config::{configure_iface, ConfigureOptions};
 use super::link_info::interface_of;
 use super::nft_tag::AttachmentTag;
+use super::step;
 use super::sublink_record::{self, Record, SUBLINK};
 use super::undo::Undo;
 use super::validate;
@@ -245,7 +245,7 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
             sublink_record::remove(&dir, SUBLINK, &tag).map_err(|e| e.msg)
         });
     }
-    fault::inject(plan.plugin, "record")?;
+    step::end(plan.plugin, "record")?;
     let link = create_in_container(
         &place,
         &owner.sublink_temp_name(),
@@ -256,13 +256,13 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
         plan.mac,
         &mut undo,
     )?;
-    fault::inject(plan.plugin, "link")?;
+    step::end(plan.plugin, "link")?;
 
     let l2_only = matches!(plan.addressing, Addressing::L2);
     let (mut result, lease) = match plan.addressing {
         Addressing::Ipam => {
             let lease = IpamGuard::add(args)?;
-            fault::inject(plan.plugin, "ipam")?;
+            step::end(plan.plugin, "ipam")?;
             (lease.result().clone(), Some(lease))
         }
         Addressing::Prev(prev) => (prev, None),
@@ -279,7 +279,7 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
         ips_on_first_interface(&mut result);
         configure_in_container(netns, &args.ifname, &result, plan.notify)?;
     }
-    fault::inject(plan.plugin, "done")?;
+    step::end(plan.plugin, "done")?;
     if let Some(dns) = plan.dns {
         result.dns = dns;
     }
@@ -306,7 +306,7 @@ pub fn result_for_one_link<'a>(
     let mut lease = None;
     if layer3 {
         let guard = IpamGuard::add(args)?;
-        fault::inject(plugin, "ipam")?;
+        step::end(plugin, "ipam")?;
         result = guard.result().clone();
         if result.ips.is_empty() {
             return Err(CniError::internal("IPAM plugin returned missing IP config"));

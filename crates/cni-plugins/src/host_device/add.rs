@@ -10,8 +10,8 @@ use cni_types::{CniError, CniResult};
 use super::conf::{find_device, HostDeviceConf};
 use super::del::return_to_host;
 use super::state::Saved;
-use crate::common::fault;
 use crate::common::random;
+use crate::common::step;
 use crate::common::sublink::result_for_one_link;
 use crate::common::undo::Undo;
 use crate::netns;
@@ -48,7 +48,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     undo.push("the host-device state file", move || {
         Saved::remove(&dir, &cid, &ifname).map_err(|e| e.msg)
     });
-    fault::inject("host-device", "state")?;
+    step::end("host-device", "state")?;
 
     let temp = temp_name()?;
     host.set_link_down(dev.index)
@@ -91,10 +91,10 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let link = container
         .link_by_index(moved.index)
         .or_internal(&format!("failed to find {:?}", args.ifname))?;
-    fault::inject("host-device", "moved")?;
+    step::end("host-device", "moved")?;
 
     let (result, lease) = result_for_one_link(args, "host-device", conf.layer3, &link, &ns, false)?;
-    fault::inject("host-device", "done")?;
+    step::end("host-device", "done")?;
     if let Some(lease) = lease {
         lease.commit();
     }

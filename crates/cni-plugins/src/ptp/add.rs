@@ -14,11 +14,11 @@ use cni_types::{CniError, CniResult};
 use ipnet::IpNet;
 
 use super::PtpConf;
-use crate::common::fault;
 use crate::common::iface_config::{configure_iface, ConfigureOptions};
 use crate::common::link_info::interface_of;
 use crate::common::masquerade;
 use crate::common::nft_tag::AttachmentTag;
+use crate::common::step;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
 use crate::netns;
@@ -46,7 +46,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let mut undo = Undo::new();
     let mut result = ipam::ipam_add(args)?;
     undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
-    fault::inject("ptp", "ipam")?;
+    step::end("ptp", "ipam")?;
     result.cni_version = args.version;
     if result.ips.is_empty() {
         return Err(CniError::internal("IPAM plugin returned missing IP config"));
@@ -76,7 +76,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         },
     )?;
     veth::push_undo(&mut undo, &pair.host.name);
-    fault::inject("ptp", "veth")?;
+    step::end("ptp", "veth")?;
 
     for ipc in &mut result.ips {
         ipc.interface = Some(1);
@@ -87,9 +87,9 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     ];
 
     setup_container_side(&netns, &args.ifname, &result)?;
-    fault::inject("ptp", "container")?;
+    step::end("ptp", "container")?;
     setup_host_side(&mut host, &pair.host, &result)?;
-    fault::inject("ptp", "host")?;
+    step::end("ptp", "host")?;
 
     if conf.ip_masq {
         let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
@@ -103,7 +103,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     if !args.conf.dns.is_empty() {
         result.dns = args.conf.dns.clone();
     }
-    fault::inject("ptp", "done")?;
+    step::end("ptp", "done")?;
     undo.commit();
     Ok(result)
 }

@@ -14,7 +14,7 @@ use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult, IpConfig};
 
 use super::conf::{ips_of, lock_netns, SbrConf, FIRST_TABLE};
-use crate::common::fault;
+use crate::common::step;
 use crate::common::undo::Undo;
 use crate::netns;
 
@@ -127,7 +127,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
                 &mut undo,
             )?;
         }
-        fault::inject("sbr", "rules")?;
+        step::end("sbr", "rules")?;
         undo.commit();
         result.cni_version = args.version;
         return Ok(result);
@@ -172,7 +172,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             }
         }
     }
-    fault::inject("sbr", "tables")?;
+    step::end("sbr", "tables")?;
     for r in &main {
         match h.delete_route(r) {
             Ok(()) => {
@@ -191,7 +191,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             }
         }
     }
-    fault::inject("sbr", "done")?;
+    step::end("sbr", "done")?;
     undo.commit();
     result.cni_version = args.version;
     Ok(result)

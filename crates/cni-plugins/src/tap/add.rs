@@ -8,8 +8,8 @@ use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::{CniError, CniResult};
 
 use super::conf::TapConf;
-use crate::common::fault;
 use crate::common::random;
+use crate::common::step;
 use crate::common::sublink::result_for_one_link;
 use crate::common::undo::Undo;
 use crate::netns;
@@ -53,7 +53,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             _ => Ok(()),
         }
     });
-    fault::inject("tap", "link")?;
+    step::end("tap", "link")?;
     if let Some(mtu) = conf.mtu {
         h.set_link_mtu(index, mtu)
             .map_err(|e| CniError::internal(format!("failed to set the tap MTU to {mtu}: {e}")))?;
@@ -78,10 +78,10 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let link = h
         .link_by_index(index)
         .or_internal(&format!("failed to refetch tap {:?}", args.ifname))?;
-    fault::inject("tap", "configured")?;
+    step::end("tap", "configured")?;
 
     let (mut result, lease) = result_for_one_link(args, "tap", conf.layer3, &link, &ns, true)?;
-    fault::inject("tap", "done")?;
+    step::end("tap", "done")?;
     result.dns = conf.dns;
     if let Some(lease) = lease {
         lease.commit();

@@ -4,9 +4,9 @@
 //! kernel drops on enslaving are added back and the interface's universe-scope routes are re-added
 //! in the VRF table.
 //!
-//! - [`conf`]: the keys; [`ops`]: ADD (transactional: a VRF it created is deleted and the
-//!   interface released on failure), DEL (releases the interface; deletes the VRF when no
-//!   interface is left in it) and CHECK. STATUS and GC are no-ops, as in Go.
+//! - [`conf`]: the keys; [`device`]: finding VRFs; [`add`] (transactional: a VRF it created is
+//!   deleted and the interface released on failure), [`del`] (releases the interface; deletes
+//!   the VRF when no interface is left in it) and [`check`]. STATUS and GC are no-ops, as in Go.
 //!
 //! Needs `CONFIG_NET_VRF`; a kernel without it answers EOPNOTSUPP, reported as "... the
 //! kernel lacks VRF support (CONFIG_NET_VRF)".
@@ -14,8 +14,11 @@
 //! Deliberate differences from the Go plugin: ADD rolls back; DEL succeeds when the
 //! interface is already gone (and still deletes an empty VRF), as Go's open PR #1282 does.
 
+pub mod add;
+pub mod check;
 pub mod conf;
-pub mod ops;
+pub mod del;
+pub mod device;
 
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult};
@@ -26,15 +29,15 @@ pub struct Vrf;
 
 impl Plugin for Vrf {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        ops::add(args)
+        add::add(args)
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ops::del(args)
+        del::del(args)
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ops::check(args)
+        check::check(args)
     }
 
     fn about(&self) -> String {
