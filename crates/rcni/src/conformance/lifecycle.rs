@@ -54,52 +54,23 @@ struct Attachment<'a> {
     extra: Value,
 }
 
+/// The checks of the lifecycle, in the order they run.
+const LIFECYCLE: [&str; 7] = [
+    "add",
+    "check",
+    "result-versions",
+    "passthrough",
+    "status",
+    "gc",
+    "del-idempotent",
+];
+
 pub fn run_all(s: &mut Subject, recipe: Recipe, claimed: &[String], spaces: &mut Namespaces) {
-    let na = |why: &str| Verdict::NotApplicable(why.to_string());
-    let lifecycle = [
-        "add",
-        "check",
-        "result-versions",
-        "passthrough",
-        "status",
-        "gc",
-        "del-idempotent",
-    ];
-    let Some(version) = main_version(claimed) else {
-        for c in lifecycle {
-            s.record(c, na("the plugin claims neither 1.0.0 nor 1.1.0"));
-        }
-        return;
-    };
-    if let Err(e) = recipe.host_fixture(s.host) {
-        for c in lifecycle {
-            s.record(c, Verdict::Fail(format!("fixture: {e}")));
-        }
-        return;
-    }
-    match recipe.missing_kernel_feature(s.host) {
-        Ok(None) => {}
-        Ok(Some(why)) => {
-            for c in lifecycle {
-                s.record(c, na(&why));
-            }
-            return;
-        }
-        Err(e) => {
-            for c in lifecycle {
-                s.record(c, Verdict::Fail(format!("kernel probe: {e}")));
-            }
-            return;
-        }
-    }
-    let pod = match spaces.create(&format!("{}-a", short(&s.name))) {
-        Ok(p) => p,
-        Err(e) => {
-            for c in lifecycle {
-                s.record(
-                    c,
-                    Verdict::Fail(format!("cannot create a pod namespace: {e}")),
-                );
+    let (version, pod) = match prepare(s, recipe, claimed, spaces) {
+        Ok(ready) => ready,
+        Err(verdict) => {
+            for c in LIFECYCLE {
+                s.record(c, verdict.clone());
             }
             return;
         }
@@ -108,7 +79,7 @@ pub fn run_all(s: &mut Subject, recipe: Recipe, claimed: &[String], spaces: &mut
     let extra = match prev_result(s, recipe, &pod, &host_end, version) {
         Ok(v) => v,
         Err(e) => {
-            for c in lifecycle {
+            for c in LIFECYCLE {
                 s.record(c, Verdict::Fail(format!("fixture: {e}")));
             }
             return;
@@ -119,31 +90,80 @@ pub fn run_all(s: &mut Subject, recipe: Recipe, claimed: &[String], spaces: &mut
         pod: &pod,
         extra,
     };
+    let Some(result) = add_and_check(s, recipe, &att, version) else {
+        return;
+    };
 
-    // ADD
-    let out = call(s, recipe, "ADD", &att, version, &json!({}));
+    // Results rendered in the requested version.
+    let v = if recipe.kind == Kind::Meta {
+        na("meta plugins return their prevResult; see passthrough")
+    } else {
+        result_versions(s, recipe, claimed, version, spaces)
+    };
+    s.record("result-versions", v);
+    s.record("passthrough", passthrough(recipe, &att, &result));
+    status_and_gc(s, recipe, claimed, &att);
+    let v = del_idempotent(s, recipe, &att, version, &result);
+    s.record("del-idempotent", v);
+}
+
+fn na(why: &str) -> Verdict {
+    Verdict::NotApplicable(why.to_string())
+}
+
+/// The version to drive the attachment in and its pod namespace, once the host fixture is up
+/// and the kernel has what the plugin needs; else the verdict of every lifecycle check.
+fn prepare(
+    s: &mut Subject,
+    recipe: Recipe,
+    claimed: &[String],
+    spaces: &mut Namespaces,
+) -> Result<(&'static str, NetNs), Verdict> {
+    let version =
+        main_version(claimed).ok_or_else(|| na("the plugin claims neither 1.0.0 nor 1.1.0"))?;
+    recipe
+        .host_fixture(s.host)
+        .map_err(|e| Verdict::Fail(format!("fixture: {e}")))?;
+    match recipe.missing_kernel_feature(s.host) {
+        Ok(None) => {}
+        Ok(Some(why)) => return Err(na(&why)),
+        Err(e) => return Err(Verdict::Fail(format!("kernel probe: {e}"))),
+    }
+    let pod = spaces
+        .create(&format!("{}-a", short(&s.name)))
+        .map_err(|e| Verdict::Fail(format!("cannot create a pod namespace: {e}")))?;
+    Ok((version, pod))
+}
+
+/// ADD, then CHECK against its result; the result, or `None` when ADD failed (the other
+/// checks are then not applicable and the attachment is deleted).
+fn add_and_check(
+    s: &mut Subject,
+    recipe: Recipe,
+    att: &Attachment,
+    version: &str,
+) -> Option<Value> {
+    let out = call(s, recipe, "ADD", att, version, &json!({}));
     let result = out.json().filter(|_| out.success());
     let add_verdict = match &result {
         None => Verdict::Fail(out.describe()),
-        Some(r) => verify_add(s, recipe, &att, version, r),
+        Some(r) => verify_add(s, recipe, att, version, r),
     };
     let added = !add_verdict.is_fail();
     s.record("add", add_verdict);
     if !added {
-        for c in &lifecycle[1..] {
+        for c in &LIFECYCLE[1..] {
             s.record(c, na("ADD failed"));
         }
-        let _ = call(s, recipe, "DEL", &att, version, &json!({}));
-        return;
+        let _ = call(s, recipe, "DEL", att, version, &json!({}));
+        return None;
     }
     let result = result.unwrap_or_default();
-
-    // CHECK against the ADD result.
     let out = call(
         s,
         recipe,
         "CHECK",
-        &att,
+        att,
         version,
         &json!({"prevResult": result}),
     );
@@ -153,51 +173,43 @@ pub fn run_all(s: &mut Subject, recipe: Recipe, claimed: &[String], spaces: &mut
             out.describe()
         }),
     );
+    Some(result)
+}
 
-    // Results rendered in the requested version.
-    let v = if recipe.kind == Kind::Meta {
-        na("meta plugins return their prevResult; see passthrough")
-    } else {
-        result_versions(s, recipe, claimed, version, spaces)
-    };
-    s.record("result-versions", v);
+/// A meta plugin passes the prevResult through; it may add interfaces of its own
+/// (bandwidth's IFB) after the given ones.
+fn passthrough(recipe: Recipe, att: &Attachment, result: &Value) -> Verdict {
+    if recipe.kind != Kind::Meta {
+        return na("only meta plugins get a prevResult on ADD");
+    }
+    let prev = &att.extra["prevResult"];
+    let given = prev["interfaces"].as_array().cloned().unwrap_or_default();
+    let kept = result["interfaces"]
+        .as_array()
+        .is_some_and(|got| got.len() >= given.len() && got[..given.len()] == given[..]);
+    Verdict::expect(result["ips"] == prev["ips"] && kept, || {
+        format!("result {result} does not carry prevResult {prev}")
+    })
+}
 
-    // A meta plugin passes the prevResult through.
-    let v = if recipe.kind == Kind::Meta {
-        // The plugin may add interfaces of its own (bandwidth's IFB) after the given ones.
-        let prev = &att.extra["prevResult"];
-        let given = prev["interfaces"].as_array().cloned().unwrap_or_default();
-        let kept = result["interfaces"]
-            .as_array()
-            .is_some_and(|got| got.len() >= given.len() && got[..given.len()] == given[..]);
-        Verdict::expect(result["ips"] == prev["ips"] && kept, || {
-            format!("result {result} does not carry prevResult {prev}")
-        })
-    } else {
-        na("only meta plugins get a prevResult on ADD")
-    };
-    s.record("passthrough", v);
-
-    let claims_1_1 = claimed.iter().any(|c| c == "1.1.0");
-    if claims_1_1 {
-        let env = Env::command("STATUS").with("CNI_PATH", s.cni_path());
-        let conf = recipe.config(&s.name, "1.1.0", &s.scratch, &json!({}));
-        let out = s.call(&env, &conf.to_string());
-        s.record(
-            "status",
-            Verdict::expect(out.success() && out.stdout.trim().is_empty(), || {
-                out.describe()
-            }),
-        );
-        let v = gc(s, recipe, &att);
-        s.record("gc", v);
-    } else {
+/// STATUS and GC, for plugins that claim spec 1.1.0.
+fn status_and_gc(s: &mut Subject, recipe: Recipe, claimed: &[String], att: &Attachment) {
+    if !claimed.iter().any(|c| c == "1.1.0") {
         s.record("status", na("the plugin does not claim spec 1.1.0"));
         s.record("gc", na("the plugin does not claim spec 1.1.0"));
+        return;
     }
-
-    let v = del_idempotent(s, recipe, &att, version, &result);
-    s.record("del-idempotent", v);
+    let env = Env::command("STATUS").with("CNI_PATH", s.cni_path());
+    let conf = recipe.config(&s.name, "1.1.0", &s.scratch, &json!({}));
+    let out = s.call(&env, &conf.to_string());
+    s.record(
+        "status",
+        Verdict::expect(out.success() && out.stdout.trim().is_empty(), || {
+            out.describe()
+        }),
+    );
+    let v = gc(s, recipe, att);
+    s.record("gc", v);
 }
 
 fn short(name: &str) -> String {

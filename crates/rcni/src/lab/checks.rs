@@ -181,6 +181,11 @@ pub fn kernel(report: &mut Report, pod: &str, r: Option<&CniResult>, ns: &NetNs,
             "",
         );
     }
+    host_interfaces(report, pod, r, &on_host, host);
+}
+
+/// The result's host-side interfaces: up, and host veths on the bridge when there is one.
+fn host_interfaces(report: &mut Report, pod: &str, r: &CniResult, on_host: &[usize], host: &NetNs) {
     let mut hh = match Handle::in_netns(host) {
         Ok(h) => h,
         Err(e) => return report.fail(Layer::Kernel, "netlink socket in the host namespace", e),
@@ -189,7 +194,7 @@ pub fn kernel(report: &mut Report, pod: &str, r: Option<&CniResult>, ns: &NetNs,
         .iter()
         .filter_map(|&i| hh.link_by_name(&r.interfaces[i].name).ok())
         .find(|l| l.kind.as_deref() == Some("bridge"));
-    for &i in &on_host {
+    for &i in on_host {
         let name = &r.interfaces[i].name;
         match hh.link_by_name(name) {
             Ok(l) if l.kind.as_deref() == Some("veth") => {

@@ -179,7 +179,7 @@ fn run_case(
     } else {
         pod.path().display().to_string()
     };
-    let cid = format!("rcnilab{}f{t}", std::process::id());
+    let cid = case_container_id(t);
     let att = Attachment::new(&cid, &netns, "eth0").with_args(bench.args.clone());
     let mut rt = bench.rt.clone();
     rt.rollback = case.rollback;
@@ -232,7 +232,25 @@ fn run_case(
         "the failure left",
     );
 
-    // A retry with a new ID (and a netns that exists) succeeds, and its DEL cleans up.
+    retry_succeeds(report, tracer, bench, &pod, &scope, &before, t);
+}
+
+/// The container ID of case `t`'s failing ADD.
+fn case_container_id(t: &str) -> String {
+    format!("rcnilab{}f{t}", std::process::id())
+}
+
+/// A retry with a new ID (and a netns that exists) succeeds, and its DEL cleans up.
+fn retry_succeeds(
+    report: &mut Report,
+    tracer: &mut Tracer,
+    bench: &Bench,
+    pod: &NetNs,
+    scope: &Scope,
+    before: &State,
+    t: &str,
+) {
+    let cid = case_container_id(t);
     let retry = Attachment::new(format!("{cid}r"), pod.path().display().to_string(), "eth0")
         .with_args(bench.args.clone());
     let add = bench
@@ -265,7 +283,7 @@ fn run_case(
             outcome_text(&del),
         );
     }
-    released(report, t, bench, &scope, &before, &[], "the retry made");
+    released(report, t, bench, scope, before, &[], "the retry made");
 }
 
 /// What the failed ADD left, as evidence; for (b) and a rolled-back chain, the evidence is

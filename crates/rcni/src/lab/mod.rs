@@ -204,63 +204,23 @@ fn run_traced(
     namespaces: &mut Namespaces,
     report: &mut Report,
 ) {
-    let bin_dir = tracer.bin_dir().to_path_buf();
     report.check(
         Layer::Setup,
         format!("network {:?} loaded", prepared.network.name()),
         true,
         prepared.note.clone(),
     );
-    let rt = Runtime::new(vec![bin_dir.clone()], scratch.path().join("cache"));
-    let real_dir = tracer.record.bin_dir.clone();
-    let networks = SandboxNetworks::new(vec![prepared.network.clone()], true);
-    // Every plugin must exist and speak the network's version before anything is attached.
-    for m in networks.members() {
-        match rt.validate(&m.network) {
-            Ok(_) => report.check(
-                Layer::Setup,
-                format!(
-                    "plugins of {:?} found and support its version",
-                    m.network.name()
-                ),
-                true,
-                format!("{} in {real_dir}", m.network.plugin_types().join(" -> "),),
-            ),
-            Err(e) => {
-                tracer.operation(format!("validate {:?}", m.network.name()));
-                return report.fail(
-                    Layer::Setup,
-                    format!(
-                        "plugins of {:?} found and support its version",
-                        m.network.name()
-                    ),
-                    e,
-                );
-            }
-        };
-    }
-    tracer.operation("validate: VERSION of every plugin");
-    let (host, a, b) = match (
-        namespaces.create("host"),
-        namespaces.create("a"),
-        namespaces.create("b"),
-    ) {
-        (Ok(h), Ok(a), Ok(b)) => (h, a, b),
-        (h, a, b) => {
-            let err = [h.err(), a.err(), b.err()]
-                .into_iter()
-                .flatten()
-                .next()
-                .unwrap_or_default();
-            return report.fail(Layer::Setup, "create the host and pod namespaces", err);
-        }
-    };
-    report.check(
-        Layer::Setup,
-        "throwaway host and pod namespaces created",
-        true,
-        namespaces.names().join(", "),
+    let rt = Runtime::new(
+        vec![tracer.bin_dir().to_path_buf()],
+        scratch.path().join("cache"),
     );
+    let networks = SandboxNetworks::new(vec![prepared.network.clone()], true);
+    if !plugins_validated(tracer, report, &rt, &networks) {
+        return;
+    }
+    let Some((host, a, b)) = create_namespaces(namespaces, report) else {
+        return;
+    };
     let scope = scope::Scope {
         host_ns: failures::ns_name(&host),
         pod_ns: Vec::new(),
@@ -286,113 +246,16 @@ fn run_traced(
             result: None,
         },
     ];
-
-    for pod in pods.iter_mut() {
-        let req = request(pod);
-        // Plugins run as children of a thread inside the host namespace, so they inherit it.
-        match host.run(|| networks.setup(&rt, &req, SetupMode::Serial)) {
-            Ok(Ok(result)) => {
-                report.check(
-                    Layer::Setup,
-                    format!("{}: ADD of lo and eth0", pod.label),
-                    true,
-                    "",
-                );
-                pod.result = Some(result);
-            }
-            Ok(Err(e)) => report.fail(Layer::Setup, format!("{}: ADD", pod.label), e),
-            Err(e) => report.fail(
-                Layer::Setup,
-                format!("{}: enter host namespace", pod.label),
-                e,
-            ),
-        }
-        tracer.operation(format!("{}: ADD {}", pod.label, pod.container_id));
-    }
-
-    for pod in &pods {
-        let Some(result) = &pod.result else { continue };
-        let net_result = checks::network_result(result, &prepared.network);
-        checks::plugin_result(report, pod.label, net_result, &pod.ns);
-        checks::kernel(report, pod.label, net_result, &pod.ns, &host);
-        checks::leases(report, pod.label, net_result, prepared, &pod.container_id);
-    }
-
-    if let (Some(ra), Some(rb)) = (&pods[0].result, &pods[1].result) {
-        checks::traffic(
-            report,
-            &pods[0].ns,
-            checks::network_result(ra, &prepared.network),
-            &pods[1].ns,
-            checks::network_result(rb, &prepared.network),
-        );
-    } else {
-        report.record(
-            Layer::Traffic,
-            "HTTP from pod-a to pod-b",
-            Verdict::Skip,
-            "a pod has no attachment",
-        );
-    }
-
-    for pod in &pods {
-        if pod.result.is_none() {
-            continue;
-        }
-        let req = request(pod);
-        lifecycle::check(report, pod.label, &host, &networks, &rt, &req);
-        tracer.operation(format!("{}: CHECK {}", pod.label, pod.container_id));
-    }
-    if let Some(pod) = pods.first().filter(|p| p.result.is_some()) {
-        lifecycle::repeated_add(
-            report,
-            pod.label,
-            &pod.ns,
-            &host,
-            &networks,
-            &rt,
-            &request(pod),
-            prepared.lease_dir.as_deref(),
-        );
-        tracer.operation(format!("{}: repeated ADD {}", pod.label, pod.container_id));
-    }
-
-    for pod in &pods {
-        let before = pod
-            .result
-            .as_ref()
-            .map(|r| checks::Snapshot::of(checks::network_result(r, &prepared.network), &host));
-        let req = request(pod);
-        match host.run(|| networks.teardown(&rt, &req)) {
-            Ok(Ok(())) => {
-                report.check(
-                    Layer::Teardown,
-                    format!("{}: DEL of eth0 and lo", pod.label),
-                    true,
-                    "",
-                );
-            }
-            Ok(Err(e)) => report.fail(Layer::Teardown, format!("{}: DEL", pod.label), e),
-            Err(e) => report.fail(
-                Layer::Teardown,
-                format!("{}: enter host namespace", pod.label),
-                e,
-            ),
-        }
-        tracer.operation(format!("{}: DEL {}", pod.label, pod.container_id));
-        if let Some(before) = before {
-            checks::nothing_left(
-                report,
-                pod.label,
-                &before,
-                &pod.ns,
-                &host,
-                prepared,
-                &pod.container_id,
-                &rt,
-            );
-        }
-    }
+    let run = PodRun {
+        rt: &rt,
+        networks: &networks,
+        host: &host,
+        prepared,
+    };
+    run.set_up(tracer, report, &mut pods);
+    run.verify(report, &pods);
+    run.check_and_repeat(tracer, report, &pods);
+    run.tear_down(tracer, report, &pods);
 
     let shared = shared::bridges(&prepared.list);
     let bench = failures::Bench {
@@ -409,6 +272,204 @@ fn run_traced(
     if let Ok(before) = before_run {
         let ids = shared::Identities::of(&tracer.record, prepared.network.name());
         shared::whole_run_diff(report, &scope, &before, &shared, &ids);
+    }
+}
+
+/// Every plugin must exist and speak the network's version before anything is attached.
+fn plugins_validated(
+    tracer: &mut evidence::Tracer,
+    report: &mut Report,
+    rt: &Runtime,
+    networks: &SandboxNetworks,
+) -> bool {
+    let real_dir = tracer.record.bin_dir.clone();
+    for m in networks.members() {
+        let what = format!(
+            "plugins of {:?} found and support its version",
+            m.network.name()
+        );
+        match rt.validate(&m.network) {
+            Ok(_) => report.check(
+                Layer::Setup,
+                what,
+                true,
+                format!("{} in {real_dir}", m.network.plugin_types().join(" -> "),),
+            ),
+            Err(e) => {
+                tracer.operation(format!("validate {:?}", m.network.name()));
+                report.fail(Layer::Setup, what, e);
+                return false;
+            }
+        };
+    }
+    tracer.operation("validate: VERSION of every plugin");
+    true
+}
+
+/// The throwaway host namespace and the two pods' namespaces.
+fn create_namespaces(
+    namespaces: &mut Namespaces,
+    report: &mut Report,
+) -> Option<(NetNs, NetNs, NetNs)> {
+    let made = match (
+        namespaces.create("host"),
+        namespaces.create("a"),
+        namespaces.create("b"),
+    ) {
+        (Ok(h), Ok(a), Ok(b)) => (h, a, b),
+        (h, a, b) => {
+            let err = [h.err(), a.err(), b.err()]
+                .into_iter()
+                .flatten()
+                .next()
+                .unwrap_or_default();
+            report.fail(Layer::Setup, "create the host and pod namespaces", err);
+            return None;
+        }
+    };
+    report.check(
+        Layer::Setup,
+        "throwaway host and pod namespaces created",
+        true,
+        namespaces.names().join(", "),
+    );
+    Some(made)
+}
+
+/// What the pods' ADD, CHECK and DEL run with.
+struct PodRun<'a> {
+    rt: &'a Runtime,
+    networks: &'a SandboxNetworks,
+    host: &'a NetNs,
+    prepared: &'a Prepared,
+}
+
+impl PodRun<'_> {
+    /// ADD of every pod; plugins run as children of a thread inside the host namespace, so
+    /// they inherit it.
+    fn set_up(&self, tracer: &mut evidence::Tracer, report: &mut Report, pods: &mut [Pod]) {
+        for pod in pods.iter_mut() {
+            let req = request(pod);
+            match self
+                .host
+                .run(|| self.networks.setup(self.rt, &req, SetupMode::Serial))
+            {
+                Ok(Ok(result)) => {
+                    report.check(
+                        Layer::Setup,
+                        format!("{}: ADD of lo and eth0", pod.label),
+                        true,
+                        "",
+                    );
+                    pod.result = Some(result);
+                }
+                Ok(Err(e)) => report.fail(Layer::Setup, format!("{}: ADD", pod.label), e),
+                Err(e) => report.fail(
+                    Layer::Setup,
+                    format!("{}: enter host namespace", pod.label),
+                    e,
+                ),
+            }
+            tracer.operation(format!("{}: ADD {}", pod.label, pod.container_id));
+        }
+    }
+
+    /// The plugins' results, the kernel and the leases of every attached pod, then traffic
+    /// between the two.
+    fn verify(&self, report: &mut Report, pods: &[Pod]) {
+        let network = &self.prepared.network;
+        for pod in pods {
+            let Some(result) = &pod.result else { continue };
+            let net_result = checks::network_result(result, network);
+            checks::plugin_result(report, pod.label, net_result, &pod.ns);
+            checks::kernel(report, pod.label, net_result, &pod.ns, self.host);
+            checks::leases(
+                report,
+                pod.label,
+                net_result,
+                self.prepared,
+                &pod.container_id,
+            );
+        }
+        if let (Some(ra), Some(rb)) = (&pods[0].result, &pods[1].result) {
+            checks::traffic(
+                report,
+                &pods[0].ns,
+                checks::network_result(ra, network),
+                &pods[1].ns,
+                checks::network_result(rb, network),
+            );
+        } else {
+            report.record(
+                Layer::Traffic,
+                "HTTP from pod-a to pod-b",
+                Verdict::Skip,
+                "a pod has no attachment",
+            );
+        }
+    }
+
+    /// CHECK of every attached pod, and a repeated ADD of the first.
+    fn check_and_repeat(&self, tracer: &mut evidence::Tracer, report: &mut Report, pods: &[Pod]) {
+        for pod in pods.iter().filter(|p| p.result.is_some()) {
+            let req = request(pod);
+            lifecycle::check(report, pod.label, self.host, self.networks, self.rt, &req);
+            tracer.operation(format!("{}: CHECK {}", pod.label, pod.container_id));
+        }
+        if let Some(pod) = pods.first().filter(|p| p.result.is_some()) {
+            lifecycle::repeated_add(
+                report,
+                pod.label,
+                &pod.ns,
+                self.host,
+                self.networks,
+                self.rt,
+                &request(pod),
+                self.prepared.lease_dir.as_deref(),
+            );
+            tracer.operation(format!("{}: repeated ADD {}", pod.label, pod.container_id));
+        }
+    }
+
+    /// DEL of every pod, and what each attached pod left behind.
+    fn tear_down(&self, tracer: &mut evidence::Tracer, report: &mut Report, pods: &[Pod]) {
+        let network = &self.prepared.network;
+        for pod in pods {
+            let before = pod
+                .result
+                .as_ref()
+                .map(|r| checks::Snapshot::of(checks::network_result(r, network), self.host));
+            let req = request(pod);
+            match self.host.run(|| self.networks.teardown(self.rt, &req)) {
+                Ok(Ok(())) => {
+                    report.check(
+                        Layer::Teardown,
+                        format!("{}: DEL of eth0 and lo", pod.label),
+                        true,
+                        "",
+                    );
+                }
+                Ok(Err(e)) => report.fail(Layer::Teardown, format!("{}: DEL", pod.label), e),
+                Err(e) => report.fail(
+                    Layer::Teardown,
+                    format!("{}: enter host namespace", pod.label),
+                    e,
+                ),
+            }
+            tracer.operation(format!("{}: DEL {}", pod.label, pod.container_id));
+            if let Some(before) = before {
+                checks::nothing_left(
+                    report,
+                    pod.label,
+                    &before,
+                    &pod.ns,
+                    self.host,
+                    self.prepared,
+                    &pod.container_id,
+                    self.rt,
+                );
+            }
+        }
     }
 }
 
