@@ -36,7 +36,6 @@ pub struct BridgeConf {
     pub mac: Option<MacAddr>,
     /// `ipam.type` is set: the attachment gets addresses.
     pub layer3: bool,
-    pub ipam_type: String,
     pub dns: Dns,
 }
 
@@ -91,7 +90,6 @@ impl BridgeConf {
             port_isolation: flag(raw, "portIsolation")?,
             mac: container_mac(conf, cni_args)?,
             layer3: !conf.ipam_type.is_empty(),
-            ipam_type: conf.ipam_type.clone(),
             dns: conf.dns.clone(),
         })
     }
