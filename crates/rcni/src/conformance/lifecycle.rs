@@ -55,7 +55,7 @@ struct Attachment<'a> {
 }
 
 /// The checks of the lifecycle, in the order they run.
-const LIFECYCLE: [&str; 7] = [
+pub const LIFECYCLE: [&str; 7] = [
     "add",
     "check",
     "result-versions",

@@ -140,15 +140,7 @@ fn run_one(s: &mut Subject, spaces: &mut Namespaces) {
     match recipe::for_plugin(&s.name) {
         Some(r) => lifecycle::run_all(s, r, &claimed, spaces),
         None => {
-            for c in [
-                "add",
-                "check",
-                "result-versions",
-                "passthrough",
-                "status",
-                "gc",
-                "del-idempotent",
-            ] {
+            for c in lifecycle::LIFECYCLE {
                 s.record(
                     c,
                     Verdict::NotApplicable(format!(
