@@ -264,7 +264,7 @@ fn verdict(out: &PluginOutput) -> Result<(), u64> {
     if out.success() {
         return Ok(());
     }
-    common::assert_clean_stdout(out);
+    cni_testkit::assert_clean_stdout(out);
     let error: serde_json::Value = out.json().unwrap_or_else(|e| panic!("{e}: {out}"));
     Err(error["code"]
         .as_u64()

@@ -7,8 +7,8 @@ mod ipam;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use cni_testkit::{assert_cni_error, assert_silent_success};
 use cni_testkit::{PluginCall, PluginOutput};
-use common::{assert_cni_error, assert_silent_success};
 use ipam::{addresses, files, go_plugin, leases, run, Plugins};
 use serde_json::{json, Value};
 

@@ -4,7 +4,8 @@
 mod common;
 
 use cni_testkit::PluginCall;
-use common::{assert_clean_stdout, assert_cni_error, assert_silent_success, is_up, Setup};
+use cni_testkit::{assert_clean_stdout, assert_cni_error, assert_silent_success};
+use common::{is_up, Setup};
 use serde_json::{json, Value};
 
 const LOOPBACK: &str = "loopback";

@@ -4,8 +4,8 @@
 mod common;
 mod ipam;
 
+use cni_testkit::{assert_cni_error, assert_silent_success};
 use cni_testkit::{PluginCall, PluginOutput};
-use common::{assert_cni_error, assert_silent_success};
 use ipam::{go_plugin, run, Plugins};
 use serde_json::{json, Value};
 

@@ -7,8 +7,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use cni_testkit::{assert_cni_error, assert_silent_success};
 use cni_testkit::{go_plugins_dir, Netns, PluginCall, PluginOutput};
-use common::{assert_cni_error, assert_silent_success, Setup};
+use common::Setup;
 use serde_json::{json, Value};
 
 const TUNING: &str = "tuning";

@@ -9,8 +9,9 @@ mod common;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha512};
 
+use cni_testkit::assert_silent_success;
 use cni_testkit::{link, links, PluginCall};
-use common::{assert_silent_success, Setup};
+use common::Setup;
 
 const NET: &str = "attrnet";
 

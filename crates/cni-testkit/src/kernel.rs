@@ -32,6 +32,34 @@ pub fn link(ns: &str, ifname: &str) -> anyhow::Result<Option<Value>> {
         .find(|l| l["ifname"].as_str() == Some(ifname)))
 }
 
+/// The names of the links of `ns`, sorted (`lo` included).
+pub fn link_names(ns: &str) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = links(ns)?
+        .iter()
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// True when the link `ifname` of `ns` exists and is administratively up.
+pub fn is_up(ns: &str, ifname: &str) -> anyhow::Result<bool> {
+    Ok(link(ns, ifname)?
+        .and_then(|l| l["flags"].as_array().cloned())
+        .is_some_and(|flags| flags.iter().any(|f| f == "UP")))
+}
+
+/// The global-scope addresses of `ifname` in `ns`, as `addr/prefix` strings.
+pub fn addrs_of(ns: &str, ifname: &str) -> anyhow::Result<Vec<String>> {
+    Ok(addrs(ns)?
+        .iter()
+        .filter(|l| l["ifname"] == ifname)
+        .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
+        .filter(|a| a["scope"] == "global")
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or("?"), a["prefixlen"]))
+        .collect())
+}
+
 /// All links of `ns` with their addresses (`ip -n <ns> -j addr show`); each entry has
 /// `ifname` and an `addr_info` array.
 pub fn addrs(ns: &str) -> anyhow::Result<Vec<Value>> {

@@ -49,8 +49,11 @@ mod sandbox;
 
 pub use bins::{bin_path, cni_path, go_plugins_dir, GO_PLUGINS_DIR};
 pub use http::{http_get, http_server, HttpServer, HTTP_BODY};
-pub use kernel::{addrs, bridge_vlans, link, links, nft_json, qdiscs, routes, IpFamily};
-pub use output::PluginOutput;
+pub use kernel::{
+    addrs, addrs_of, bridge_vlans, is_up, link, link_names, links, nft_json, qdiscs, routes,
+    IpFamily,
+};
+pub use output::{assert_clean_stdout, assert_cni_error, assert_silent_success, PluginOutput};
 pub use ping::{ping, PingCount, PingStream};
 pub use plugin::PluginCall;
 pub use process::PROCESS_TIMEOUT;

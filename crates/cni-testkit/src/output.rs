@@ -41,6 +41,38 @@ impl PluginOutput {
     }
 }
 
+/// Asserts a failure with CNI error `code`, a non-empty message and a clean stdout (one JSON
+/// object, no Rust panic text or backtrace), and returns the error object.
+#[track_caller]
+pub fn assert_cni_error(out: &PluginOutput, code: u64) -> serde_json::Value {
+    assert!(!out.success(), "expected failure:\n{out}");
+    assert_clean_stdout(out);
+    let v = out.json().unwrap();
+    assert_eq!(v["code"], code, "{out}");
+    assert!(v["msg"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
+    v
+}
+
+/// No panic message or backtrace on stdout.
+#[track_caller]
+pub fn assert_clean_stdout(out: &PluginOutput) {
+    for bad in [
+        "panicked at",
+        "stack backtrace",
+        "RUST_BACKTRACE",
+        "RCNI_TEST_PANIC",
+    ] {
+        assert!(!out.stdout.contains(bad), "stdout contains {bad:?}:\n{out}");
+    }
+}
+
+/// Success with nothing on stdout (DEL, CHECK, STATUS, GC).
+#[track_caller]
+pub fn assert_silent_success(out: &PluginOutput) {
+    out.assert_success();
+    assert_eq!(out.stdout, "", "{out}");
+}
+
 impl fmt::Display for PluginOutput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -5,9 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cni_testkit::{
-    addrs, go_plugins_dir, links, routes, IpFamily, Netns, PluginCall, PluginOutput, Sandbox,
-};
+use cni_testkit::{go_plugins_dir, routes, IpFamily, Netns, PluginCall, PluginOutput, Sandbox};
 use serde_json::{json, Value};
 
 /// The multi-call binary cargo built for this test run.
@@ -186,25 +184,12 @@ pub fn has_link(ns: &str, name: &str) -> bool {
 
 /// Link names of `ns`, sorted.
 pub fn link_names(ns: &str) -> Vec<String> {
-    let mut v: Vec<String> = links(ns)
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .collect();
-    v.sort();
-    v
+    cni_testkit::link_names(ns).unwrap()
 }
 
 /// `addr/prefix` strings of `ifname` in `ns` (global scope only).
 pub fn addrs_of(ns: &str, ifname: &str) -> Vec<String> {
-    addrs(ns)
-        .unwrap()
-        .iter()
-        .filter(|l| l["ifname"] == ifname)
-        .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
-        .filter(|a| a["scope"] == "global")
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
-        .collect()
+    cni_testkit::addrs_of(ns, ifname).unwrap()
 }
 
 /// Routes of the main table of `ns` as `dst [via gw] dev X [scope S]` strings.

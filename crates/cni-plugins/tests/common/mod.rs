@@ -44,44 +44,7 @@ impl Setup {
     }
 }
 
-/// Asserts a failure with CNI error `code` and a clean stdout (one JSON object, no Rust panic
-/// text or backtrace), and returns the error object.
-#[track_caller]
-pub fn assert_cni_error(out: &PluginOutput, code: u64) -> serde_json::Value {
-    assert!(!out.success(), "expected failure:\n{out}");
-    assert_clean_stdout(out);
-    let v = out.json().unwrap();
-    assert_eq!(v["code"], code, "{out}");
-    assert!(v["msg"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
-    v
-}
-
-/// No panic message or backtrace on stdout.
-#[track_caller]
-pub fn assert_clean_stdout(out: &PluginOutput) {
-    for bad in [
-        "panicked at",
-        "stack backtrace",
-        "RUST_BACKTRACE",
-        "RCNI_TEST_PANIC",
-    ] {
-        assert!(!out.stdout.contains(bad), "stdout contains {bad:?}:\n{out}");
-    }
-}
-
-/// Success with nothing on stdout (DEL, CHECK, STATUS, GC).
-#[track_caller]
-pub fn assert_silent_success(out: &PluginOutput) {
-    out.assert_success();
-    assert_eq!(out.stdout, "", "{out}");
-}
-
-/// True when `ifname` in namespace `ns` is administratively up, read with `ip -j`.
+/// True when `ifname` in namespace `ns` exists and is administratively up, read with `ip -j`.
 pub fn is_up(ns: &str, ifname: &str) -> bool {
-    let link = cni_testkit::link(ns, ifname)
-        .expect("ip -j link")
-        .expect("link exists");
-    link["flags"]
-        .as_array()
-        .is_some_and(|f| f.iter().any(|x| x == "UP"))
+    cni_testkit::is_up(ns, ifname).expect("ip -j link")
 }

@@ -6,7 +6,8 @@
 
 use std::path::PathBuf;
 
-use cni_testkit::{addrs, links, Netns, PluginCall, PluginOutput, Sandbox};
+pub use cni_testkit::{assert_cni_error, assert_silent_success};
+use cni_testkit::{Netns, PluginCall, PluginOutput, Sandbox};
 use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rcni-plugins");
@@ -180,51 +181,19 @@ pub fn link(ns: &str, name: &str) -> Option<Value> {
 
 /// Link names of `ns` other than `lo`, sorted.
 pub fn link_names(ns: &str) -> Vec<String> {
-    let mut v: Vec<String> = links(ns)
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .filter(|n| n != "lo")
-        .collect();
-    v.sort();
-    v
+    let mut names = cni_testkit::link_names(ns).unwrap();
+    names.retain(|n| n != "lo");
+    names
 }
 
 /// `addr/prefix` strings of `ifname` in `ns` (global scope only).
 pub fn addrs_of(ns: &str, ifname: &str) -> Vec<String> {
-    addrs(ns)
-        .unwrap()
-        .iter()
-        .filter(|l| l["ifname"] == ifname)
-        .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
-        .filter(|a| a["scope"] == "global")
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
-        .collect()
+    cni_testkit::addrs_of(ns, ifname).unwrap()
 }
 
-/// True when `ifname` in `ns` is administratively up.
+/// True when `ifname` in `ns` exists and is administratively up.
 pub fn is_up(ns: &str, ifname: &str) -> bool {
-    link(ns, ifname)
-        .and_then(|l| l["flags"].as_array().cloned())
-        .is_some_and(|f| f.iter().any(|x| x == "UP"))
-}
-
-/// Asserts a failed call with CNI error `code` and a clean JSON error on stdout.
-#[track_caller]
-pub fn assert_cni_error(out: &PluginOutput, code: u64) -> Value {
-    assert!(!out.success(), "expected failure:\n{out}");
-    assert!(!out.stdout.contains("panicked at"), "{out}");
-    let v = out.json().unwrap();
-    assert_eq!(v["code"], code, "{out}");
-    assert!(v["msg"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
-    v
-}
-
-/// Success with nothing on stdout (DEL, CHECK, STATUS).
-#[track_caller]
-pub fn assert_silent_success(out: &PluginOutput) {
-    out.assert_success();
-    assert_eq!(out.stdout, "", "{out}");
+    cni_testkit::is_up(ns, ifname).unwrap()
 }
 
 /// The failed ADDs every sub-link plugin must survive without leftovers (no link in `pod`
