@@ -1,0 +1,127 @@
+//! Label selectors as Kubernetes evaluates them: every `matchLabels` pair and every
+//! `matchExpressions` requirement must hold (AND); an empty selector selects everything.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// A selector Kubernetes would have refused (validation catches these before they are stored;
+/// evaluation refuses them too rather than guess).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("{0:?} is not a valid label selector operator (In, NotIn, Exists, DoesNotExist)")]
+    Operator(String),
+}
+
+/// The labels of a pod or namespace.
+pub type Labels = BTreeMap<String, String>;
+
+/// Whether `selector` selects an object with `labels`.
+pub fn matches(selector: &LabelSelector, labels: &Labels) -> Result<bool, SelectorError> {
+    let pairs = selector.match_labels.iter().flatten();
+    if !pairs.into_iter().all(|(k, v)| labels.get(k) == Some(v)) {
+        return Ok(false);
+    }
+    for req in selector.match_expressions.iter().flatten() {
+        let values = req.values.as_deref().unwrap_or_default();
+        let value = labels.get(&req.key);
+        let holds = match req.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            other => return Err(SelectorError::Operator(other.to_string())),
+        };
+        if !holds {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn empty_selector_selects_everything() {
+        let s = LabelSelector::default();
+        assert_eq!(matches(&s, &labels(&[])), Ok(true));
+        assert_eq!(matches(&s, &labels(&[("pod", "a")])), Ok(true));
+    }
+
+    #[test]
+    fn match_labels_and_expressions_all_hold() {
+        let s = LabelSelector {
+            match_labels: Some(labels(&[("pod", "a")])),
+            match_expressions: Some(vec![expr("tier", "In", &["web", "api"])]),
+        };
+        assert_eq!(
+            matches(&s, &labels(&[("pod", "a"), ("tier", "web")])),
+            Ok(true)
+        );
+        assert_eq!(
+            matches(&s, &labels(&[("pod", "a"), ("tier", "db")])),
+            Ok(false)
+        );
+        assert_eq!(
+            matches(&s, &labels(&[("pod", "b"), ("tier", "web")])),
+            Ok(false)
+        );
+        assert_eq!(matches(&s, &labels(&[("pod", "a")])), Ok(false));
+    }
+
+    #[test]
+    fn not_in_exists_and_does_not_exist() {
+        let not_in = LabelSelector {
+            match_expressions: Some(vec![expr("pod", "NotIn", &["a", "b"])]),
+            ..Default::default()
+        };
+        assert_eq!(matches(&not_in, &labels(&[("pod", "c")])), Ok(true));
+        assert_eq!(matches(&not_in, &labels(&[("pod", "a")])), Ok(false));
+        // NotIn also selects objects without the key, as Kubernetes does.
+        assert_eq!(matches(&not_in, &labels(&[])), Ok(true));
+
+        let exists = LabelSelector {
+            match_expressions: Some(vec![expr("pod", "Exists", &[])]),
+            ..Default::default()
+        };
+        assert_eq!(matches(&exists, &labels(&[("pod", "")])), Ok(true));
+        assert_eq!(matches(&exists, &labels(&[])), Ok(false));
+
+        let absent = LabelSelector {
+            match_expressions: Some(vec![expr("pod", "DoesNotExist", &[])]),
+            ..Default::default()
+        };
+        assert_eq!(matches(&absent, &labels(&[])), Ok(true));
+        assert_eq!(matches(&absent, &labels(&[("pod", "x")])), Ok(false));
+    }
+
+    #[test]
+    fn an_unknown_operator_is_an_error() {
+        let s = LabelSelector {
+            match_expressions: Some(vec![expr("pod", "Like", &["a"])]),
+            ..Default::default()
+        };
+        assert_eq!(
+            matches(&s, &labels(&[("pod", "a")])),
+            Err(SelectorError::Operator("Like".into()))
+        );
+    }
+}
