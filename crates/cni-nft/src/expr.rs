@@ -24,6 +24,8 @@ pub enum Reg {
     /// `NFT_REG32_00` + n (n < 16): the 4-byte registers that concatenated set keys and map
     /// values span (`R32(0..4)` overlay `R1`, `R32(4..8)` `R2`, and so on).
     R32(u8),
+    /// `NFT_REG_VERDICT`: a map lookup into it is a verdict map (`vmap`).
+    Verdict,
 }
 
 impl Reg {
@@ -34,6 +36,7 @@ impl Reg {
             Reg::R3 => 3,
             Reg::R4 => 4,
             Reg::R32(n) => 8 + u32::from(n),
+            Reg::Verdict => 0,
         }
     }
 }
@@ -214,6 +217,14 @@ impl Verdict {
         match self {
             Verdict::Jump(c) | Verdict::Goto(c) => Some(c),
             _ => None,
+        }
+    }
+
+    /// The inside of an `NFTA_DATA_VERDICT` attribute: the code and, for jumps, the chain.
+    pub(crate) fn encode_attrs(&self, v: &mut AttrWriter) {
+        v.be32(NFTA_VERDICT_CODE, self.code() as u32);
+        if let Some(chain) = self.chain() {
+            v.str(NFTA_VERDICT_CHAIN, chain);
         }
     }
 }
@@ -442,12 +453,7 @@ impl Expr {
             Expr::Verdict(verdict) => {
                 d.be32(NFTA_IMMEDIATE_DREG, 0) // NFT_REG_VERDICT
                     .nested(NFTA_IMMEDIATE_DATA, |data| {
-                        data.nested(NFTA_DATA_VERDICT, |v| {
-                            v.be32(NFTA_VERDICT_CODE, verdict.code() as u32);
-                            if let Some(chain) = verdict.chain() {
-                                v.str(NFTA_VERDICT_CHAIN, chain);
-                            }
-                        });
+                        data.nested(NFTA_DATA_VERDICT, |v| verdict.encode_attrs(v));
                     });
             }
             Expr::Lookup {

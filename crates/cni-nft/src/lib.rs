@@ -29,6 +29,9 @@
 //!   [`Batch::delete_concat_elements`], [`Nft::get_concat_element`] (one element by key, with
 //!   its value and comment), [`Nft::get_concat_elements`] (many keys in one request, each a
 //!   kernel lookup), [`Nft::list_concat_elements`] (a dump of the whole set); [`concat`] builds keys and values field by field.
+//! * [`VerdictMap`] — address-keyed verdict maps: [`Batch::add_verdict_map`],
+//!   [`Batch::add_verdict_elements`], [`Batch::delete_verdict_elements`], and
+//!   [`RuleBuilder::saddr_vmap`] / [`RuleBuilder::daddr_vmap`] to dispatch on them.
 //! * [`Rule::builder`] → [`RuleBuilder`]: `saddr`, `saddr_not`, `daddr`, `daddr_not` (an
 //!   address or prefix; in `inet` tables the `meta nfproto` dependency is added like `nft`
 //!   does), `l4proto`, `dport`, `sport` ([`L4Proto`]), `iifname[_not]`, `oifname[_not]`,
@@ -86,6 +89,7 @@ mod objects;
 mod rule;
 mod sys;
 mod transport;
+mod vmap;
 pub mod xt;
 
 pub use batch::Batch;
@@ -103,3 +107,4 @@ pub use objects::{
 };
 pub use rule::{fit_comment, L4Proto, Rule, RuleBuilder, MAX_COMMENT_LEN};
 pub use transport::{SocketTransport, Transport};
+pub use vmap::VerdictMap;

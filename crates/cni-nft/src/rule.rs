@@ -177,7 +177,7 @@ impl RuleBuilder {
 
     /// In `inet` tables, the `meta nfproto` match that must precede an IPv4/IPv6 header match
     /// (`nft` adds the same dependency). `ip`/`ip6` tables need none.
-    fn address_family(mut self, addr: IpAddr) -> Self {
+    pub(crate) fn address_family(mut self, addr: IpAddr) -> Self {
         let (family, nfproto) = match addr {
             IpAddr::V4(_) => (Family::Ip, 2u8),
             IpAddr::V6(_) => (Family::Ip6, 10u8),

@@ -1,0 +1,191 @@
+//! Verdict maps (`nft`'s `type ipv4_addr : verdict`, used as `ip saddr vmap @m`): one lookup
+//! picks the chain a packet jumps to, so a ruleset dispatching per address costs one hash
+//! lookup however many addresses it holds.
+//!
+//! The kernel validates the chains a verdict map's elements jump to when they are added
+//! (they must exist in the same table and not form a loop).
+
+use std::net::IpAddr;
+
+use crate::attr::AttrWriter;
+use crate::batch::Batch;
+use crate::expr::{Expr, PayloadBase, Reg, Verdict};
+use crate::objects::{check_name, Family, SetType};
+use crate::rule::RuleBuilder;
+use crate::sys::*;
+use crate::Error;
+
+/// `nft`'s data type of verdicts (`NFT_DATA_VERDICT`).
+const NFT_DATA_VERDICT: u32 = 0xffff_ff00;
+
+/// A named map from addresses (IPv4 or IPv6) to verdicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerdictMap {
+    /// Family of its table.
+    pub family: Family,
+    /// Table name.
+    pub table: String,
+    /// Map name.
+    pub name: String,
+    /// [`SetType::Ipv4Addr`] or [`SetType::Ipv6Addr`].
+    pub key: SetType,
+}
+
+impl VerdictMap {
+    /// A map from `key` addresses to verdicts.
+    pub fn new(family: Family, table: &str, name: &str, key: SetType) -> Self {
+        VerdictMap {
+            family,
+            table: table.to_string(),
+            name: name.to_string(),
+            key,
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{} {} {}", self.family, self.table, self.name)
+    }
+
+    fn key_bytes(&self, addr: IpAddr) -> Result<Vec<u8>, Error> {
+        match (self.key, addr) {
+            (SetType::Ipv4Addr, IpAddr::V4(a)) => Ok(a.octets().to_vec()),
+            (SetType::Ipv6Addr, IpAddr::V6(a)) => Ok(a.octets().to_vec()),
+            _ => Err(Error::Invalid(format!(
+                "{addr} is not a key of verdict map {}",
+                self.describe()
+            ))),
+        }
+    }
+}
+
+impl Batch {
+    /// Creates the verdict map if it does not exist.
+    pub fn add_verdict_map(&mut self, map: &VerdictMap) -> Result<(), Error> {
+        check_name("table", &map.table)?;
+        check_name("set", &map.name)?;
+        if !matches!(map.key, SetType::Ipv4Addr | SetType::Ipv6Addr) {
+            return Err(Error::Invalid(format!(
+                "verdict map {} needs address keys, not {:?}",
+                map.describe(),
+                map.key
+            )));
+        }
+        let mut a = AttrWriter::new();
+        a.str(NFTA_SET_TABLE, &map.table)
+            .str(NFTA_SET_NAME, &map.name)
+            .be32(NFTA_SET_FLAGS, NFT_SET_MAP)
+            .be32(NFTA_SET_KEY_TYPE, map.key.type_id())
+            .be32(NFTA_SET_KEY_LEN, map.key.byte_len())
+            .be32(NFTA_SET_DATA_TYPE, NFT_DATA_VERDICT)
+            .be32(NFTA_SET_ID, self.next_set_id());
+        let what = format!("add map {}", map.describe());
+        self.push(NFT_MSG_NEWSET, NLM_F_CREATE, map.family, a, what);
+        Ok(())
+    }
+
+    /// Maps each address to its verdict (an existing key with another verdict fails with
+    /// EBUSY: delete it first, in the same batch).
+    pub fn add_verdict_elements(
+        &mut self,
+        map: &VerdictMap,
+        elements: &[(IpAddr, Verdict)],
+    ) -> Result<(), Error> {
+        let mut list = Vec::with_capacity(elements.len());
+        for (addr, verdict) in elements {
+            list.push((map.key_bytes(*addr)?, Some(verdict)));
+        }
+        self.verdict_elements(map, &list, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "add")
+    }
+
+    /// Removes the addresses from the map; each must be in it.
+    pub fn delete_verdict_elements(
+        &mut self,
+        map: &VerdictMap,
+        addrs: &[IpAddr],
+    ) -> Result<(), Error> {
+        let mut list = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            list.push((map.key_bytes(*addr)?, None));
+        }
+        self.verdict_elements(map, &list, NFT_MSG_DELSETELEM, 0, "delete")
+    }
+
+    fn verdict_elements(
+        &mut self,
+        map: &VerdictMap,
+        elements: &[(Vec<u8>, Option<&Verdict>)],
+        kind: u8,
+        flags: u16,
+        verb: &str,
+    ) -> Result<(), Error> {
+        check_name("table", &map.table)?;
+        check_name("set", &map.name)?;
+        if elements.is_empty() {
+            return Ok(());
+        }
+        let mut a = AttrWriter::new();
+        a.str(NFTA_SET_ELEM_LIST_TABLE, &map.table)
+            .str(NFTA_SET_ELEM_LIST_SET, &map.name)
+            .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
+                for (key, verdict) in elements {
+                    list.nested(NFTA_LIST_ELEM, |e| {
+                        e.nested(NFTA_SET_ELEM_KEY, |k| {
+                            k.bytes(NFTA_DATA_VALUE, key);
+                        });
+                        if let Some(v) = verdict {
+                            e.nested(NFTA_SET_ELEM_DATA, |d| {
+                                d.nested(NFTA_DATA_VERDICT, |vd| v.encode_attrs(vd));
+                            });
+                        }
+                    });
+                }
+            });
+        let what = format!(
+            "{verb} {} element(s) of map {}",
+            elements.len(),
+            map.describe()
+        );
+        self.push(kind, flags, map.family, a, what);
+        Ok(())
+    }
+}
+
+impl RuleBuilder {
+    /// `ip[6] saddr vmap @<map>`: jumps (or whatever the element says) by source address;
+    /// an address not in the map continues with the next rule.
+    pub fn saddr_vmap(self, map: &VerdictMap) -> Self {
+        self.addr_vmap(map, true)
+    }
+
+    /// `ip[6] daddr vmap @<map>`.
+    pub fn daddr_vmap(self, map: &VerdictMap) -> Self {
+        self.addr_vmap(map, false)
+    }
+
+    fn addr_vmap(self, map: &VerdictMap, source: bool) -> Self {
+        let (offset, len) = match (map.key, source) {
+            (SetType::Ipv4Addr, true) => (12, 4),
+            (SetType::Ipv4Addr, false) => (16, 4),
+            (SetType::Ipv6Addr, true) => (8, 16),
+            _ => (24, 16),
+        };
+        let any: IpAddr = if map.key == SetType::Ipv4Addr {
+            [0u8; 4].into()
+        } else {
+            [0u8; 16].into()
+        };
+        self.address_family(any)
+            .expr(Expr::Payload {
+                dreg: Reg::R1,
+                base: PayloadBase::Network,
+                offset,
+                len,
+            })
+            .expr(Expr::Lookup {
+                sreg: Reg::R1,
+                set: map.name.clone(),
+                dreg: Some(Reg::Verdict),
+                invert: false,
+            })
+    }
+}
