@@ -275,6 +275,19 @@ impl RuleBuilder {
         self.port_match(proto, 2, port)
     }
 
+    /// `<proto> dport <lo>-<hi>` (inclusive).
+    pub fn dport_range(self, proto: L4Proto, lo: u16, hi: u16) -> Self {
+        self.l4proto(proto)
+            .push(Expr::Payload {
+                dreg: Reg::R1,
+                base: PayloadBase::Transport,
+                offset: 2,
+                len: 2,
+            })
+            .cmp(CmpOp::Gte, lo.to_be_bytes().to_vec())
+            .cmp(CmpOp::Lte, hi.to_be_bytes().to_vec())
+    }
+
     /// `<proto> sport <port>`.
     pub fn sport(self, proto: L4Proto, port: u16) -> Self {
         self.port_match(proto, 0, port)

@@ -334,7 +334,9 @@ impl Endpoint<'_> {
 }
 
 /// Whether a new connection from `src` to `dst` on `protocol`/`port` is allowed: by `src`'s
-/// egress policies when `src` is a pod, and by `dst`'s ingress policies when `dst` is one.
+/// egress policies when `src` is a pod, and by `dst`'s ingress policies when `dst` is one. A
+/// pod's traffic to itself never leaves it and is always allowed, as the upstream conformance
+/// tests expect (their `AllowLoopback`).
 pub fn allows(
     cluster: &Cluster,
     src: Endpoint,
@@ -349,6 +351,11 @@ pub fn allows(
         Endpoint::Pod(p) => Some(p),
         Endpoint::External(_) => None,
     };
+    if let (Endpoint::Pod(s), Some(d)) = (src, dst_pod) {
+        if s.key() == d.key() {
+            return Ok(true);
+        }
+    }
     if let Endpoint::Pod(s) = src {
         if !effective(cluster, s, Direction::Egress)?.admits(dst_ip, protocol, port, dst_pod) {
             return Ok(false);

@@ -13,6 +13,9 @@
 //!   policies selecting it, each rule's resolved peers (pod addresses, CIDRs with exceptions)
 //!   and ports; [`effective::allows`] decides one connection, the reference the dataplane's
 //!   tests compare the kernel with.
+//! - [`nft`]: the nf_tables program enforcing the policies of a node's pods (verdict maps
+//!   dispatching to per-pod and per-policy chains, address sets per selector), built as one
+//!   atomic batch.
 //!
 //! The semantics are those of the Kubernetes API reference for NetworkPolicy
 //! (<https://kubernetes.io/docs/reference/kubernetes-api/policy-resources/network-policy-v1/>)
@@ -21,6 +24,7 @@
 
 pub mod cluster;
 pub mod effective;
+pub mod nft;
 pub mod objects;
 pub mod selector;
 pub mod validate;

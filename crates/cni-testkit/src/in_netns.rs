@@ -30,7 +30,7 @@ pub(crate) fn enter(ns: &str) -> anyhow::Result<()> {
 }
 
 /// Runs `work` on a new thread inside namespace `ns` and returns its result.
-pub(crate) fn run_in<T, F>(ns: &str, work: F) -> anyhow::Result<T>
+pub fn run_in<T, F>(ns: &str, work: F) -> anyhow::Result<T>
 where
     T: Send,
     F: FnOnce() -> anyhow::Result<T> + Send,

@@ -39,11 +39,13 @@
 mod bins;
 mod http;
 mod in_netns;
+pub use in_netns::run_in;
 mod kernel;
 mod names;
 mod output;
 mod ping;
 mod plugin;
+mod probe;
 mod process;
 mod sandbox;
 
@@ -56,6 +58,7 @@ pub use kernel::{
 pub use output::{assert_clean_stdout, assert_cni_error, assert_silent_success, PluginOutput};
 pub use ping::{ping, PingCount, PingStream};
 pub use plugin::PluginCall;
+pub use probe::{serve_tcp_udp, tcp_connects, udp_echoes, Servers};
 pub use process::PROCESS_TIMEOUT;
 pub use sandbox::{Netns, Sandbox};
 
