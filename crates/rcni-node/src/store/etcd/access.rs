@@ -234,6 +234,11 @@ impl Access {
         Ok(TlsMaterial { ca, identity })
     }
 
+    /// Whether the connection is TLS without a client certificate.
+    pub fn tls_without_identity(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.identity.is_none())
+    }
+
     /// The client options for `material` (from [`Access::tls_material`]).
     pub fn connect_options(&self, material: &TlsMaterial) -> ConnectOptions {
         let mut options = ConnectOptions::new();

@@ -115,6 +115,20 @@ async fn probe(client: &mut Client, prefix: &str) -> Result<(), etcd_client::Err
     Ok(())
 }
 
+/// A server demanding a client certificate from a client with none closes the connection
+/// right after the TLS handshake, without an alert the client sees: on a first contact over
+/// TLS without a certificate, a connection closed by the server means that.
+fn first_contact(access: &Access, cause: Cause) -> Cause {
+    let closed = cause.detail.contains("connection closed");
+    if cause.kind == Kind::Unreachable && closed && access.tls_without_identity() {
+        return Cause {
+            kind: Kind::NoClientCertificate,
+            ..cause
+        };
+    }
+    cause
+}
+
 /// An etcd client bound to one key prefix.
 pub struct EtcdStore {
     access: Access,
@@ -163,7 +177,7 @@ impl EtcdStore {
                         keeper: None,
                     });
                 }
-                Err(e) => causes.push(Cause::of(endpoint, &e)),
+                Err(e) => causes.push(first_contact(access, Cause::of(endpoint, &e))),
             }
         }
         Err(ConnectError(causes))
