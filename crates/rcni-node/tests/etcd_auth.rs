@@ -1,0 +1,129 @@
+//! Root-only: rcni-node against an etcd with authentication enabled (`etcdctl user add`, a
+//! role with read and write on the agents' key prefix only, `auth enable`). Agents with the
+//! right user converge (the password from a file on one node, from RCNI_ETCD_PASSWORD on the
+//! other) and never show the password in their log or /metrics; a wrong password, a user
+//! with read permission only, and no user at all are each refused at start with one line
+//! naming the endpoint and the cause, nothing programmed.
+
+mod harness;
+
+use std::fs;
+use std::time::Duration;
+
+use harness::*;
+use serde_json::json;
+
+const PASSWORD: &str = "pw-of-rcni-7f3a";
+
+/// Starts node `i`'s agent with `args` and expects it to stop at once naming `cause`.
+fn refused(c: &mut Cluster, i: usize, args: Vec<String>, cause: &str) {
+    c.nodes[i].etcd_args = Some(args);
+    let (status, log) = c.agent_exit(i, Duration::from_secs(20));
+    let status = status.unwrap_or_else(|| panic!("agent kept running:\n{log}"));
+    assert!(!status.success(), "{log}");
+    let last = log.lines().last().unwrap_or_default().to_string();
+    assert!(last.contains(cause), "last line names {cause:?}:\n{log}");
+    assert!(
+        last.contains(&c.etcd_url),
+        "last line names the endpoint:\n{log}"
+    );
+    eprintln!("refused as expected: {last}");
+    assert!(
+        c.nothing_programmed(i),
+        "node{} programmed something",
+        i + 1
+    );
+}
+
+#[test]
+fn users_roles_and_wrong_credentials() {
+    if skip_unless_root() {
+        return;
+    }
+    let mut c = Cluster::new(json!({"Type": "host-gw"}));
+    let prefix = format!("{PREFIX}/");
+    for cmd in [
+        vec!["user", "add", "root:rootpw"],
+        vec!["user", "grant-role", "root", "root"],
+        vec!["role", "add", "rcni-node"],
+        vec![
+            "role",
+            "grant-permission",
+            "rcni-node",
+            "--prefix=true",
+            "readwrite",
+            &prefix,
+        ],
+        vec!["user", "add", &format!("rcni:{PASSWORD}")],
+        vec!["user", "grant-role", "rcni", "rcni-node"],
+        vec!["role", "add", "reader"],
+        vec![
+            "role",
+            "grant-permission",
+            "reader",
+            "--prefix=true",
+            "read",
+            &prefix,
+        ],
+        vec!["user", "add", "reader:readerpw"],
+        vec!["user", "grant-role", "reader", "reader"],
+        vec!["auth", "enable"],
+    ] {
+        c.etcdctl(&cmd);
+    }
+    c.etcdctl_args = vec!["--user=root:rootpw".into()];
+    let endpoints = || vec!["--etcd-endpoints".to_string(), c_url()];
+    let user = |name: &str| vec!["--etcd-username".to_string(), name.to_string()];
+    for _ in 0..3 {
+        c.add_node();
+    }
+    let pw_file = c.nodes[0].dir.join("etcd-password");
+    fs::write(&pw_file, format!("{PASSWORD}\n")).unwrap();
+    c.nodes[0].etcd_args = Some(
+        [
+            endpoints(),
+            user("rcni"),
+            vec!["--etcd-password-file".into(), pw_file.display().to_string()],
+        ]
+        .concat(),
+    );
+    c.nodes[1].etcd_args = Some([endpoints(), user("rcni")].concat());
+    c.nodes[1]
+        .env
+        .push(("RCNI_ETCD_PASSWORD".into(), PASSWORD.into()));
+    c.start_agent(0);
+    c.start_agent(1);
+    c.wait_converged(Duration::from_secs(30))
+        .expect("agents with the right user converge");
+    let a = c.add_pod(0);
+    let b = c.add_pod(1);
+    every_pair_talks(&[(&a.ns, a.ip), (&b.ns, b.ip)]);
+    for n in &c.nodes[..2] {
+        assert!(!n.agent_log().contains(PASSWORD), "password in the log");
+        assert!(!n.health_get("/metrics").unwrap().contains(PASSWORD));
+    }
+
+    let with_password = |pw: &str| vec!["--etcd-password".to_string(), pw.to_string()];
+    refused(
+        &mut c,
+        2,
+        [endpoints(), user("rcni"), with_password("wrong")].concat(),
+        "authentication failed",
+    );
+    refused(
+        &mut c,
+        2,
+        [endpoints(), user("reader"), with_password("readerpw")].concat(),
+        "permission denied",
+    );
+    refused(&mut c, 2, endpoints(), "authentication enabled");
+    assert_eq!(
+        harness::etcd::lease_ids(&c).len(),
+        2,
+        "no lease for a refused agent"
+    );
+}
+
+fn c_url() -> String {
+    format!("http://{UNDERLAY_GW}:2379")
+}
