@@ -134,6 +134,47 @@ fn client_certificates_are_required_checked_and_rotated_without_restart() {
     );
     assert_eq!(etcd::lease_ids(&c).len(), 2, "no lease for a refused agent");
 
+    // Revoked under running agents: etcd restarts trusting another CA only. The agents
+    // retry (STATUS 50 with the reason) and `rcni doctor` names the endpoint and the cause;
+    // they recover once etcd trusts their CA again.
+    let server = ca.issue("server", &[&UNDERLAY_GW.to_string(), "127.0.0.1"]);
+    c.stop_etcd();
+    c.etcd_server_args = etcd::tls_server_args(&server, &other.pair.cert);
+    c.etcdctl_args = etcd::etcdctl_tls_args(&ca.pair.cert, &stranger);
+    c.start_etcd();
+    let down = wait_for(Duration::from_secs(30), || c.status_code(0) == 50);
+    assert!(
+        down.is_some(),
+        "STATUS 50 once the server refuses the agent"
+    );
+    // The first failures may be plain closes; the reason is the refusal once it is seen.
+    let mut problems = Vec::new();
+    let named = wait_for(Duration::from_secs(20), || {
+        problems = c.doctor_problems(0);
+        problems.iter().any(|p| {
+            p.contains("STATUS 50")
+                && p.contains(&url())
+                && p.contains("rejected the client certificate")
+        })
+    });
+    assert!(
+        named.is_some(),
+        "rcni doctor names the endpoint and the cause: {problems:?}"
+    );
+    eprintln!("rcni doctor: {problems:?}");
+    assert!(
+        c.nodes[0].has_route(&c.nodes[1].subnet().unwrap()),
+        "routes kept"
+    );
+    c.stop_etcd();
+    c.etcd_server_args = etcd::tls_server_args(&server, &ca.pair.cert);
+    c.etcdctl_args = etcd::etcdctl_tls_args(&ca.pair.cert, &ca.issue("root", &[]));
+    c.start_etcd();
+    let back = wait_for(Duration::from_secs(30), || {
+        c.nodes[..2].iter().all(Node::healthy)
+    });
+    assert!(back.is_some(), "agents recover when etcd trusts them again");
+
     // Rotation: a new CA; the nodes' files now hold both CAs and a certificate of the new
     // one; etcd restarts trusting the new CA only, with a server certificate of it.
     let leases = etcd::lease_ids(&c);

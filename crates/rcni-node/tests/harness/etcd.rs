@@ -277,6 +277,40 @@ impl Cluster {
             && routes.as_array().is_some_and(|a| a.is_empty())
     }
 
+    /// The problems `rcni doctor` reports on node `i` (its configs, plugins and agent), as
+    /// "object: why" lines.
+    pub fn doctor_problems(&self, i: usize) -> Vec<String> {
+        let node = &self.nodes[i];
+        let out = Command::new("ip")
+            .args(["netns", "exec", &node.ns.name])
+            .arg(cni_testkit::bin_path("rcni").expect("cargo build -p rcni first"))
+            .arg("--conf-dir")
+            .arg(node.conf_dir())
+            .arg("--cache-dir")
+            .arg(node.dir.join("cache"))
+            .arg("--bin-dir")
+            .arg(&self.plugins)
+            .args(["--json", "doctor", "--pod-state-dir"])
+            .arg(node.dir.join("pod-state"))
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("rcni doctor: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    p["object"].as_str().unwrap(),
+                    p["why"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
     /// Adds a namespace on the underlay at `ip` for an etcd member (veth `ue<index>`).
     pub fn add_member_ns(&mut self, index: u32, ip: std::net::Ipv4Addr) -> cni_testkit::Netns {
         let ns = self.sb.add_container().unwrap();

@@ -140,6 +140,8 @@ pub struct EtcdStore {
     material: TlsMaterial,
     checked: Option<Instant>,
     keeper: Option<(LeaseId, LeaseKeeper, LeaseKeepAliveStream)>,
+    /// The last refusal (certificate, credentials) since the last success.
+    refusal: Option<Cause>,
 }
 
 impl EtcdStore {
@@ -175,6 +177,7 @@ impl EtcdStore {
                         material,
                         checked: Some(Instant::now()),
                         keeper: None,
+                        refusal: None,
                     });
                 }
                 Err(e) => causes.push(first_contact(access, Cause::of(endpoint, &e))),
@@ -190,6 +193,27 @@ impl EtcdStore {
 
     fn config_key(&self) -> String {
         format!("{}/config", self.prefix)
+    }
+
+    /// Records `cause` and tells it better: a server that refused this client's certificate
+    /// closes the next connections right after the TLS handshake, and the client often sees
+    /// only "connection closed" or "broken pipe" then; such a close after a refusal by the same endpoint is
+    /// that refusal again.
+    fn explain(&mut self, cause: Cause) -> Cause {
+        let closed = cause.kind == Kind::Unreachable
+            && (cause.detail.contains("connection closed") || cause.detail.contains("broken pipe"));
+        match &self.refusal {
+            Some(r) if closed && r.endpoint == cause.endpoint => Cause {
+                kind: r.kind,
+                ..cause
+            },
+            _ => {
+                if cause.refused() {
+                    self.refusal = Some(cause.clone());
+                }
+                cause
+            }
+        }
     }
 
     /// Moves to the next endpoint that opens after `cause` (the current one stays when no
@@ -261,10 +285,14 @@ impl EtcdStore {
         let mut left = self.access.endpoints.len();
         loop {
             let e = match op(&mut self.client).await {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    self.refusal = None;
+                    return Ok(v);
+                }
                 Err(e) => e,
             };
             let cause = Cause::of(self.endpoint(), &e);
+            let cause = self.explain(cause);
             self.checked = None;
             left -= 1;
             if left == 0 || !member_specific(cause.kind) {
@@ -390,8 +418,11 @@ impl Store for EtcdStore {
         let mut left = self.access.endpoints.len();
         loop {
             let cause = match self.keep_alive_once(id).await {
-                Ok(alive) => return Ok(alive),
-                Err(cause) => cause,
+                Ok(alive) => {
+                    self.refusal = None;
+                    return Ok(alive);
+                }
+                Err(cause) => self.explain(cause),
             };
             self.checked = None;
             left -= 1;
