@@ -23,21 +23,6 @@ fn url() -> String {
     format!("https://{UNDERLAY_GW}:2379")
 }
 
-/// A cluster whose etcd demands client certificates of `ca`; the agents get `client`.
-fn tls_cluster(ca: &Ca, client: &Pair) -> Cluster {
-    let config = json!({"Network": CLUSTER_NET, "SubnetLen": 24, "Backend": {"Type": "host-gw"}});
-    let mut c = Cluster::bare(&config);
-    let server = ca.issue("server", &[&UNDERLAY_GW.to_string(), "127.0.0.1"]);
-    let root = ca.issue("root", &[]);
-    c.etcd_url = url();
-    c.etcd_server_args = etcd::tls_server_args(&server, &ca.pair.cert);
-    c.etcdctl_args = etcd::etcdctl_tls_args(&ca.pair.cert, &root);
-    c.agent_etcd_args = etcd::agent_tls_args(&url(), &ca.pair.cert, Some(client));
-    c.start_etcd();
-    c.put_config(&config);
-    c
-}
-
 /// Starts node `i`'s agent with `args` and expects it to stop at once with one line naming
 /// the endpoint (when given) and `cause`, nothing programmed.
 fn refused(c: &mut Cluster, i: usize, args: Vec<String>, endpoint: Option<&str>, cause: &str) {
@@ -86,7 +71,8 @@ fn client_certificates_are_required_checked_and_rotated_without_restart() {
         (bundle, files)
     };
     let (bundle1, files1) = node_files(1);
-    let mut c = tls_cluster(&ca, &files1);
+    let config = json!({"Network": CLUSTER_NET, "SubnetLen": 24, "Backend": {"Type": "host-gw"}});
+    let mut c = Cluster::with_tls_etcd(&config, &ca, &files1);
     for _ in 0..4 {
         c.add_node();
     }

@@ -252,6 +252,23 @@ pub fn lease_ids(c: &Cluster) -> Vec<(String, i64)> {
 }
 
 impl Cluster {
+    /// A cluster whose etcd (https on the underlay gateway) presents a certificate of `ca`
+    /// and demands client certificates of `ca`; etcdctl uses one, the agents get `ca` as
+    /// their CA and `client` as their certificate. The network `config` is written.
+    pub fn with_tls_etcd(config: &serde_json::Value, ca: &Ca, client: &Pair) -> Cluster {
+        let mut c = Cluster::bare(config);
+        let url = format!("https://{}:2379", super::UNDERLAY_GW);
+        let server = ca.issue("server", &[&super::UNDERLAY_GW.to_string(), "127.0.0.1"]);
+        let root = ca.issue("root", &[]);
+        c.etcd_url = url.clone();
+        c.etcd_server_args = tls_server_args(&server, &ca.pair.cert);
+        c.etcdctl_args = etcdctl_tls_args(&ca.pair.cert, &root);
+        c.agent_etcd_args = agent_tls_args(&url, &ca.pair.cert, Some(client));
+        c.start_etcd();
+        c.put_config(config);
+        c
+    }
+
     /// Starts the agent of node `i` expecting it to refuse to start: its exit status (`None`
     /// if it still runs after `timeout`, then killed) and its log.
     pub fn agent_exit(&mut self, i: usize, timeout: Duration) -> (Option<ExitStatus>, String) {
