@@ -529,11 +529,22 @@ fn manifest_references_expand_as_kubernetes_does() {
     );
     assert_eq!(expand("a $ b $(", &env), "a $ b $(");
     // The manifest itself: every container reference resolves on a node.
-    let pod = Manifest::load().daemonset_pod(&NodeFields {
+    let mut manifest = Manifest::load();
+    manifest.set_secret("rcni-node-etcd", Path::new("/secret-files"));
+    let pod = manifest.daemonset_pod(&NodeFields {
         node_name: "n1".into(),
         host_ip: "198.18.0.11".into(),
     });
     let agent = &pod.containers[0];
+    // The etcd client certificate: flags naming the files of the Secret, mounted read-only.
+    assert!(agent
+        .command
+        .contains(&"--etcd-certfile=/etc/rcni/etcd/tls.crt".to_string()));
+    assert!(agent.mounts.contains(&(
+        "/secret-files".to_string(),
+        "/etc/rcni/etcd".to_string(),
+        true
+    )));
     assert!(agent.command.contains(&"--node-name=n1".to_string()));
     assert!(agent
         .command
