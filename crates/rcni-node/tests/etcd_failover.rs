@@ -85,17 +85,20 @@ fn three_members(c: &mut Cluster) -> Members {
 fn endpoint_in_use(n: &Node) -> String {
     n.agent_log()
         .lines()
-        .filter_map(|l| l.split("etcd: using ").nth(1))
-        .last()
+        .rev()
+        .find_map(|l| l.split("etcd: using ").nth(1))
         .expect("the agent names its endpoint")
         .trim()
         .to_string()
 }
 
-/// Health samples of every node every 20 ms: (time since start, healthy per node).
+/// One sample: time since the start, healthy per node.
+type Sample = (Duration, Vec<bool>);
+
+/// Health samples of every node every 20 ms.
 struct Recorder {
     stop: Arc<AtomicBool>,
-    samples: Arc<Mutex<Vec<(Duration, Vec<bool>)>>>,
+    samples: Arc<Mutex<Vec<Sample>>>,
     start: Instant,
     thread: Option<std::thread::JoinHandle<()>>,
 }

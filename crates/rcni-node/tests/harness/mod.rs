@@ -398,7 +398,7 @@ impl Cluster {
         let cluster = member.initial_cluster_entry();
         self.etcd = member.spawn(
             &self.sb.host().name,
-            &self.sb.dir(),
+            self.sb.dir(),
             &cluster,
             &self.etcd_server_args,
         );
@@ -426,7 +426,7 @@ impl Cluster {
         if up.is_none() {
             panic!(
                 "etcd did not come up at {endpoints}; the end of its logs:\n{}",
-                etcd::log_tails(&self.sb.dir())
+                etcd::log_tails(self.sb.dir())
             );
         }
     }
