@@ -15,26 +15,6 @@ use serde_json::json;
 
 const PASSWORD: &str = "pw-of-rcni-7f3a";
 
-/// Starts node `i`'s agent with `args` and expects it to stop at once naming `cause`.
-fn refused(c: &mut Cluster, i: usize, args: Vec<String>, cause: &str) {
-    c.nodes[i].etcd_args = Some(args);
-    let (status, log) = c.agent_exit(i, Duration::from_secs(20));
-    let status = status.unwrap_or_else(|| panic!("agent kept running:\n{log}"));
-    assert!(!status.success(), "{log}");
-    let last = log.lines().last().unwrap_or_default().to_string();
-    assert!(last.contains(cause), "last line names {cause:?}:\n{log}");
-    assert!(
-        last.contains(&c.etcd_url),
-        "last line names the endpoint:\n{log}"
-    );
-    eprintln!("refused as expected: {last}");
-    assert!(
-        c.nothing_programmed(i),
-        "node{} programmed something",
-        i + 1
-    );
-}
-
 #[test]
 fn users_roles_and_wrong_credentials() {
     if skip_unless_root() {
@@ -104,19 +84,19 @@ fn users_roles_and_wrong_credentials() {
     }
 
     let with_password = |pw: &str| vec!["--etcd-password".to_string(), pw.to_string()];
-    refused(
-        &mut c,
+    c.expect_refused(
         2,
         [endpoints(), user("rcni"), with_password("wrong")].concat(),
+        &c_url(),
         "authentication failed",
     );
-    refused(
-        &mut c,
+    c.expect_refused(
         2,
         [endpoints(), user("reader"), with_password("readerpw")].concat(),
+        &c_url(),
         "permission denied",
     );
-    refused(&mut c, 2, endpoints(), "authentication enabled");
+    c.expect_refused(2, endpoints(), &c_url(), "authentication enabled");
     assert_eq!(
         harness::etcd::lease_ids(&c).len(),
         2,

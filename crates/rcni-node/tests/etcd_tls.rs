@@ -23,29 +23,6 @@ fn url() -> String {
     format!("https://{UNDERLAY_GW}:2379")
 }
 
-/// Starts node `i`'s agent with `args` and expects it to stop at once with one line naming
-/// the endpoint (when given) and `cause`, nothing programmed.
-fn refused(c: &mut Cluster, i: usize, args: Vec<String>, endpoint: Option<&str>, cause: &str) {
-    c.nodes[i].etcd_args = Some(args);
-    let (status, log) = c.agent_exit(i, Duration::from_secs(20));
-    let status = status.unwrap_or_else(|| panic!("agent kept running:\n{log}"));
-    assert!(!status.success(), "{log}");
-    let last = log.lines().last().unwrap_or_default().to_string();
-    assert!(
-        last.contains(cause),
-        "last line names the cause {cause:?}:\n{log}"
-    );
-    if let Some(e) = endpoint {
-        assert!(last.contains(e), "last line names {e}:\n{log}");
-    }
-    eprintln!("refused as expected: {last}");
-    assert!(
-        c.nothing_programmed(i),
-        "node{} programmed something",
-        i + 1
-    );
-}
-
 #[test]
 fn client_certificates_are_required_checked_and_rotated_without_restart() {
     if skip_unless_root() {
@@ -90,32 +67,28 @@ fn client_certificates_are_required_checked_and_rotated_without_restart() {
 
     // Refusals: each stops at start, names the endpoint and the cause, programs nothing.
     let stranger = other.issue("stranger", &[]);
-    refused(
-        &mut c,
+    c.expect_refused(
         2,
         etcd::agent_tls_args(&url(), &ca.pair.cert, None),
-        Some(&url()),
+        &url(),
         "requires a client certificate",
     );
-    refused(
-        &mut c,
+    c.expect_refused(
         2,
         etcd::agent_tls_args(&url(), &ca.pair.cert, Some(&stranger)),
-        Some(&url()),
+        &url(),
         "rejected the client certificate",
     );
-    refused(
-        &mut c,
+    c.expect_refused(
         2,
         etcd::agent_tls_args(&url(), &other.pair.cert, Some(&files1)),
-        Some(&url()),
+        &url(),
         "not signed by --etcd-cafile",
     );
-    refused(
-        &mut c,
+    c.expect_refused(
         2,
         vec!["--etcd-endpoints".into(), url()],
-        Some(&url()),
+        &url(),
         "https needs --etcd-cafile",
     );
     assert_eq!(etcd::lease_ids(&c).len(), 2, "no lease for a refused agent");

@@ -284,6 +284,27 @@ impl Cluster {
         (status, node.agent_log())
     }
 
+    /// Starts node `i`'s agent with the etcd flags `args` and expects it to stop at once, its
+    /// last line naming `endpoint` and `cause`, having programmed nothing.
+    pub fn expect_refused(&mut self, i: usize, args: Vec<String>, endpoint: &str, cause: &str) {
+        self.nodes[i].etcd_args = Some(args);
+        let (status, log) = self.agent_exit(i, Duration::from_secs(20));
+        let status = status.unwrap_or_else(|| panic!("agent kept running:\n{log}"));
+        assert!(!status.success(), "{log}");
+        let last = log.lines().last().unwrap_or_default().to_string();
+        assert!(last.contains(cause), "last line names {cause:?}:\n{log}");
+        assert!(
+            last.contains(endpoint),
+            "last line names {endpoint}:\n{log}"
+        );
+        eprintln!("refused as expected: {last}");
+        assert!(
+            self.nothing_programmed(i),
+            "node{} programmed something",
+            i + 1
+        );
+    }
+
     /// Nothing of node `i`'s agent in its kernel or files: no conflist, no subnet file, no
     /// route of the agent's.
     pub fn nothing_programmed(&self, i: usize) -> bool {
