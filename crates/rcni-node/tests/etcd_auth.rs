@@ -8,7 +8,6 @@
 mod harness;
 
 use std::fs;
-use std::time::Duration;
 
 use harness::*;
 use serde_json::json;
@@ -71,13 +70,7 @@ fn users_roles_and_wrong_credentials() {
     c.nodes[1]
         .env
         .push(("RCNI_ETCD_PASSWORD".into(), PASSWORD.into()));
-    c.start_agent(0);
-    c.start_agent(1);
-    c.wait_converged(Duration::from_secs(30))
-        .expect("agents with the right user converge");
-    let a = c.add_pod(0);
-    let b = c.add_pod(1);
-    every_pair_talks(&[(&a.ns, a.ip), (&b.ns, b.ip)]);
+    c.two_talking_pods();
     for n in &c.nodes[..2] {
         assert!(!n.agent_log().contains(PASSWORD), "password in the log");
         assert!(!n.health_get("/metrics").unwrap().contains(PASSWORD));

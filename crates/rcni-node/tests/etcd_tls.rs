@@ -57,13 +57,7 @@ fn client_certificates_are_required_checked_and_rotated_without_restart() {
     let (bundle2, files2) = node_files(2);
     c.nodes[0].etcd_args = Some(etcd::agent_tls_args(&url(), &bundle1, Some(&files1)));
     c.nodes[1].etcd_args = Some(etcd::agent_tls_args(&url(), &bundle2, Some(&files2)));
-    c.start_agent(0);
-    c.start_agent(1);
-    c.wait_converged(Duration::from_secs(30))
-        .expect("the agents with client certificates converge");
-    let a = c.add_pod(0);
-    let b = c.add_pod(1);
-    every_pair_talks(&[(&a.ns, a.ip), (&b.ns, b.ip)]);
+    let [a, b] = c.two_talking_pods();
 
     // Refusals: each stops at start, names the endpoint and the cause, programs nothing.
     let stranger = other.issue("stranger", &[]);

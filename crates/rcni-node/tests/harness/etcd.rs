@@ -269,6 +269,18 @@ impl Cluster {
         c
     }
 
+    /// Starts the agents of nodes 0 and 1, waits until they route to each other, attaches a
+    /// pod on each and checks that the pods talk; the pods.
+    pub fn two_talking_pods(&mut self) -> [super::Pod; 2] {
+        self.start_agent(0);
+        self.start_agent(1);
+        self.wait_converged(Duration::from_secs(30))
+            .expect("the agents converge");
+        let pods = [self.add_pod(0), self.add_pod(1)];
+        super::every_pair_talks(&[(&pods[0].ns, pods[0].ip), (&pods[1].ns, pods[1].ip)]);
+        pods
+    }
+
     /// Starts the agent of node `i` expecting it to refuse to start: its exit status (`None`
     /// if it still runs after `timeout`, then killed) and its log.
     pub fn agent_exit(&mut self, i: usize, timeout: Duration) -> (Option<ExitStatus>, String) {
