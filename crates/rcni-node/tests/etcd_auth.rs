@@ -3,7 +3,8 @@
 //! right user converge (the password from a file on one node, from RCNI_ETCD_PASSWORD on the
 //! other) and never show the password in their log or /metrics; a wrong password, a user
 //! with read permission only, and no user at all are each refused at start with one line
-//! naming the endpoint and the cause, nothing programmed.
+//! naming the endpoint and the cause, nothing programmed. After an etcd restart (which voids
+//! every token) the agents authenticate again and learn a node that joins.
 
 mod harness;
 
@@ -95,6 +96,17 @@ fn users_roles_and_wrong_credentials() {
         2,
         "no lease for a refused agent"
     );
+
+    // etcd restarts: every token it gave is void; the agents authenticate again, and a node
+    // joining afterwards is learned through their new watches.
+    c.stop_etcd();
+    c.start_etcd();
+    c.nodes[2].etcd_args = c.nodes[1].etcd_args.clone();
+    c.nodes[2].env = c.nodes[1].env.clone();
+    c.start_agent(2);
+    c.wait_converged(std::time::Duration::from_secs(30))
+        .expect("a node joining after an etcd restart is learned");
+    assert!(c.nodes.iter().all(Node::healthy));
 }
 
 fn c_url() -> String {
