@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -91,7 +91,7 @@ async fn retry<S: Store, T>(
                 return Some(v);
             }
             Err(e) => {
-                lock(health).store_failed();
+                lock(health).store_failed(&e);
                 log::warn!("{what}: {e}; retrying");
             }
         }
@@ -223,7 +223,7 @@ pub async fn acquire<S: Store>(
             }
             Ok(None) => log::info!("subnet {subnet} was taken meanwhile; choosing again"),
             Err(e) => {
-                lock(health).store_failed();
+                lock(health).store_failed(&e);
                 log::warn!("claim {subnet}: {e}");
                 tokio::select! {
                     _ = tokio::time::sleep(RETRY_INTERVAL) => {}
@@ -402,9 +402,10 @@ pub async fn run<S: Store>(
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Renew well before expiry: a third of the TTL, at most every 10 minutes, at least every second.
     let renew_every = (cfg.lease_ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(600));
-    let mut renew = tokio::time::interval(renew_every);
-    let mut relist_after = Instant::now();
+    let mut next_renew = tokio::time::Instant::now();
+    let mut relist_after = tokio::time::Instant::now();
     loop {
+        let watching = watch.is_some();
         let next_event = async {
             match watch.as_mut() {
                 Some(w) => w.next().await,
@@ -429,11 +430,14 @@ pub async fn run<S: Store>(
                 }
                 Err(e) => {
                     log::warn!("{e}; re-listing");
-                    lock(health).store_failed();
+                    lock(health).store_failed(&e);
                     watch = None;
                 }
             },
-            _ = renew.tick() => {
+            _ = tokio::time::sleep_until(next_renew) => {
+                // After a failure the next renewal is a retry, not a period away: the lease
+                // must be renewed within its TTL, through whichever member answers.
+                next_renew = tokio::time::Instant::now() + renew_every;
                 match store.renew(held.id).await {
                     Ok(true) => { lock(health).store_ok(); }
                     Ok(false) => {
@@ -442,14 +446,17 @@ pub async fn run<S: Store>(
                     }
                     Err(e) => {
                         log::warn!("renew: {e}");
-                        lock(health).store_failed();
+                        lock(health).store_failed(&e);
+                        next_renew = tokio::time::Instant::now() + RETRY_INTERVAL;
                     }
                 }
             }
             _ = resync.tick() => kernel.run(Reconciler::resync).await,
+            // Without a watch, the re-list below is due.
+            _ = tokio::time::sleep_until(relist_after), if !watching => {}
         }
         // No watch (first pass, or it broke): re-list, reconcile, watch again.
-        if watch.is_none() && Instant::now() >= relist_after {
+        if watch.is_none() && tokio::time::Instant::now() >= relist_after {
             match relist(store, kernel).await {
                 Ok(w) => {
                     lock(health).store_ok();
@@ -457,8 +464,8 @@ pub async fn run<S: Store>(
                 }
                 Err(e) => {
                     log::warn!("re-list: {e}");
-                    lock(health).store_failed();
-                    relist_after = Instant::now() + RETRY_INTERVAL;
+                    lock(health).store_failed(&e);
+                    relist_after = tokio::time::Instant::now() + RETRY_INTERVAL;
                 }
             }
         }
@@ -499,7 +506,7 @@ async fn reacquire<S: Store>(
         }
         Err(e) => {
             log::warn!("re-acquire: {e}");
-            lock(health).store_failed();
+            lock(health).store_failed(&e);
             None
         }
     }

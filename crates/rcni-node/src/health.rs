@@ -36,6 +36,8 @@ pub struct HealthState {
     pub subnet: Option<Subnets>,
     /// Since when the datastore has failed, while it does.
     pub store_down_since: Option<Instant>,
+    /// The datastore's last error while it fails (endpoint and cause).
+    pub store_error: Option<String>,
     /// Remote leases known.
     pub leases_known: usize,
     /// Remote nodes programmed by the backend.
@@ -68,22 +70,25 @@ impl HealthState {
         }
         match self.store_down_since {
             Some(since) if since.elapsed() > grace => Err(format!(
-                "datastore unreachable for {} s",
-                since.elapsed().as_secs()
+                "datastore unreachable for {} s: {}",
+                since.elapsed().as_secs(),
+                self.store_error.as_deref().unwrap_or("no answer")
             )),
             _ => Ok(()),
         }
     }
 
-    /// The datastore failed now.
-    pub fn store_failed(&mut self) {
+    /// The datastore failed now, for `why`.
+    pub fn store_failed(&mut self, why: impl std::fmt::Display) {
         self.etcd_errors += 1;
         self.store_down_since.get_or_insert_with(Instant::now);
+        self.store_error = Some(why.to_string());
     }
 
     /// The datastore answered now.
     pub fn store_ok(&mut self) {
         self.store_down_since = None;
+        self.store_error = None;
     }
 
     fn metrics(&self, grace: Duration) -> String {
@@ -325,9 +330,12 @@ mod tests {
         assert!(s.metrics(Duration::ZERO).contains(
             "rcni_node_info{node=\"node \\\"a\\\"\",subnet=\"198.19.1.0/24\",ipv6_subnet=\"2001:2:0:1::/64\"} 1\n"
         ));
-        s.store_failed();
+        s.store_failed("etcd https://198.18.0.2:2379: unreachable");
         assert!(s.verdict(Duration::from_secs(10)).is_ok(), "within grace");
-        assert!(s.verdict(Duration::ZERO).is_err());
+        assert!(s
+            .verdict(Duration::ZERO)
+            .unwrap_err()
+            .ends_with(": etcd https://198.18.0.2:2379: unreachable"));
         s.store_ok();
         assert!(s.verdict(Duration::ZERO).is_ok());
         assert_eq!(s.etcd_errors, 1);

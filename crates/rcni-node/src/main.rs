@@ -8,15 +8,15 @@ use std::time::Duration;
 use clap::Parser;
 use log::{LevelFilter, Log, Metadata, Record};
 use rcni_node::node::{self, Options};
+use rcni_node::store::etcd::{Access, EtcdOptions};
 
 /// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw or
 /// VXLAN).
 #[derive(Parser, Debug)]
 #[command(name = "rcni-node", version)]
 struct Cli {
-    /// etcd endpoints, comma-separated (http://host:2379,...).
-    #[arg(long, value_delimiter = ',', required = true)]
-    etcd_endpoints: Vec<String>,
+    #[command(flatten)]
+    etcd: EtcdOptions,
     /// This node's name (in logs, in its lease as `rcniNodeName`, in the subnet file as
     /// `RCNI_NODE_NAME` and in /metrics).
     #[arg(long)]
@@ -117,8 +117,15 @@ fn main() -> ExitCode {
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(level);
     }
+    let etcd = match Access::new(&cli.etcd) {
+        Ok(access) => access,
+        Err(e) => {
+            eprintln!("rcni-node: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let options = Options {
-        etcd_endpoints: cli.etcd_endpoints,
+        etcd,
         node_name: cli.node_name,
         public_ip: cli.public_ip,
         public_ipv6: cli.public_ipv6,

@@ -26,15 +26,15 @@ use crate::gc::{self, GcConfig};
 use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
 use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
-use crate::store::etcd::EtcdStore;
+use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
 use crate::{cni_conf, cni_version, masq};
 
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// etcd client URLs.
-    pub etcd_endpoints: Vec<String>,
+    /// How to reach etcd (endpoints, TLS files, credentials).
+    pub etcd: Access,
     /// The node's name (logs, lease, subnet file, metrics).
     pub node_name: String,
     /// The node's underlay IPv4 address (PublicIP, VXLAN local VTEP); needed on an IPv4 network.
@@ -182,18 +182,21 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
     result
 }
 
-/// Connects to the datastore, retrying every second; `None` if shut down first.
+/// Connects to the datastore, retrying every second through outages; `None` if shut down
+/// first. A server refusing this client (its certificate, credentials or permissions) stops
+/// the start with the reason: the configuration is wrong, no retry helps.
 async fn connect(
     opts: &Options,
     health: &SharedHealth,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<EtcdStore> {
+) -> Option<anyhow::Result<EtcdStore>> {
     loop {
-        match EtcdStore::connect(&opts.etcd_endpoints, &opts.prefix).await {
-            Ok(s) => return Some(s),
+        match EtcdStore::connect(&opts.etcd, &opts.prefix).await {
+            Ok(s) => return Some(Ok(s)),
+            Err(e) if e.refused() => return Some(Err(e.into())),
             Err(e) => {
-                lock(health).store_failed();
                 log::warn!("{e}; retrying");
+                lock(health).store_failed(&e);
             }
         }
         tokio::select! {
@@ -304,9 +307,10 @@ async fn run_agent(
         });
     }
 
-    let Some(mut store) = connect(&opts, &health, &mut shutdown).await else {
+    let Some(store) = connect(&opts, &health, &mut shutdown).await else {
         return Ok(());
     };
+    let mut store = store?;
     let Some(network) = agent::wait_for_config(&mut store, &health, &mut shutdown).await else {
         return Ok(());
     };

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use cni_testkit::Sandbox;
 use harness::containerd::{build_pause_image, missing_tools, on_path, CniDirs, Containerd};
 use harness::cri::{CriClient, PodSpec};
+use harness::etcd::Ca;
 use harness::manifest::{DaemonSetPod, Manifest, NodeFields};
 use harness::*;
 use k8s_cri::v1::ContainerState;
@@ -261,6 +262,7 @@ fn prepare_host_paths(containerd: &Containerd, pod: &DaemonSetPod) {
         match volume.kind.as_str() {
             "DirectoryOrCreate" => std::fs::create_dir_all(&on_node).unwrap(),
             "Socket" => assert!(on_node.exists(), "no socket {}", volume.path),
+            "Secret" => assert!(on_node.is_dir(), "no Secret files at {}", volume.path),
             other => panic!("hostPath type {other:?} of {} not handled", volume.path),
         }
     }
@@ -433,10 +435,22 @@ fn wait_converged(c: &Cluster) -> bool {
 /// between every pair; after StopPodSandbox and RemovePodSandbox nothing of the pods is left.
 fn daemonset_cluster(backend: Value) {
     let mut manifest = Manifest::load();
-    let etcd = format!("http://{UNDERLAY_GW}:2379");
+    let etcd = format!("https://{UNDERLAY_GW}:2379");
     manifest.set_config("rcni-node", "etcd-endpoints", &etcd);
     manifest.set_config("rcni-node", "prefix", PREFIX);
-    let mut c = Cluster::new(backend.clone());
+    // etcd as kubeadm runs it (client certificates required); the Secret holds the CA and
+    // a client certificate of it under the manifest's key names.
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new(pki.path(), "etcd-ca");
+    let client = ca.issue("rcni-node", &[]);
+    let secret = pki.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::copy(&ca.pair.cert, secret.join("ca.crt")).unwrap();
+    std::fs::copy(&client.cert, secret.join("tls.crt")).unwrap();
+    std::fs::copy(&client.key, secret.join("tls.key")).unwrap();
+    manifest.set_secret("rcni-node-etcd", &secret);
+    let config = json!({"Network": CLUSTER_NET, "SubnetLen": 24, "Backend": backend.clone()});
+    let mut c = Cluster::with_tls_etcd(&config, &ca, &client);
     let pause = build_pause_image(c.sb.dir());
     let mut agents = Vec::new();
     let mut to_ready = Vec::new();
@@ -515,11 +529,22 @@ fn manifest_references_expand_as_kubernetes_does() {
     );
     assert_eq!(expand("a $ b $(", &env), "a $ b $(");
     // The manifest itself: every container reference resolves on a node.
-    let pod = Manifest::load().daemonset_pod(&NodeFields {
+    let mut manifest = Manifest::load();
+    manifest.set_secret("rcni-node-etcd", Path::new("/secret-files"));
+    let pod = manifest.daemonset_pod(&NodeFields {
         node_name: "n1".into(),
         host_ip: "198.18.0.11".into(),
     });
     let agent = &pod.containers[0];
+    // The etcd client certificate: flags naming the files of the Secret, mounted read-only.
+    assert!(agent
+        .command
+        .contains(&"--etcd-certfile=/etc/rcni/etcd/tls.crt".to_string()));
+    assert!(agent.mounts.contains(&(
+        "/secret-files".to_string(),
+        "/etc/rcni/etcd".to_string(),
+        true
+    )));
     assert!(agent.command.contains(&"--node-name=n1".to_string()));
     assert!(agent
         .command

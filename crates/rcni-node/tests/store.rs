@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::*;
 use rcni_node::lease::{Lease, LeaseAttrs};
-use rcni_node::store::etcd::EtcdStore;
+use rcni_node::store::etcd::{Access, EtcdOptions, EtcdStore};
 use rcni_node::store::{Claim, LeaseEvent, LeaseWatch, Store};
 use serde_json::json;
 
@@ -45,9 +45,13 @@ fn claims_renewal_revocation_and_watch_against_a_real_etcd() {
 }
 
 async fn scenario() {
-    let endpoints = vec![format!("http://{UNDERLAY_GW}:2379")];
-    let mut a = EtcdStore::connect(&endpoints, PREFIX).await.unwrap();
-    let mut b = EtcdStore::connect(&endpoints, PREFIX).await.unwrap();
+    let access = Access::new(&EtcdOptions {
+        endpoints: vec![format!("http://{UNDERLAY_GW}:2379")],
+        ..EtcdOptions::default()
+    })
+    .unwrap();
+    let mut a = EtcdStore::connect(&access, PREFIX).await.unwrap();
+    let mut b = EtcdStore::connect(&access, PREFIX).await.unwrap();
     let ttl = Duration::from_secs(30);
 
     let config = a.network_config().await.unwrap().expect("config present");

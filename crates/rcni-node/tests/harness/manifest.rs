@@ -1,6 +1,7 @@
 //! `deploy/rcni-node.yaml` read the way kubelet turns a DaemonSet's pod template into CRI
 //! calls: the containers' image, command, args and env (ConfigMap keys and downward-API fields
-//! resolved, then `$(VAR)` references expanded) and their hostPath mounts. Only what the
+//! resolved, then `$(VAR)` references expanded) and their hostPath and Secret mounts (a Secret
+//! is a directory of files the test gives). Only what the
 //! manifest uses is supported; anything else panics naming it, so a change to the manifest
 //! that the test cannot run as written fails loudly.
 
@@ -42,9 +43,11 @@ pub struct DaemonSetPod {
     pub host_paths: Vec<HostPath>,
 }
 
-/// The manifest's documents (ConfigMap and DaemonSet).
+/// The manifest's documents (ConfigMap and DaemonSet), and the directories standing for the
+/// Secrets its volumes name (kubelet writes a Secret's keys as files in a directory).
 pub struct Manifest {
     docs: Vec<Value>,
+    secrets: BTreeMap<String, PathBuf>,
 }
 
 impl Manifest {
@@ -54,7 +57,15 @@ impl Manifest {
             .map(|doc| Value::deserialize(doc).expect("deploy/rcni-node.yaml is valid YAML"))
             .filter(|doc| !doc.is_null())
             .collect();
-        Manifest { docs }
+        Manifest {
+            docs,
+            secrets: BTreeMap::new(),
+        }
+    }
+
+    /// The Secret `name` holds the files of `dir` (as the operator created it).
+    pub fn set_secret(&mut self, name: &str, dir: &Path) {
+        self.secrets.insert(name.to_string(), dir.to_path_buf());
     }
 
     fn kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
@@ -89,7 +100,7 @@ impl Manifest {
         let set = sets.next().expect("a DaemonSet in the manifest");
         assert!(sets.next().is_none(), "one DaemonSet in the manifest");
         let spec = &set["spec"]["template"]["spec"];
-        let volumes = host_path_volumes(spec);
+        let volumes = self.volumes(spec);
         let containers = |field: &str| -> Vec<ContainerSpec> {
             let list = spec[field].as_array().cloned().unwrap_or_default();
             list.iter()
@@ -126,7 +137,7 @@ impl Manifest {
                 let name = text(&m["name"]);
                 let volume = volumes
                     .get(&name)
-                    .unwrap_or_else(|| panic!("volume {name} is not a hostPath volume"));
+                    .unwrap_or_else(|| panic!("no volume {name}"));
                 let readonly = m["readOnly"] == true;
                 (volume.path.clone(), text(&m["mountPath"]), readonly)
             })
@@ -167,20 +178,35 @@ impl Manifest {
     }
 }
 
-/// The hostPath volumes of a pod spec, by name.
-fn host_path_volumes(spec: &Value) -> BTreeMap<String, HostPath> {
-    let mut volumes = BTreeMap::new();
-    for v in spec["volumes"].as_array().cloned().unwrap_or_default() {
-        let name = text(&v["name"]);
-        let host = &v["hostPath"];
-        assert!(!host.is_null(), "volume {name} is not a hostPath volume");
-        let volume = HostPath {
-            path: text(&host["path"]),
-            kind: host["type"].as_str().unwrap_or_default().to_string(),
-        };
-        volumes.insert(name, volume);
+impl Manifest {
+    /// The volumes of a pod spec as host paths, by name: hostPath volumes as written, Secret
+    /// volumes as the directory given for the Secret (kind `Secret`).
+    fn volumes(&self, spec: &Value) -> BTreeMap<String, HostPath> {
+        let mut volumes = BTreeMap::new();
+        for v in spec["volumes"].as_array().cloned().unwrap_or_default() {
+            let name = text(&v["name"]);
+            let (host, secret) = (&v["hostPath"], &v["secret"]);
+            let volume = if !host.is_null() {
+                HostPath {
+                    path: text(&host["path"]),
+                    kind: host["type"].as_str().unwrap_or_default().to_string(),
+                }
+            } else if !secret.is_null() {
+                let secret_name = text(&secret["secretName"]);
+                let dir = self.secrets.get(&secret_name).unwrap_or_else(|| {
+                    panic!("volume {name}: the test gave no files for Secret {secret_name}")
+                });
+                HostPath {
+                    path: dir.display().to_string(),
+                    kind: "Secret".into(),
+                }
+            } else {
+                panic!("volume {name} is neither hostPath nor secret");
+            };
+            volumes.insert(name, volume);
+        }
+        volumes
     }
-    volumes
 }
 
 fn text(v: &Value) -> String {

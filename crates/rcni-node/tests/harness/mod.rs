@@ -13,6 +13,7 @@
 
 pub mod containerd;
 pub mod cri;
+pub mod etcd;
 pub mod kubelet;
 pub mod manifest;
 
@@ -142,6 +143,10 @@ pub struct Node {
     pub dir: PathBuf,
     pub agent: Guard,
     pub extra: Vec<String>,
+    /// This node's etcd flags, instead of the cluster's [`Cluster::agent_etcd_args`].
+    pub etcd_args: Option<Vec<String>>,
+    /// Environment variables of this node's agent.
+    pub env: Vec<(String, String)>,
     /// The node's containerd, when the test runs one ([`Cluster::start_containerd`]).
     pub containerd: Option<containerd::Containerd>,
 }
@@ -232,6 +237,12 @@ pub struct Cluster {
     pub ttl: u64,
     /// The sandbox image archive for the nodes' containerd, built on first use.
     pause_image: Option<PathBuf>,
+    /// etcd's client URL(s) (comma-separated for etcdctl), its extra server flags (TLS),
+    /// etcdctl's extra flags (TLS files, root user) and the agents' etcd flags.
+    pub etcd_url: String,
+    pub etcd_server_args: Vec<String>,
+    pub etcdctl_args: Vec<String>,
+    pub agent_etcd_args: Vec<String>,
 }
 
 impl Drop for Cluster {
@@ -292,6 +303,20 @@ impl Cluster {
 
     /// Like [`Cluster::new`] with a whole network config.
     pub fn with_config(config: Value) -> Cluster {
+        let mut c = Cluster::bare(&config);
+        c.start_etcd();
+        c.put_config(&config);
+        c
+    }
+
+    /// Writes the network config to etcd.
+    pub fn put_config(&self, config: &Value) {
+        self.etcdctl(&["put", &format!("{PREFIX}/config"), &config.to_string()]);
+    }
+
+    /// The underlay and the external namespace for the network `config`; no etcd yet (its
+    /// URL and flags are plain HTTP on the underlay gateway until the test changes them).
+    pub fn bare(config: &Value) -> Cluster {
         let backend = config["Backend"].clone();
         let ipv4 = config["EnableIPv4"] != false;
         let ipv6 = config["EnableIPv6"] == true;
@@ -343,7 +368,8 @@ impl Cluster {
                 &["bridge", "host-local", "portmap", "tuning"],
             )
             .unwrap();
-        let mut c = Cluster {
+        let url = format!("http://{UNDERLAY_GW}:2379");
+        Cluster {
             sb,
             etcd: Guard(None),
             nodes: Vec::new(),
@@ -354,44 +380,40 @@ impl Cluster {
             ipv6,
             ttl: 3600,
             pause_image: None,
-        };
-        c.start_etcd();
-        c.etcdctl(&["put", &format!("{PREFIX}/config"), &config.to_string()]);
-        c
+            agent_etcd_args: vec!["--etcd-endpoints".into(), url.clone()],
+            etcd_url: url,
+            etcd_server_args: Vec::new(),
+            etcdctl_args: Vec::new(),
+        }
     }
 
-    /// Starts etcd in the underlay namespace (data dir in the sandbox dir; kept across restarts).
+    /// Starts etcd in the underlay namespace (data dir in the sandbox dir; kept across
+    /// restarts) at [`Cluster::etcd_url`] with [`Cluster::etcd_server_args`].
     pub fn start_etcd(&mut self) {
-        let dir = self.sb.dir().join("etcd");
-        let log = fs::File::create(self.sb.dir().join("etcd.log")).unwrap();
-        let url = format!("http://{UNDERLAY_GW}:2379");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.sb.host().name, "etcd", "--name", "t"])
-            .arg("--data-dir")
-            .arg(&dir)
-            .args([
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-                "--listen-peer-urls",
-                "http://127.0.0.1:2380",
-                "--initial-advertise-peer-urls",
-                "http://127.0.0.1:2380",
-                "--initial-cluster",
-                "t=http://127.0.0.1:2380",
-            ])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd (Debian package etcd-server)");
-        self.etcd = Guard(Some(child));
+        let member = etcd::Member {
+            name: "t".into(),
+            client_url: self.etcd_url.clone(),
+            peer_url: "http://127.0.0.1:2380".into(),
+        };
+        let cluster = member.initial_cluster_entry();
+        self.etcd = member.spawn(
+            &self.sb.host().name,
+            self.sb.dir(),
+            &cluster,
+            &self.etcd_server_args,
+        );
+        self.wait_etcd_healthy(&self.etcd_url.clone());
+    }
+
+    /// Waits until etcd answers at `endpoints` (panics with the end of its log if not).
+    pub fn wait_etcd_healthy(&self, endpoints: &str) {
         let up = wait_for(Duration::from_secs(30), || {
             Command::new("ip")
                 .args(["netns", "exec", &self.sb.host().name, "etcdctl"])
+                .args(&self.etcdctl_args)
                 .args([
                     "--endpoints",
-                    &url,
+                    endpoints,
                     "--command-timeout=1s",
                     "endpoint",
                     "health",
@@ -402,12 +424,9 @@ impl Cluster {
                 .is_ok_and(|s| s.success())
         });
         if up.is_none() {
-            let log = fs::read_to_string(self.sb.dir().join("etcd.log")).unwrap_or_default();
-            let tail: Vec<_> = log.lines().rev().take(20).collect();
-            let tail: Vec<_> = tail.into_iter().rev().collect();
             panic!(
-                "etcd did not come up; the end of its log:\n{}",
-                tail.join("\n")
+                "etcd did not come up at {endpoints}; the end of its logs:\n{}",
+                etcd::log_tails(self.sb.dir())
             );
         }
     }
@@ -416,8 +435,8 @@ impl Cluster {
         self.etcd.kill();
     }
 
+    /// etcdctl in the underlay namespace with [`Cluster::etcdctl_args`]; panics on failure.
     pub fn etcdctl(&self, args: &[&str]) -> String {
-        let url = format!("http://{UNDERLAY_GW}:2379");
         let mut full = vec![
             "ip",
             "netns",
@@ -425,8 +444,9 @@ impl Cluster {
             &self.sb.host().name,
             "etcdctl",
             "--endpoints",
-            &url,
+            &self.etcd_url,
         ];
+        full.extend(self.etcdctl_args.iter().map(String::as_str));
         full.extend_from_slice(args);
         sh(&full)
     }
@@ -446,6 +466,8 @@ impl Cluster {
             dir,
             agent: Guard(None),
             extra: Vec::new(),
+            etcd_args: None,
+            env: Vec::new(),
             containerd: None,
         });
         self.nodes.len() - 1
@@ -461,6 +483,10 @@ impl Cluster {
         if self.ipv6 {
             public.extend(["--public-ipv6".to_string(), self.nodes[i].ip6().to_string()]);
         }
+        let etcd_args = self.nodes[i]
+            .etcd_args
+            .clone()
+            .unwrap_or_else(|| self.agent_etcd_args.clone());
         let node = &mut self.nodes[i];
         let log = fs::OpenOptions::new()
             .create(true)
@@ -470,7 +496,7 @@ impl Cluster {
         let child = Command::new("ip")
             .args(["netns", "exec", &node.ns.name])
             .arg(bin_path("rcni-node").expect("cargo build -p rcni-node first"))
-            .args(["--etcd-endpoints", &format!("http://{UNDERLAY_GW}:2379")])
+            .args(&etcd_args)
             .args(["--node-name", &format!("node{}", node.index)])
             .args(&public)
             .args(["--iface", "eth0"])
@@ -493,6 +519,7 @@ impl Cluster {
             ])
             .args(["--health-addr", &format!("{}:9477", node.ip)])
             .args(&node.extra)
+            .envs(node.env.iter().map(|(k, v)| (k, v)))
             .env("RCNI_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

@@ -4,6 +4,7 @@
 //! removes the leaks through the plugins' DEL and GC (`fix.rs`); `rcni pod` records without
 //! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`).
 
+mod agent;
 mod audit;
 mod explain;
 mod fix;
@@ -52,6 +53,7 @@ fn config_problems(conf_dir: &Path, rt: &Runtime) -> Vec<Problem> {
             why: "no network config loads: a CRI runtime reports NetworkReady=false (cni plugin not initialized)".into(),
         });
     }
+    out.extend(agent::problems(&found.networks));
     for net in &found.networks {
         if let Err(e) = rt.validate(net) {
             out.push(Problem {
