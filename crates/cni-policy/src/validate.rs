@@ -284,6 +284,16 @@ impl Errors {
     }
 }
 
+/// Why `key=value` is not a valid Kubernetes label, if it is not.
+pub fn label_problem(key: &str, value: &str) -> Option<String> {
+    let mut e = Errors::default();
+    e.label_key("key", key);
+    if let Some(first) = e.0.first() {
+        return Some(format!("invalid key {key:?}: {}", first.detail));
+    }
+    label_value_problem(value).map(|why| format!("invalid value {value:?}: {why}"))
+}
+
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 const CIDR_HINT: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
 

@@ -2,6 +2,8 @@
 //! even after the network's config file is gone (each network keeps the config it was
 //! attached with).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -49,12 +51,15 @@ pub enum NetnsOwner {
     Caller,
 }
 
-/// The Kubernetes identity of the pod (what goes into `CNI_ARGS`).
+/// The Kubernetes identity of the pod (what goes into `CNI_ARGS`), and its labels (what
+/// NetworkPolicy selectors match; recorded for the node agent, never passed to plugins).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodMeta {
     pub name: String,
     pub namespace: String,
     pub uid: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// One network of the sandbox, with the config it is attached with.

@@ -143,6 +143,7 @@ mod tests {
             name: "web".into(),
             namespace: "default".into(),
             uid: "u-1".into(),
+            ..PodMeta::default()
         };
         let args = cni_args(&pod, "abc", &[("X".into(), "y".into())]).unwrap();
         assert_eq!(args[5], ("X".to_string(), "y".to_string()));

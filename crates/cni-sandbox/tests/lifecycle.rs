@@ -113,6 +113,7 @@ fn request(id: &str) -> RunRequest {
             name: "web".into(),
             namespace: "shop".into(),
             uid: "u1".into(),
+            labels: [("app".to_string(), "web".to_string())].into(),
         },
         port_mappings: vec![PortMapping::parse("18080:80").unwrap()],
         ..Default::default()
@@ -155,6 +156,10 @@ fn run_attaches_loopback_then_the_default_network_with_containerds_arguments() {
         + 1];
     assert!(!main_req.contains("runtimeConfig"), "{main_req}");
     assert_eq!(*w.ns.events.lock().unwrap(), ["create rcni-s1"]);
+
+    // The labels are recorded for the node agent, but no plugin sees them.
+    assert_eq!(w.sb.status("s1").pod.labels["app"], "web");
+    assert!(lines.iter().all(|l| !l.contains("app=web")), "{lines:?}");
 
     // Again: its status, no new ADD.
     w.sb.run(&request("s1")).unwrap();

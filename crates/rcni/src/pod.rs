@@ -3,6 +3,7 @@
 //! runs its verb; namespaces are created and removed through cni-linux. The first
 //! invocation after the node started runs the full GC instead of the recovery ([`boot_gc`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,7 +46,7 @@ pub struct PodArgs {
 pub enum PodVerb {
     /// RunPodSandbox: create the sandbox's netns (unless --netns) and attach loopback, the
     /// default network (or each --network) on eth0, net1, ...; prints the sandbox id.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// PodSandboxStatus: state and addresses (never fails; unknown ids are empty).
     Status { id: String },
     /// StopPodSandbox: DEL every network in reverse, continuing past failures (idempotent).
@@ -94,6 +95,10 @@ pub struct RunArgs {
     /// MAC address for the pod (mac capability).
     #[arg(long)]
     pub mac: Option<String>,
+    /// Pod label KEY=VALUE (repeatable): recorded with the sandbox for NetworkPolicy
+    /// selectors (rcni-node reads them); never passed to plugins.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
 }
 
 /// cni-linux's named namespaces under /run/netns.
@@ -250,6 +255,7 @@ fn run_pod(g: &Global, sb: &Sandboxes, r: &RunArgs) -> Result<(), Failure> {
             name: r.name.clone(),
             namespace: r.namespace.clone(),
             uid: r.uid.clone().unwrap_or_default(),
+            labels: parse_labels(&r.labels)?,
         },
         netns,
         networks: r.networks.clone(),
@@ -266,6 +272,23 @@ fn run_pod(g: &Global, sb: &Sandboxes, r: &RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `KEY=VALUE` pairs, checked as Kubernetes checks label keys and values.
+fn parse_labels(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut labels = BTreeMap::new();
+    for pair in pairs {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(Failure::usage(format!(
+                "--label {pair:?}: expected KEY=VALUE"
+            )));
+        };
+        if let Some(why) = cni_policy::validate::label_problem(k, v) {
+            return Err(Failure::usage(format!("--label {pair:?}: {why}")));
+        }
+        labels.insert(k.to_string(), v.to_string());
+    }
+    Ok(labels)
+}
+
 fn show(g: &Global, s: &SandboxStatus) {
     if g.json {
         print_json(&to_json(s));
@@ -278,6 +301,15 @@ fn show(g: &Global, s: &SandboxStatus) {
             "pod:     {}/{} (uid {})",
             s.pod.namespace, s.pod.name, s.pod.uid
         );
+        if !s.pod.labels.is_empty() {
+            let labels: Vec<String> = s
+                .pod
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            println!("labels:  {}", labels.join(","));
+        }
         println!("netns:   {}", s.netns);
         println!("ips:     {}", s.ips.join(" "));
         for n in &s.networks {

@@ -15,7 +15,23 @@ fn kubelet_sequence(plugins: Plugins) {
     };
     env.write_conf("10-pods.conflist", &env.pods_conflist(20, 24, ""));
     let id = env.new_id("seq");
-    let run = env.run(&id, &["--port", "18080:80", "--namespace", "shop"]);
+    // A label Kubernetes would refuse is refused before anything is made.
+    let bad = env.pod(&["run", "pod", "--id", &id, "--label=-app=web"]);
+    let stderr = text(&bad.stderr);
+    assert!(!bad.status.success(), "{stderr}");
+    assert!(stderr.contains("invalid key \"-app\""), "{stderr}");
+    env.assert_only(&[], "after a refused label");
+    let run = env.run(
+        &id,
+        &[
+            "--port",
+            "18080:80",
+            "--namespace",
+            "shop",
+            "--label",
+            "app=web",
+        ],
+    );
     let ip = ip_of(&run);
     assert!(ip.starts_with("198.18.20."), "{run}");
     assert_eq!(run["state"], "ready");
@@ -43,6 +59,7 @@ fn kubelet_sequence(plugins: Plugins) {
     let st = env.status(&id);
     assert_eq!(st["state"], "ready");
     assert_eq!(st["pod"]["namespace"], "shop");
+    assert_eq!(st["pod"]["labels"], serde_json::json!({"app": "web"}));
     assert_eq!(st["ips"], run["ips"]);
 
     env.pod_ok(&["stop", &id]);

@@ -212,6 +212,12 @@ impl Node {
     pub fn agent_log(&self) -> String {
         fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
     }
+
+    /// How many times the agents of this node logged that they wrote (or kept) the conflist
+    /// and the subnet file.
+    pub fn publications(&self) -> usize {
+        self.agent_log().matches(", pod MTU ").count()
+    }
 }
 
 /// A pod attached on a node.
@@ -532,10 +538,12 @@ impl Cluster {
     pub fn start_agent(&mut self, i: usize) {
         // A killed agent's last status may still say healthy: only the new agent's counts.
         let _ = fs::remove_file(self.nodes[i].status_file());
+        let published = self.nodes[i].publications();
         self.spawn_agent(i);
         let node = &self.nodes[i];
+        // The agent publishes its conflist once healthy: wait for this start's publication.
         let ok = wait_for(Duration::from_secs(30), || {
-            node.healthy() && node.conf_dir().join("10-rcni.conflist").exists()
+            node.healthy() && node.publications() > published
         });
         assert!(
             ok.is_some(),
