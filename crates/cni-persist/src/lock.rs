@@ -61,7 +61,10 @@ mod tests {
         let a = lock(&p, LockKind::Shared).unwrap();
         let _b = lock(&p, LockKind::Shared).unwrap();
         let other = open_lock_file(&p).unwrap();
-        assert!(matches!(other.try_lock(), Err(fs::TryLockError::WouldBlock)));
+        assert!(matches!(
+            other.try_lock(),
+            Err(fs::TryLockError::WouldBlock)
+        ));
         drop(a);
         drop(_b);
         other.try_lock().unwrap();
@@ -74,7 +77,10 @@ mod tests {
         fs::write(&p, "").unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
         drop(lock(&p, LockKind::Exclusive).unwrap());
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let victim = d.path().join("victim");
         fs::write(&victim, "keep").unwrap();
         let link = d.path().join("link");

@@ -58,6 +58,16 @@ impl TempName {
         })
     }
 
+    /// A fresh file name for a temp file of `pid` and `tag` (a test plants a killed writer's
+    /// leftover with it; writers use [`TempFile::create`]).
+    pub fn file_name(pid: u32, tag: &str) -> String {
+        format!(
+            "{TEMP_PREFIX}{pid}-{:016x}-{}{SUFFIX}",
+            random_u64(),
+            tag_of(tag)
+        )
+    }
+
     /// Whether this file's tag is `tag` (as [`TempFile::create`] was given it).
     pub fn is_of(&self, tag: &str) -> bool {
         self.tag == tag_of(tag)
@@ -100,12 +110,7 @@ fn random_u64() -> u64 {
 
 /// A fresh name for a temp file of `tag`, written by this process.
 pub fn new_name(tag: &str) -> String {
-    format!(
-        "{TEMP_PREFIX}{}-{:016x}-{}{SUFFIX}",
-        std::process::id(),
-        random_u64(),
-        tag_of(tag)
-    )
+    TempName::file_name(std::process::id(), tag)
 }
 
 /// Opens `path` as a new file: it must not exist (`O_EXCL`), is never reached through a
@@ -222,7 +227,10 @@ mod tests {
     #[test]
     fn names_carry_pid_and_tag_and_parse_back() {
         let name = new_name("10.1.2.3");
-        assert!(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp"), "{name}");
+        assert!(
+            name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp"),
+            "{name}"
+        );
         let t = TempName::parse(&name).unwrap();
         assert_eq!(t.pid, std::process::id());
         assert!(t.is_of("10.1.2.3") && !t.is_of("10.1.2.30"));
@@ -287,25 +295,23 @@ mod tests {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(4_194_304);
-        (1..max).rev().find(|p| {
-            TempName {
-                pid: *p,
-                tag: String::new(),
-            }
-            .writer_is_gone()
-        })
-        .expect("a free pid")
+        (1..max)
+            .rev()
+            .find(|p| {
+                TempName {
+                    pid: *p,
+                    tag: String::new(),
+                }
+                .writer_is_gone()
+            })
+            .expect("a free pid")
     }
 
     #[test]
     fn leftovers_of_dead_writers_are_removed_live_ones_are_not() {
         let d = tempfile::tempdir().unwrap();
         let live = TempFile::create(d.path(), "a.json").unwrap().keep();
-        let dead_name = new_name("a.json").replacen(
-            &format!("-{}-", std::process::id()),
-            &format!("-{}-", dead_pid()),
-            1,
-        );
+        let dead_name = TempName::file_name(dead_pid(), "a.json");
         fs::write(d.path().join(&dead_name), "partial").unwrap();
         fs::write(d.path().join("a.json"), "record").unwrap();
         fs::write(d.path().join(".rcni-tmp-0123456789abcdef"), "").unwrap();

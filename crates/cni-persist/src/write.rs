@@ -174,7 +174,11 @@ mod tests {
         let target = d.path().join("r.json");
         for round in 0..5 {
             let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "write::tests::killed_writer_child", "--nocapture"])
+                .args([
+                    "--exact",
+                    "write::tests::killed_writer_child",
+                    "--nocapture",
+                ])
                 .env(CHILD, &target)
                 .stdout(std::process::Stdio::null())
                 .spawn()
