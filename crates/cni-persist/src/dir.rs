@@ -86,7 +86,9 @@ fn check_one(dir: &Path, rule: DirRule) -> Result<()> {
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
-        return refuse(format!("mode {mode:04o} lets group or others write"));
+        return refuse(format!(
+            "mode {mode:04o} lets other users write to it (group or others)"
+        ));
     }
     Ok(())
 }

@@ -179,6 +179,13 @@ impl TempFile {
             .map_err(|e| PersistError::io("write", path, e))
     }
 
+    /// Stops managing the file and hands over its path and open file: the caller renames or
+    /// removes it.
+    pub fn into_parts(mut self) -> (PathBuf, File) {
+        let file = self.file.take().expect("open until committed");
+        (self.keep(), file)
+    }
+
     /// Stops managing the file: the caller renames or removes it.
     pub fn keep(mut self) -> PathBuf {
         self.file = None;
@@ -287,6 +294,8 @@ mod tests {
         assert!(!path.exists());
         let kept = TempFile::create(d.path(), "x").unwrap().keep();
         assert!(kept.exists());
+        let (path, _file) = TempFile::create(d.path(), "y").unwrap().into_parts();
+        assert!(path.exists());
     }
 
     /// A pid no process has: the highest possible one is not handed out while this runs.

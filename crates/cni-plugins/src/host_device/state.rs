@@ -1,9 +1,10 @@
 //! The restore record of one attachment: `<dataDir>/<containerID>_<ifname>.json`, written
 //! before ADD moves the device and removed by DEL once the device is back (or gone).
 //!
-//! Durability: fsynced, since the device outlives a crash of the host's network namespace
-//! handling (it returns to the host on reboot) and DEL needs its saved name and MTU then.
-//! A temp file of a killed ADD carries the record's name and is removed by DEL.
+//! Written through `cni_persist` with `Durability::Fsync` (as before): a record DEL reads must
+//! be whole, or the device's name and MTU could not be restored; the default directory is on
+//! `/run` (a tmpfs), where the sync costs nothing. A temp file of a killed ADD carries the
+//! record's name and is removed by DEL.
 
 use std::fs;
 use std::path::{Path, PathBuf};
