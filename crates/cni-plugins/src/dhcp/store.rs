@@ -99,15 +99,15 @@ impl Store {
                 continue;
             }
             let path = entry.path();
-            match path.extension().and_then(|e| e.to_str()) {
-                Some("json") => match fs::read(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
-                {
-                    Ok(r) => out.push(r),
-                    Err(e) => log::warn!("dhcp: ignoring unreadable {}: {e}", path.display()),
-                },
-                _ => {}
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            match fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
+            {
+                Ok(r) => out.push(r),
+                Err(e) => log::warn!("dhcp: ignoring unreadable {}: {e}", path.display()),
             }
         }
         out.sort_by(|a: &LeaseRecord, b| a.key.container_id.cmp(&b.key.container_id));
