@@ -170,6 +170,16 @@ impl TempFile {
         self.file.as_mut().expect("open until committed")
     }
 
+    /// Sets the file's mode (created 0600), for files others must read: a runtime's network
+    /// config, an executable.
+    pub fn set_mode(&mut self, mode: u32) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.path.clone();
+        self.file()
+            .set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| PersistError::io("chmod", path, e))
+    }
+
     /// Writes all of `bytes` at the current position.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         use std::io::Write;
@@ -294,8 +304,14 @@ mod tests {
         assert!(!path.exists());
         let kept = TempFile::create(d.path(), "x").unwrap().keep();
         assert!(kept.exists());
-        let (path, _file) = TempFile::create(d.path(), "y").unwrap().into_parts();
-        assert!(path.exists());
+        let mut readable = TempFile::create(d.path(), "y").unwrap();
+        readable.set_mode(0o644).unwrap();
+        let (path, _file) = readable.into_parts();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
     }
 
     /// A pid no process has: the highest possible one is not handed out while this runs.

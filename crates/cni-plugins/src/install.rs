@@ -65,8 +65,7 @@ pub fn copy_executable(from: &Path, dir: &Path) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let mut temp = TempFile::create(dir, COPY_NAME)?;
     io::copy(&mut fs::File::open(from)?, temp.file())?;
-    temp.file()
-        .set_permissions(fs::Permissions::from_mode(0o755))?;
+    temp.set_mode(0o755)?;
     temp.replace(&dir.join(COPY_NAME), Durability::Fsync)?;
     Ok(PathBuf::from(COPY_NAME))
 }

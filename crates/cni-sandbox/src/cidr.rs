@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cni_persist::{Durability, TempName};
+use cni_persist::{Durability, TempFile, TempName};
 
 use gtmpl::Value;
 use ipnet::IpNet;
@@ -96,8 +96,12 @@ pub fn update_cidr(
     let gone = |t: &TempName| t.is_of(RENDERED_NAME) && t.writer_is_gone();
     cni_persist::remove_temps(conf_dir, gone)
         .map_err(|e| SandboxError::io("cannot clean", conf_dir, e.into()))?;
-    cni_persist::replace(&target, rendered.as_bytes(), Durability::Fsync)
-        .map_err(|e| SandboxError::io("cannot write", &target, e.into()))?;
+    let written = TempFile::create(conf_dir, RENDERED_NAME).and_then(|mut temp| {
+        temp.set_mode(0o644)?; // a network config, readable as containerd writes it
+        temp.write_all(rendered.as_bytes())?;
+        temp.replace(&target, Durability::Fsync)
+    });
+    written.map_err(|e| SandboxError::io("cannot write", &target, e.into()))?;
     Ok(CidrUpdate::Written(target))
 }
 

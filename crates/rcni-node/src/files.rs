@@ -39,6 +39,8 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let private = private_dir(dir)?;
     cni_persist::remove_temps(&private, TempName::writer_is_gone)?;
     let mut temp = TempFile::create(&private, name)?;
+    // Configuration others read (runtimes, tools), 0644 as it always was.
+    temp.set_mode(0o644)?;
     temp.write_all(data)?;
     Ok(temp.replace(path, Durability::Fsync)?)
 }
@@ -99,6 +101,10 @@ mod tests {
         write_atomic(&path, b"one").unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
         let sub = path.parent().unwrap();
         assert_eq!(names(sub), [TEMP_DIR, "10-rcni.conflist"]);
         assert!(names(&sub.join(TEMP_DIR)).is_empty());

@@ -270,10 +270,7 @@ mod tests {
         fs::create_dir(&open).unwrap();
         fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
         let err = check_dir(&open).unwrap_err();
-        assert!(
-            err.to_string().contains("lets other users write"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("lets other users write"), "{err}");
         let link = dir.path().join("link");
         let fine = dir.path().join("fine");
         ensure_dir(&fine).unwrap();
