@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use cni_persist::{Durability, TempFile};
@@ -73,6 +73,7 @@ pub fn copy_executable(from: &Path, dir: &Path) -> io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn creates_keeps_and_forces() {
