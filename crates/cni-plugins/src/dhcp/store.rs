@@ -99,8 +99,15 @@ impl Store {
                 continue;
             }
             let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue;
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => {}
+                // The fixed temp name of versions before cni_persist; only a killed write of
+                // a daemon that is gone now (one daemon runs per state dir) can have left it.
+                Some("tmp") => {
+                    let _ = fs::remove_file(&path);
+                    continue;
+                }
+                _ => continue,
             }
             match fs::read(&path)
                 .map_err(|e| e.to_string())
@@ -160,9 +167,11 @@ mod tests {
             .join(TempName::file_name(u32::MAX >> 1, "lease-x.json"));
         fs::write(&dead, b"{").unwrap();
         let live = cni_persist::TempFile::create(store.dir(), "lease-y.json").unwrap();
+        fs::write(store.dir().join("lease-z.tmp"), b"{").unwrap();
         let all = store.load_all().unwrap();
         assert_eq!(all, vec![a.clone(), record("b")]);
         assert!(!dead.exists() && live.path().exists());
+        assert!(!store.dir().join("lease-z.tmp").exists());
 
         store.remove(&a.key).unwrap();
         store.remove(&a.key).unwrap();
