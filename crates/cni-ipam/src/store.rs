@@ -15,11 +15,15 @@
 //! (tools) never sees a partial one: the content goes to an unnamed file (`O_TMPFILE`, mode 0600)
 //! that is then linked to the lease's name, failing if the address is taken, so the reservation
 //! stays exclusive. That is one change to the directory, which matters in an ext4 directory of
-//! thousands of entries. Where `O_TMPFILE` or `/proc` is missing, a temp file with a random name
-//! (`.rcni-tmp-*`, `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) is linked and removed instead. The
-//! hint goes to such a temp file that is renamed over it. A temp file only exists under the
-//! lock; one left by a killed writer is removed by the next full read of the directory (the
-//! killed writer changed the directory, so the owner index no longer matches and forces one).
+//! thousands of entries. Where `O_TMPFILE` or `/proc` is missing, a `cni_persist` temp file
+//! (`.rcni-tmp-*`, tagged with the lease's name) is linked and removed instead. The hint goes to
+//! such a temp file that is renamed over it. A temp file only exists under the lock; one left by
+//! a killed writer is removed by the next full read of the directory (the killed writer changed
+//! the directory, so the owner index no longer matches and forces one).
+//!
+//! Durability: [`Durability::Rename`], no fsync, as in Go: leases only matter while their
+//! containers live, and none outlive a crash; the flock, not durability, is what prevents
+//! double allocation.
 //!
 //! Finding an attachment's leases goes through the owner index ([`crate::owner_index`]), a
 //! verified hint kept outside the network directory; without a usable one, every lease file is
@@ -31,9 +35,11 @@ use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Read;
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use cni_persist::{DirRule, Durability, PersistError, TempFile};
 
 use crate::error::{ConfigError, IpamError};
 use crate::ident;
@@ -48,7 +54,7 @@ pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 pub const LINE_BREAK: &str = "\r\n";
 
 /// Prefix of the temp files writes go through (not an address, so never read as a lease).
-pub const TEMP_PREFIX: &str = ".rcni-tmp-";
+pub const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
 
 /// How often a lock with a timeout is retried.
 const LOCK_POLL: Duration = Duration::from_millis(10);
@@ -265,81 +271,27 @@ impl IndexSession {
 }
 
 /// Refuses a directory that someone other than this user (or root) could write to: owned by
-/// another user, or writable by its group or by everyone.
+/// another user, or writable by its group or by everyone. A symlinked data dir (an admin's
+/// choice) is checked where it points.
 fn check_directory(dir: &Path) -> Result<(), IpamError> {
-    let meta = fs::metadata(dir).map_err(|e| IpamError::io("inspect", dir, e))?;
-    let refuse = |reason: String| {
-        Err(IpamError::UnsafeDirectory {
-            path: dir.to_path_buf(),
-            reason,
-        })
+    let rule = DirRule {
+        root_may_own: true,
+        follow_symlink: true,
+        check_parent: false,
     };
-    if !meta.is_dir() {
-        return refuse("not a directory".into());
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me && meta.uid() != 0 {
-        return refuse(format!(
-            "owned by uid {}, not by this user (uid {me}) or root",
-            meta.uid()
-        ));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return refuse(format!(
-            "mode {mode:04o} lets other users write to it (chmod go-w)"
-        ));
-    }
-    Ok(())
+    cni_persist::check_dir(dir, rule).map_err(|e| match e {
+        PersistError::UnsafeDir { path, reason } => IpamError::UnsafeDirectory { path, reason },
+        other => IpamError::io("inspect", dir, other.into()),
+    })
 }
 
-/// Writes `content` to a new temp file with a random name in `dir` (`O_CREAT|O_EXCL|
-/// O_NOFOLLOW`, mode 0600) and returns its path; on failure nothing is left behind.
-fn write_temp(dir: &Path, content: &[u8]) -> io::Result<PathBuf> {
-    let mut attempts = 0;
-    loop {
-        let path = dir.join(format!("{TEMP_PREFIX}{}", random_suffix()?));
-        let opened = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path);
-        let mut file = match opened {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 8 => {
-                attempts += 1;
-                continue;
-            }
-            other => other?,
-        };
-        // No fsync, as in Go: leases only matter while their containers live, and none outlive
-        // a crash; the flock, not durability, is what prevents double allocation.
-        return match file.write_all(content) {
-            Ok(()) => Ok(path),
-            Err(e) => {
-                drop(file);
-                let _ = fs::remove_file(&path);
-                Err(e)
-            }
-        };
-    }
-}
-
-/// 16 random hex digits from the kernel.
-fn random_suffix() -> io::Result<String> {
-    let mut bytes = [0u8; 8];
-    File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Removes a temp file after it was linked or renamed; one that stays is only logged, since
-/// the next lock holder removes it.
-fn discard_temp(path: &Path) {
-    if let Err(e) = fs::remove_file(path) {
-        if e.kind() != io::ErrorKind::NotFound {
-            log::warn!("cannot remove temp file {}: {e}", path.display());
-        }
-    }
+/// A new temp file in `dir` holding `content`, tagged with `path`'s name (removed when
+/// dropped uncommitted).
+fn write_temp(dir: &Path, path: &Path, content: &[u8]) -> io::Result<TempFile> {
+    let tag = path.file_name().and_then(|n| n.to_str()).unwrap_or("probe");
+    let mut temp = TempFile::create(dir, tag)?;
+    temp.write_all(content)?;
+    Ok(temp)
 }
 
 /// Opens the lock file without truncating it: read-only when it exists (works on a read-only
@@ -396,10 +348,10 @@ fn create_whole(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
             Err(e) => log::debug!("linking an O_TMPFILE lease failed ({e}), using a temp file"),
         }
     }
-    let temp = write_temp(dir, content)?;
-    let linked = fs::hard_link(&temp, path);
-    discard_temp(&temp);
-    linked
+    match write_temp(dir, path, content)?.link_new(path, Durability::Rename)? {
+        true => Ok(()),
+        false => Err(io::ErrorKind::AlreadyExists.into()),
+    }
 }
 
 /// The content of a regular file; `None` for anything else (never follows a link, never
@@ -421,8 +373,7 @@ pub(crate) fn read_regular(path: &Path) -> Option<Vec<u8>> {
 
 /// Replaces `path` (in `dir`) with `content` atomically: temp file, then rename.
 pub(crate) fn replace_file(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
-    let temp = write_temp(dir, content)?;
-    fs::rename(&temp, path).inspect_err(|_| discard_temp(&temp))
+    Ok(write_temp(dir, path, content)?.replace(path, Durability::Rename)?)
 }
 
 /// The store while its lock is held; dropping it brings the owner index up to date, then closes
@@ -664,8 +615,8 @@ impl LockedStore<'_> {
     /// Checks that the directory accepts new files, with a probe that only lives under the lock.
     pub fn probe_writable(&self) -> io::Result<()> {
         self.touch();
-        let probe = write_temp(self.dir, b"")?;
-        fs::remove_file(&probe)
+        // Dropped uncommitted: removed.
+        write_temp(self.dir, Path::new("probe"), b"").map(drop)
     }
 
     /// Removes the files of `leases`, carrying on after errors; returns what was removed, or

@@ -4,8 +4,10 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+
+use cni_persist::{Durability, TempFile};
 
 /// What happened to one link.
 #[derive(Debug, PartialEq, Eq)]
@@ -39,10 +41,10 @@ pub fn install(
             Ok(_) if fs::read_link(&link).is_ok_and(|t| t == target) => Outcome::Unchanged,
             Ok(_) if !force => Outcome::Conflict,
             Ok(_) => {
-                let tmp = dir.join(format!(".{name}.rcni-{}", std::process::id()));
-                let _ = fs::remove_file(&tmp);
+                // symlink(2) never replaces: the fresh temp name is exclusive.
+                let tmp = dir.join(cni_persist::temp::new_name(name));
                 symlink(target, &tmp)?;
-                fs::rename(&tmp, &link)?;
+                fs::rename(&tmp, &link).inspect_err(|_| drop(fs::remove_file(&tmp)))?;
                 Outcome::Replaced
             }
         };
@@ -57,20 +59,21 @@ pub const COPY_NAME: &str = "rcni-plugins";
 /// Copies the executable `from` to `<dir>/rcni-plugins` (through a temp file renamed into place,
 /// so a runtime executing a plugin meanwhile sees the old or the new file, never a partial
 /// one) and returns the link target the plugin names should use: the relative name, so the
-/// links stay right wherever the directory is mounted.
+/// links stay right wherever the directory is mounted. Fsynced: runtimes execute it after a
+/// reboot.
 pub fn copy_executable(from: &Path, dir: &Path) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{COPY_NAME}.rcni-{}", std::process::id()));
-    fs::copy(from, &tmp)?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
-    fs::File::open(&tmp)?.sync_all()?;
-    fs::rename(&tmp, dir.join(COPY_NAME))?;
+    let mut temp = TempFile::create(dir, COPY_NAME)?;
+    io::copy(&mut fs::File::open(from)?, temp.file())?;
+    temp.set_mode(0o755)?;
+    temp.replace(&dir.join(COPY_NAME), Durability::Fsync)?;
     Ok(PathBuf::from(COPY_NAME))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn creates_keeps_and_forces() {

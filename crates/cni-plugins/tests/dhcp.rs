@@ -135,6 +135,11 @@ impl Lan {
         );
     }
 
+    fn daemon_pid(&self) -> u32 {
+        let daemon = self.daemon.as_ref().expect("a running daemon");
+        daemon.pid().as_raw() as u32
+    }
+
     /// Kills the daemon with SIGKILL: nothing of it runs on exit.
     fn kill_daemon(&mut self) {
         self.daemon = None;
@@ -230,7 +235,23 @@ impl Lan {
             .map(|l| l.0)
     }
 
+    /// The daemon's lease records (temp files of a write in progress, or of a killed daemon,
+    /// are not records: see [`Lan::temp_files`]).
     fn state_files(&self) -> Vec<String> {
+        self.dir_names()
+            .into_iter()
+            .filter(|n| !cni_persist::is_temp(n.as_ref()))
+            .collect()
+    }
+
+    fn temp_files(&self) -> Vec<String> {
+        self.dir_names()
+            .into_iter()
+            .filter(|n| cni_persist::is_temp(n.as_ref()))
+            .collect()
+    }
+
+    fn dir_names(&self) -> Vec<String> {
         let Ok(rd) = fs::read_dir(&self.state_dir) else {
             return Vec::new();
         };
@@ -371,10 +392,22 @@ fn lease_is_renewed_and_survives_a_daemon_restart() {
     // A renewal at T1 moves dnsmasq's expiry forward.
     let renewed = lan.wait_renewal(&addr, first);
 
-    // SIGKILL: the daemon has no chance to save anything more; the lease is on disk.
+    // SIGKILL: the daemon has no chance to save anything more; the lease is on disk. A kill
+    // mid-save leaves a temp file; one is planted under the killed daemon's pid so that the
+    // restart's cleanup is always exercised.
+    let killed = lan.daemon_pid();
     lan.kill_daemon();
-    assert_eq!(lan.state_files().len(), 1);
+    let records = lan.state_files();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let planted = cni_persist::TempName::file_name(killed, &records[0]);
+    fs::write(lan.state_dir.join(&planted), b"{\"partial").unwrap();
     lan.start_daemon();
+    assert_eq!(
+        lan.temp_files(),
+        Vec::<String>::new(),
+        "left by the killed daemon"
+    );
+    assert_eq!(lan.state_files(), records);
 
     // The restarted daemon holds the same lease (CHECK, and ADD answers it unchanged)...
     let check = lan.run("CHECK", &pod, "c1", &with_prev(&conf, &r));

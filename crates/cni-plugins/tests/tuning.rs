@@ -724,9 +724,9 @@ fn backups_are_renamed_into_place_and_a_killed_adds_temp_file_is_removed_by_its_
     lab.run(&lab.call("ADD", pod, &conf)).assert_success();
     // Only the backup: no temp file left, and the old fixed-pattern name was never used.
     assert_eq!(data_files(&lab), ["ctr1_eth0.json"]);
-    // What a kill between create and rename leaves: `.<tag>.<random>.tmp`.
-    let mine = format!(".{}.00112233aabbccdd.tmp", tag("tune-net", "ctr1", "eth0"));
-    let other = format!(".{}.00112233aabbccdd.tmp", tag("tune-net", "ctr2", "eth0"));
+    // What a kill between create and rename leaves: a temp file tagged with the attachment.
+    let mine = killed_adds_temp(&tag("tune-net", "ctr1", "eth0"));
+    let other = killed_adds_temp(&tag("tune-net", "ctr2", "eth0"));
     for name in [&mine, &other] {
         std::fs::write(lab.data_dir.join(name), "{\"mt").unwrap();
     }
@@ -737,6 +737,11 @@ fn backups_are_renamed_into_place_and_a_killed_adds_temp_file_is_removed_by_its_
         [other],
         "only this attachment's temp file goes"
     );
+}
+
+/// The name of a temp file a killed ADD (a pid no process has) left for attachment `tag`.
+fn killed_adds_temp(tag: &str) -> String {
+    cni_persist::TempName::file_name(u32::MAX >> 1, tag)
 }
 
 #[test]
@@ -766,14 +771,8 @@ fn gc_removes_a_dead_attachments_tuning_backup() {
         "{\n \"mtu\": 1500\n}",
     )
     .unwrap();
-    let dead_tmp = format!(
-        ".{}.0123456789abcdef.tmp",
-        tag("tune-net", "killed", "eth0")
-    );
-    let other_tmp = format!(
-        ".{}.0123456789abcdef.tmp",
-        tag("other-net", "killed", "eth0")
-    );
+    let dead_tmp = killed_adds_temp(&tag("tune-net", "killed", "eth0"));
+    let other_tmp = killed_adds_temp(&tag("other-net", "killed", "eth0"));
     for name in [&dead_tmp, &other_tmp] {
         std::fs::write(lab.data_dir.join(name), "").unwrap();
     }

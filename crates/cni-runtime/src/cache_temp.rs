@@ -1,11 +1,12 @@
 //! The temp files behind atomic cache writes, named so that a process killed between creating
 //! one and renaming it leaves something DEL and GC can attribute and remove.
 //!
-//! Name: `.rcni-tmp-<N>-<K>-<R>`, where `N` is the FNV-1a 64 hash of the network name, `K`
-//! the hash of the entry's file name (`<net>-<cid>-<ifname>`) and `R` random, all 16 hex
-//! digits. Hashes rather than the names themselves keep every temp name at 60 bytes, whatever
-//! the length of the entry's name (which may use all of NAME_MAX). The hash is part of the
-//! on-disk format: it must stay FNV-1a 64 so another rcni version attributes the same files.
+//! Names are `cni_persist` temp names (`.rcni-tmp-<pid>-<random>-<tag>.tmp`) tagged `<N>-<K>`,
+//! where `N` is the FNV-1a 64 hash of the network name and `K` the hash of the entry's file
+//! name (`<net>-<cid>-<ifname>`), 16 hex digits each. Hashes rather than the names themselves
+//! keep every temp name short, whatever the length of the entry's name (which may use all of
+//! NAME_MAX). The hash is part of the on-disk format: it must stay FNV-1a 64 so another rcni
+//! version attributes the same files.
 //!
 //! No write is fsynced. The failure model is a process killed at any instant: the page cache
 //! survives that, and the temp-file-then-link/rename protocol alone guarantees that a reader
@@ -15,23 +16,25 @@
 //! sync either. An entry a power loss left empty or missing reads
 //! as a corrupt or absent cache: DEL then runs without `prevResult` and removes the file.
 //!
+//! Durability: `cni_persist::Durability::Rename`, for the reasons above (the rename is this
+//! module's own, to use `RENAME_EXCHANGE` and recycled inodes).
+//!
 //! Who removes a leftover: DEL of the attachment removes its `N-K` files; GC, holding the
 //! network lock exclusively (so no ADD of that network is writing), removes all of the
-//! network's `N` files, and any `.rcni-tmp-*` file older than [`STALE_AGE`] (a write takes
-//! milliseconds), which also covers names of older rcni versions.
+//! network's `N` files, any of a writer that is gone, and any `.rcni-tmp-*` file older than
+//! [`STALE_AGE`] (a write takes milliseconds), which also covers names of older rcni versions.
 
-use std::collections::hash_map::RandomState;
 use std::fs;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use cni_persist::temp::{new_name, TempFile, TempName};
 
 use crate::spare::Spares;
 
 /// Prefix of every temp file; listings of the cache skip these names.
-pub(crate) const TEMP_PREFIX: &str = ".rcni-tmp-";
+pub(crate) const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
 
 /// A temp file this old has no writer left, whichever network it belongs to.
 pub(crate) const STALE_AGE: Duration = Duration::from_secs(600);
@@ -43,41 +46,18 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-fn network_prefix(network: &str) -> String {
-    format!("{TEMP_PREFIX}{:016x}-", fnv1a64(network.as_bytes()))
+/// The start of the tag of every temp file of `network`.
+fn network_tag(network: &str) -> String {
+    format!("{:016x}-", fnv1a64(network.as_bytes()))
 }
 
-fn attachment_prefix(network: &str, entry_name: &str) -> String {
+/// The tag of the temp files of one entry.
+fn attachment_tag(network: &str, entry_name: &str) -> String {
     format!(
-        "{}{:016x}-",
-        network_prefix(network),
+        "{}{:016x}",
+        network_tag(network),
         fnv1a64(entry_name.as_bytes())
     )
-}
-
-/// 64 unpredictable bits: std's per-process random hash keys over a counter and the clock.
-pub(crate) fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.finish()
-}
-
-/// A new file, mode 0600, that must not exist yet and is never reached through a symlink
-/// (`O_CREAT|O_EXCL|O_NOFOLLOW`).
-fn create_exclusive(path: &Path) -> io::Result<fs::File> {
-    let mut o = fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
-    }
-    o.open(path)
 }
 
 /// Opens a spare just moved to `path` for writing from its start, never through a symlink.
@@ -175,9 +155,9 @@ fn write_temp(
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<PathBuf> {
-    let prefix = attachment_prefix(network, entry_name);
+    let tag = attachment_tag(network, entry_name);
     let recycled = spares.and_then(|s| {
-        let p = dir.join(format!("{prefix}{:016x}", random_u64()));
+        let p = dir.join(new_name(&tag));
         if !s.take(&p) {
             return None;
         }
@@ -195,14 +175,7 @@ fn write_temp(
         .map_or(0, |m| m.len());
     let (tmp, mut file) = match recycled {
         Some(found) => found,
-        None => (0..8)
-            .map(|_| dir.join(format!("{prefix}{:016x}", random_u64())))
-            .find_map(|p| match create_exclusive(&p) {
-                Ok(f) => Some(Ok((p, f))),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
-                Err(e) => Some(Err(e)),
-            })
-            .unwrap_or_else(|| Err(io::Error::other("no free temp file name after 8 tries")))?,
+        None => TempFile::create(dir, &tag)?.into_parts(),
     };
     // A recycled file keeps its old bytes past ours until cut (never truncated to zero: see
     // `spare`); the cut happens before this temp name can become an entry.
@@ -221,42 +194,38 @@ fn write_temp(
     Ok(tmp)
 }
 
-/// Temp file names in `dir` matching `keep`.
-fn temps(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(TEMP_PREFIX) && keep(n))
-        .collect()
-}
-
-fn remove_all(dir: &Path, names: Vec<String>) -> usize {
-    names
-        .into_iter()
-        .filter(|n| fs::remove_file(dir.join(n)).is_ok())
-        .count()
-}
-
 /// Removes the temp files a killed write of this one entry left. Returns how many.
 pub(crate) fn remove_entry_temps(dir: &Path, network: &str, entry_name: &str) -> usize {
-    let prefix = attachment_prefix(network, entry_name);
-    remove_all(dir, temps(dir, |n| n.starts_with(&prefix)))
+    let tag = attachment_tag(network, entry_name);
+    cni_persist::remove_temps(dir, |t| t.tag == tag).unwrap_or(0)
 }
 
 /// Removes every temp file of `network` (the caller holds the network lock exclusively, so
-/// none has a writer) and every temp file older than `stale_age`. Returns how many.
+/// none has a writer), every one whose writer is gone, and every temp file older than
+/// `stale_age` (whatever its format). Returns how many.
 pub(crate) fn sweep(dir: &Path, network: &str, stale_age: Duration) -> usize {
-    let prefix = network_prefix(network);
-    let old = |name: &str| {
-        fs::symlink_metadata(dir.join(name))
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= stale_age)
+    let ours = network_tag(network);
+    let mut removed = cni_persist::remove_temps(dir, |t: &TempName| {
+        t.tag.starts_with(&ours) || t.writer_is_gone()
+    })
+    .unwrap_or(0);
+    let Ok(entries) = fs::read_dir(dir) else {
+        return removed;
     };
-    remove_all(dir, temps(dir, |n| n.starts_with(&prefix) || old(n)))
+    for entry in entries.flatten() {
+        let old = || {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= stale_age)
+        };
+        if cni_persist::is_temp(&entry.file_name()) && old() {
+            removed += usize::from(fs::remove_file(entry.path()).is_ok());
+        }
+    }
+    removed
 }
 
 #[cfg(test)]
@@ -272,12 +241,15 @@ mod tests {
     }
 
     #[test]
-    fn names_are_attributable_and_fixed_length() {
+    fn names_are_attributable_and_short() {
         let long = "c".repeat(230);
-        let a = attachment_prefix("net", &format!("net-{long}-eth0"));
-        assert!(a.starts_with(&network_prefix("net")));
-        assert_eq!(a.len() + 16, 60);
-        assert_ne!(network_prefix("net"), network_prefix("net2"));
+        let a = attachment_tag("net", &format!("net-{long}-eth0"));
+        assert!(a.starts_with(&network_tag("net")));
+        assert_eq!(a.len(), 33);
+        assert_ne!(network_tag("net"), network_tag("net2"));
+        let name = new_name(&a);
+        assert!(name.len() < 100 && name.starts_with(TEMP_PREFIX), "{name}");
+        assert_eq!(TempName::parse(&name).unwrap().tag, a);
     }
 
     #[cfg(unix)]
@@ -295,9 +267,9 @@ mod tests {
         // A planted symlink at a temp name is never opened through.
         let victim = d.path().join("victim");
         fs::write(&victim, "keep").unwrap();
-        let planted = d.path().join(format!("{}0000000000000000", TEMP_PREFIX));
+        let planted = d.path().join(new_name("x"));
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
-        assert!(create_exclusive(&planted).is_err());
+        assert!(cni_persist::temp::create_exclusive(&planted).is_err());
         assert_eq!(fs::read(&victim).unwrap(), b"keep");
     }
 
@@ -317,15 +289,21 @@ mod tests {
     #[test]
     fn del_and_gc_remove_what_is_theirs() {
         let d = tempfile::tempdir().unwrap();
-        let mine = |net: &str, entry: &str, r: &str| {
-            let name = format!("{}{r}", attachment_prefix(net, entry));
+        // Written by this process (a live writer) unless a pid is given.
+        let mine = |net: &str, entry: &str, pid: Option<u32>| {
+            let tag = attachment_tag(net, entry);
+            let name = match pid {
+                Some(pid) => TempName::file_name(pid, &tag),
+                None => new_name(&tag),
+            };
             fs::write(d.path().join(&name), "partial").unwrap();
             name
         };
-        let a1 = mine("n", "n-c1-eth0", "01");
-        let a2 = mine("n", "n-c1-eth0", "02");
-        let b = mine("n", "n-c2-eth0", "03");
-        let other = mine("m", "m-c1-eth0", "04");
+        let a1 = mine("n", "n-c1-eth0", None);
+        let a2 = mine("n", "n-c1-eth0", None);
+        let b = mine("n", "n-c2-eth0", None);
+        let other = mine("m", "m-c1-eth0", None);
+        let dead = mine("m", "m-c2-eth0", Some(u32::MAX >> 1));
         let legacy = format!("{TEMP_PREFIX}123-0");
         fs::write(d.path().join(&legacy), "").unwrap();
         fs::write(d.path().join("n-c1-eth0"), "entry").unwrap();
@@ -334,8 +312,8 @@ mod tests {
         assert_eq!(remove_entry_temps(d.path(), "n", "n-c1-eth0"), 2);
         assert!(!exists(&a1) && !exists(&a2) && exists(&b) && exists("n-c1-eth0"));
 
-        assert_eq!(sweep(d.path(), "n", STALE_AGE), 1);
-        assert!(!exists(&b) && exists(&other) && exists(&legacy));
+        assert_eq!(sweep(d.path(), "n", STALE_AGE), 2);
+        assert!(!exists(&b) && !exists(&dead) && exists(&other) && exists(&legacy));
         // Old enough, any network's or format's temp file goes; entries never do.
         assert_eq!(sweep(d.path(), "n", Duration::ZERO), 2);
         assert!(!exists(&other) && !exists(&legacy) && exists("n-c1-eth0"));

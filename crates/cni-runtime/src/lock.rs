@@ -5,11 +5,13 @@
 //! (they may run concurrently for different containers), GC holds it exclusive, so GC starts
 //! only after in-flight ADDs and DELs finish and no new one starts until GC is done. The lock
 //! is released when the guard is dropped (or the process dies). The locks directory is
-//! checked like every state directory, and lock files are 0600 and never opened through a
-//! symlink.
+//! checked like every state directory, and lock files are `cni_persist`'s (0600, never
+//! opened through a symlink).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use cni_persist::LockKind;
 
 use crate::error::RuntimeError;
 use crate::statedir::ensure_private_dir;
@@ -43,43 +45,18 @@ impl NetworkLock {
         if let Some(dir) = path.parent() {
             ensure_private_dir(dir).map_err(fail)?;
         }
-        let file = open_lock_file(&path).map_err(fail)?;
-        if exclusive {
-            file.lock().map_err(fail)?;
+        let kind = if exclusive {
+            LockKind::Exclusive
         } else {
-            file.lock_shared().map_err(fail)?;
-        }
+            LockKind::Shared
+        };
+        let file = cni_persist::lock(&path, kind).map_err(|e| fail(e.into()))?;
         Ok(NetworkLock { _file: file, path })
     }
 
     pub fn lock_path(&self) -> &Path {
         &self.path
     }
-}
-
-/// Opens (creating) a lock file: mode 0600, no symlink followed, a regular file.
-fn open_lock_file(path: &Path) -> std::io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.create(true).truncate(false).write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
-    }
-    let file = o.open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    #[cfg(unix)]
-    {
-        // A lock file made by an older version may be 0644.
-        use std::os::unix::fs::PermissionsExt;
-        if meta.permissions().mode() & 0o777 != 0o600 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    Ok(file)
 }
 
 #[cfg(test)]

@@ -3,70 +3,23 @@
 //! directory another user could write to (or a symlink planted in its place) is refused
 //! instead of trusted with cache entries and locks.
 
-use std::fs;
 use std::io;
 use std::path::Path;
 
 /// Creates `dir` (and missing parents) with mode 0700, then checks `dir` and its parent:
 /// each must be a real directory (not a symlink), owned by this process's effective user,
-/// and not writable by group or others.
+/// and not writable by group or others (`cni_persist::DirRule::PRIVATE_WITH_PARENT`).
 pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-    // The common case is a directory made earlier: then no mkdir is tried.
-    if check_safe(dir).is_err() {
-        let mut b = fs::DirBuilder::new();
-        b.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(dir)?;
-        check_safe(dir)?;
-    }
-    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(parent) => check_safe(parent),
-        None => Ok(()),
-    }
-}
-
-#[cfg(unix)]
-fn check_safe(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = fs::symlink_metadata(dir)?;
-    let refuse = |why: String| {
-        Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("unsafe state directory {}: {why}", dir.display()),
-        ))
-    };
-    if !meta.file_type().is_dir() {
-        return refuse("not a directory (a symlink is not followed)".into());
-    }
-    let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != euid {
-        return refuse(format!("owned by uid {}, not {euid}", meta.uid()));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return refuse(format!(
-            "mode {:o} lets group or others write to it",
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn check_safe(dir: &Path) -> io::Result<()> {
-    if fs::symlink_metadata(dir)?.file_type().is_dir() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "{} is not a directory",
-            dir.display()
-        )))
-    }
+    Ok(cni_persist::ensure_dir(
+        dir,
+        cni_persist::DirRule::PRIVATE_WITH_PARENT,
+    )?)
 }
 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

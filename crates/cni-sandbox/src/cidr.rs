@@ -6,8 +6,9 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use cni_persist::{Durability, TempFile, TempName};
 
 use gtmpl::Value;
 use ipnet::IpNet;
@@ -89,21 +90,18 @@ pub fn update_cidr(
     fs::create_dir_all(conf_dir)
         .map_err(|e| SandboxError::io("cannot create config directory", conf_dir, e))?;
     let target = conf_dir.join(RENDERED_NAME);
-    // The temp name has no config extension, so discovery never loads a half-written file.
-    let tmp = conf_dir.join(format!(".{RENDERED_NAME}.tmp-{}", std::process::id()));
-    let written = fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(rendered.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| fs::rename(&tmp, &target));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(SandboxError::io("cannot write", &target, e));
-    }
-    if let Ok(d) = fs::File::open(conf_dir) {
-        let _ = d.sync_all();
-    }
+    // The temp name has no config extension, so discovery never loads a half-written file;
+    // one a killed update left is removed here. Fsync: the file is the node's network config,
+    // which must survive a crash whole (containerd renders it only once).
+    let gone = |t: &TempName| t.is_of(RENDERED_NAME) && t.writer_is_gone();
+    cni_persist::remove_temps(conf_dir, gone)
+        .map_err(|e| SandboxError::io("cannot clean", conf_dir, e.into()))?;
+    let written = TempFile::create(conf_dir, RENDERED_NAME).and_then(|mut temp| {
+        temp.set_mode(0o644)?; // a network config, readable as containerd writes it
+        temp.write_all(rendered.as_bytes())?;
+        temp.replace(&target, Durability::Fsync)
+    });
+    written.map_err(|e| SandboxError::io("cannot write", &target, e.into()))?;
     Ok(CidrUpdate::Written(target))
 }
 

@@ -1,5 +1,6 @@
-//! The state directory: one record per sandbox (`<dir>/<id>.json`), written atomically
-//! (temp file, fsync, rename, fsync of the directory), and the locks that keep verbs apart.
+//! The state directory: one record per sandbox (`<dir>/<id>.json`), written through
+//! `cni_persist` with [`Durability::Fsync`] (a record is what recovery after a crash or reboot
+//! works from, so a write that returned must survive one), and the locks that keep verbs apart.
 //!
 //! Locks (`flock`, released by the kernel when a process dies, which is what recovery relies
 //! on):
@@ -13,16 +14,17 @@
 //!   cannot DEL an attachment that a surviving plugin is still creating (which would leak
 //!   whatever that plugin writes after the DEL, such as a lease).
 //!
-//! Temp files are `.<id>.json.tmp-<pid>`: a writer killed before its rename leaves one that
-//! the next `gc` (which excludes every writer) removes.
+//! Temp files are `cni_persist`'s, tagged `<id>.json`: a writer killed before its rename
+//! leaves one that the next `gc` (which excludes every writer) removes.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cni_persist::{DirRule, Durability, LockKind};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 
 use crate::error::SandboxError;
@@ -32,7 +34,8 @@ use crate::record::SandboxRecord;
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rcni/sandboxes";
 
 const RECORD_EXT: &str = "json";
-const TEMP_MARK: &str = ".tmp-";
+/// Temp files of rcni versions before `cni_persist` (`.<id>.json.tmp-<pid>`).
+const LEGACY_TEMP_MARK: &str = ".tmp-";
 
 /// How often a held sandbox lock is tried again by [`RecordStore::lock_sandbox_within`].
 const LOCK_POLL: Duration = Duration::from_millis(10);
@@ -77,12 +80,11 @@ impl RecordStore {
     }
 
     fn ensure_dirs(&self) -> Result<(), SandboxError> {
-        let locks = self.dir.join("locks");
-        let mut b = fs::DirBuilder::new();
-        b.recursive(true);
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(&locks)
-            .map_err(|e| SandboxError::io("cannot create state directory", &locks, e))
+        for dir in [self.dir.clone(), self.dir.join("locks")] {
+            cni_persist::ensure_dir(&dir, DirRule::PRIVATE)
+                .map_err(|e| SandboxError::io("unusable state directory", &dir, e.into()))?;
+        }
+        Ok(())
     }
 
     /// The record file of `id`.
@@ -94,13 +96,13 @@ impl RecordStore {
     pub fn lock_state(&self, exclusive: bool) -> Result<Lock, SandboxError> {
         self.ensure_dirs()?;
         let path = self.dir.join(".lock");
-        let file = open_lock_file(&path)?;
-        let locked = if exclusive {
-            file.lock()
+        let kind = if exclusive {
+            LockKind::Exclusive
         } else {
-            file.lock_shared()
+            LockKind::Shared
         };
-        locked.map_err(|e| SandboxError::io("cannot lock", &path, e))?;
+        let file = cni_persist::lock(&path, kind)
+            .map_err(|e| SandboxError::io("cannot lock", &path, e.into()))?;
         Ok(Lock { _file: file })
     }
 
@@ -188,22 +190,12 @@ impl RecordStore {
     pub fn save(&self, rec: &SandboxRecord) -> Result<(), SandboxError> {
         self.ensure_dirs()?;
         let target = self.path(&rec.id);
-        let tmp = self.dir.join(format!(
-            ".{}.{RECORD_EXT}{TEMP_MARK}{}",
-            rec.id,
-            std::process::id()
-        ));
         let bytes = serde_json::to_vec_pretty(rec).map_err(|e| SandboxError::BadRecord {
             path: target.clone(),
             message: e.to_string(),
         })?;
-        let written = write_synced(&tmp, &bytes).and_then(|()| fs::rename(&tmp, &target));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(SandboxError::io("cannot write record", &target, e));
-        }
-        sync_dir(&self.dir);
-        Ok(())
+        cni_persist::replace(&target, &bytes, Durability::Fsync)
+            .map_err(|e| SandboxError::io("cannot write record", &target, e.into()))
     }
 
     /// Removes the record of `id` (a missing one is fine).
@@ -211,7 +203,7 @@ impl RecordStore {
         let path = self.path(id);
         match fs::remove_file(&path) {
             Ok(()) => {
-                sync_dir(&self.dir);
+                let _ = cni_persist::sync_dir(&self.dir);
                 Ok(())
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -258,10 +250,10 @@ impl RecordStore {
     /// Removes temp files of killed writers and lock files of sandboxes without a record.
     /// Only safe with the state lock held exclusively (no verb is running).
     pub fn sweep(&self) -> usize {
-        let mut removed = 0;
+        let mut removed = cni_persist::remove_temps(&self.dir, |_| true).unwrap_or(0);
         if let Ok(entries) = fs::read_dir(&self.dir) {
             for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
-                if name.starts_with('.') && name.contains(TEMP_MARK) {
+                if name.starts_with('.') && name.contains(LEGACY_TEMP_MARK) {
                     removed += usize::from(fs::remove_file(self.dir.join(&name)).is_ok());
                 }
             }
@@ -279,29 +271,8 @@ impl RecordStore {
 }
 
 fn open_lock_file(path: &Path) -> Result<File, SandboxError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| SandboxError::io("cannot open lock", path, e))
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    cni_persist::open_lock_file(path)
+        .map_err(|e| SandboxError::io("cannot open lock", path, e.into()))
 }
 
 #[cfg(test)]
@@ -341,10 +312,12 @@ mod tests {
         assert_eq!(store.ids().unwrap(), ["a", "b"]);
         assert_eq!(store.load("a").unwrap().unwrap().state, State::Ready);
         // A killed writer's temp file and a stale lock file.
+        let temp = cni_persist::TempFile::create(store.dir(), "c.json").unwrap();
         fs::write(store.dir().join(".c.json.tmp-1"), b"{").unwrap();
         fs::write(store.dir().join("locks/c"), b"").unwrap();
         assert_eq!(store.ids().unwrap(), ["a", "b"]);
-        assert_eq!(store.sweep(), 2);
+        assert_eq!(store.sweep(), 3);
+        assert!(!temp.path().exists());
         store.remove("a").unwrap();
         store.remove("a").unwrap();
         assert_eq!(store.ids().unwrap(), ["b"]);

@@ -2,9 +2,11 @@
 //! content or the new one, never a torn file, and a runtime watching the directory with inotify
 //! sees no name but the final one.
 //!
-//! The temp file is written and fsynced in [`TEMP_DIR`], a private (0700) subdirectory of the
-//! target's directory (the same filesystem, so the rename is atomic), renamed into place, and
-//! the directory is fsynced. The watched directory reports the rename as the final name
+//! The temp file (a `cni_persist` one, tagged with the final name) is written in [`TEMP_DIR`],
+//! a private (0700) subdirectory of the target's directory (the same filesystem, so the rename
+//! is atomic), renamed into place with [`Durability::Fsync`] (the conflist and subnet file
+//! must be whole after a crash: runtimes and plugins read them at boot). Temp files of killed
+//! agents are removed before each write. The watched directory reports the rename as the final name
 //! appearing (`IN_MOVED_TO`); the temp file's own events happen in the subdirectory, which a
 //! watch on the parent does not report. The one event left is the creation of the subdirectory
 //! itself (`IN_CREATE | IN_ISDIR`), once (it is kept), which runtimes do not treat as a config
@@ -13,9 +15,10 @@
 //! directory, under the name `#<inode>`.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
+
+use cni_persist::{DirRule, Durability, TempFile, TempName};
 
 /// The private subdirectory of temp files.
 pub const TEMP_DIR: &str = ".rcni-tmp";
@@ -30,22 +33,16 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::other(format!("{} has no file name", path.display())))?;
-    let tmp = private_dir(dir)?.join(format!(
-        "{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let name = name
+        .to_str()
+        .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", path.display())))?;
+    let private = private_dir(dir)?;
+    cni_persist::remove_temps(&private, TempName::writer_is_gone)?;
+    let mut temp = TempFile::create(&private, name)?;
+    // Configuration others read (runtimes, tools), 0644 as it always was.
+    temp.set_mode(0o644)?;
+    temp.write_all(data)?;
+    Ok(temp.replace(path, Durability::Fsync)?)
 }
 
 /// Writes a config file a runtime watches: nothing when `path` already holds `data` (a
@@ -63,33 +60,18 @@ pub fn publish(path: &Path, data: &[u8]) -> io::Result<bool> {
     Ok(true)
 }
 
-/// `dir`'s temp subdirectory, made private (0700) if new; refused when it is not a directory
-/// (a symlink planted there must not redirect the agent's writes).
+/// `dir`'s temp subdirectory, made private (0700) if new; refused when it is a symlink or
+/// others could write to it (it must not redirect the agent's writes).
 fn private_dir(dir: &Path) -> io::Result<PathBuf> {
     let tmp = dir.join(TEMP_DIR);
-    match fs::symlink_metadata(&tmp) {
-        Ok(meta) if meta.is_dir() => {
-            if meta.permissions().mode() & 0o777 != 0o700 {
-                fs::set_permissions(&tmp, fs::Permissions::from_mode(0o700))?;
-            }
-        }
-        Ok(_) => {
-            return Err(io::Error::other(format!(
-                "{} is not a directory",
-                tmp.display()
-            )))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::DirBuilder::new().mode(0o700).create(&tmp)?;
-        }
-        Err(e) => return Err(e),
-    }
+    cni_persist::ensure_dir(&tmp, DirRule::PRIVATE)?;
     Ok(tmp)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
@@ -101,12 +83,28 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_agents_temp_file_is_removed_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("10-rcni.conflist");
+        write_atomic(&path, b"one").unwrap();
+        let private = dir.path().join(TEMP_DIR);
+        let left = private.join(TempName::file_name(u32::MAX >> 1, "10-rcni.conflist"));
+        fs::write(&left, b"par").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert!(names(&private).is_empty());
+    }
+
+    #[test]
     fn replaces_content_and_leaves_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/10-rcni.conflist");
         write_atomic(&path, b"one").unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
         let sub = path.parent().unwrap();
         assert_eq!(names(sub), [TEMP_DIR, "10-rcni.conflist"]);
         assert!(names(&sub.join(TEMP_DIR)).is_empty());
@@ -129,7 +127,7 @@ mod tests {
         fs::remove_dir(dir.path().join(TEMP_DIR)).unwrap();
         std::os::unix::fs::symlink(other.path(), dir.path().join(TEMP_DIR)).unwrap();
         let err = write_atomic(&path, b"three").unwrap_err();
-        assert!(err.to_string().contains("is not a directory"), "{err}");
+        assert!(err.to_string().contains("symlink"), "{err}");
         assert_eq!(fs::read(&path).unwrap(), b"two");
     }
 }

@@ -107,14 +107,19 @@ fn events(watch: &Inotify) -> Vec<(String, AddWatchFlags)> {
 
 /// The conf dir's events since the last call: only the conflist's name may appear (besides
 /// events of the directory itself, which carry no name: its opening to be read or fsynced, and
-/// the temp subdirectory's creation, which runtimes do not take for a config change).
+/// the temp subdirectory's creation and reading (the sweep of dead writers' temp files), which
+/// runtimes do not take for a config change).
 fn only_the_conflist(watch: &Inotify, step: &str) -> Vec<(String, AddWatchFlags)> {
+    let subdir_made_or_read = AddWatchFlags::IN_ISDIR
+        | AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_OPEN
+        | AddWatchFlags::IN_ACCESS
+        | AddWatchFlags::IN_CLOSE_NOWRITE;
     let seen = events(watch);
     for (name, mask) in &seen {
-        let subdir_created = name == ".rcni-tmp"
-            && mask.contains(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_ISDIR);
+        let subdir = name == ".rcni-tmp" && subdir_made_or_read.contains(*mask);
         assert!(
-            name == "10-rcni.conflist" || name.is_empty() || subdir_created,
+            name == "10-rcni.conflist" || name.is_empty() || subdir,
             "{step}: event {mask:?} for {name:?} in the conf dir: {seen:?}"
         );
     }

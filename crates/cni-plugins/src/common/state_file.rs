@@ -1,64 +1,49 @@
 //! Small per-attachment state files (tuning's backups, the sub-link and bandwidth records),
-//! written so that neither a kill nor another user can leave or plant something nobody can
-//! attribute.
+//! written through `cni_persist` so that neither a kill nor another user can leave or plant
+//! something nobody can attribute.
 //!
-//! - The directory is made 0700 and used only when it is a real directory (not a symlink)
-//!   owned by this user and not writable by group or others.
-//! - A file is written to `.<owner>.<random>.tmp` (created `O_CREAT|O_EXCL|O_NOFOLLOW`, 0600),
-//!   synced and then renamed (or, when it must not replace an existing file, linked) into
-//!   place, so a reader sees the old file or the new one. A kill before that leaves a temp
-//!   file whose name says whose it is: DEL of that attachment and GC of its network remove it.
+//! - The directory is made 0700 and used only when it passes [`DirRule::PRIVATE`].
+//! - A file goes through a `cni_persist` temp file tagged with its owner (the attachment's
+//!   tag prefix), renamed (or, when it must not replace an existing file, linked) into place,
+//!   so a reader sees the old file or the new one. A kill before that leaves a temp file whose
+//!   name says whose it is: DEL of that attachment and GC of its network remove it.
+//! - Durability: [`Durability::Fsync`] (file and directory). A record a DEL finds after a
+//!   crash must be whole: an unreadable one makes the DEL fail.
 //! - Reads never follow a symlink, never block (`O_NONBLOCK`: a FIFO is refused) and stop at
 //!   a size limit.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::random;
+use cni_persist::{DirRule, Durability, PersistError, TempFile, TempName};
+
+/// `cni_persist`'s error, saying which kind of file `what` names ("backup", "sub-link
+/// record", "bandwidth IFB record") when the directory is unsafe.
+fn named(e: PersistError, what: &str) -> std::io::Error {
+    match e {
+        PersistError::UnsafeDir { path, reason } => std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("unsafe {what} directory {}: {reason}", path.display()),
+        ),
+        other => other.into(),
+    }
+}
 
 /// Creates `dir` (0700) when missing, then checks it as [`check_dir`] does.
 pub fn ensure_dir(dir: &Path, what: &str) -> std::io::Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    check_dir(dir, what)
+    cni_persist::ensure_dir(dir, DirRule::PRIVATE).map_err(|e| named(e, what))
 }
 
-/// `dir` must be a directory (not a symlink to one), owned by this process's user and not
-/// writable by group or others: otherwise someone else could plant or swap its files.
-/// `what` names the files in the error ("backup", "sub-link record", "bandwidth IFB record").
+/// `dir` must pass [`DirRule::PRIVATE`]: otherwise someone else could plant or swap its files.
 pub fn check_dir(dir: &Path, what: &str) -> std::io::Result<()> {
-    let meta = fs::symlink_metadata(dir)?;
-    let refuse = |why: String| {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!("unsafe {what} directory {}: {why}", dir.display()),
-        ))
-    };
-    if !meta.file_type().is_dir() {
-        return refuse("not a directory".into());
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
-        return refuse(format!("owned by uid {}, not {me}", meta.uid()));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return refuse(format!(
-            "mode {:04o} lets group or others write",
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
+    cni_persist::check_dir(dir, DirRule::PRIVATE).map_err(|e| named(e, what))
 }
 
-/// The owner in a temp file name `.<owner>.<random>.tmp`, if it is one.
-pub fn temp_owner(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
-    let (owner, random) = rest.rsplit_once('.')?;
-    (!owner.is_empty() && !random.is_empty()).then_some(owner)
+/// The owner a temp file name carries, if it is one.
+pub fn temp_owner(name: &str) -> Option<String> {
+    TempName::parse(name).map(|t| t.tag)
 }
 
 /// Whether [`write`] may replace a file that is already there.
@@ -81,33 +66,12 @@ pub fn write(
 ) -> std::io::Result<bool> {
     let dir = file.parent().unwrap_or(Path::new("."));
     ensure_dir(dir, what)?;
-    let noise: String = random::bytes::<8>()?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let tmp = dir.join(format!(".{owner}.{noise}.tmp"));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(&tmp)?;
-    let result = (|| {
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        match existing {
-            Existing::Replace => fs::rename(&tmp, file).map(|()| true),
-            // A hard link never replaces: EEXIST says another call's file is there.
-            Existing::Keep => match fs::hard_link(&tmp, file) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-                other => other.map(|()| true),
-            },
-        }
-    })();
-    if result.is_err() || existing == Existing::Keep {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let mut temp = TempFile::create(dir, owner)?;
+    temp.write_all(bytes)?;
+    Ok(match existing {
+        Existing::Replace => temp.replace(file, Durability::Fsync).map(|()| true)?,
+        Existing::Keep => temp.link_new(file, Durability::Fsync)?,
+    })
 }
 
 /// What reading a state file found.
@@ -171,17 +135,14 @@ pub fn entries(dir: &Path) -> std::io::Result<Vec<String>> {
 
 /// Removes the temp files a killed writer of `owner` left in `dir`.
 pub fn remove_temps(dir: &Path, owner: &str) -> std::io::Result<()> {
-    for name in entries(dir)? {
-        if temp_owner(&name) == Some(owner) {
-            remove(&dir.join(name))?;
-        }
-    }
+    cni_persist::remove_temps(dir, |t| t.is_of(owner))?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn keep_never_replaces_and_leaves_no_temp() {
@@ -203,11 +164,15 @@ mod tests {
     }
 
     #[test]
-    fn temp_names_carry_their_owner() {
-        assert_eq!(temp_owner(".abc-def.0123.tmp"), Some("abc-def"));
-        for other in ["cid_eth0.json", ".x.tmp", "..tmp", "a.b.tmp", ".a..tmp"] {
-            assert_eq!(temp_owner(other), None, "{other}");
-        }
+    fn temp_files_carry_their_owner_and_go_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = TempFile::create(dir.path(), "abc-def").unwrap().keep();
+        let b = TempFile::create(dir.path(), "abc-xyz").unwrap().keep();
+        let name = a.file_name().unwrap().to_str().unwrap();
+        assert_eq!(temp_owner(name).as_deref(), Some("abc-def"));
+        assert_eq!(temp_owner("cid_eth0.json"), None);
+        remove_temps(dir.path(), "abc-def").unwrap();
+        assert!(!a.exists() && b.exists());
     }
 
     #[test]

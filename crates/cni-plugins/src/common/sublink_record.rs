@@ -126,7 +126,7 @@ pub fn stale(
     let mut out = Vec::new();
     for name in state_file::entries(dir).map_err(fail)? {
         if let Some(owner) = state_file::temp_owner(&name) {
-            if is_stale(owner) {
+            if is_stale(&owner) {
                 state_file::remove(&dir.join(&name)).map_err(fail)?;
             }
             continue;

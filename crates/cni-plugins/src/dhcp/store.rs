@@ -1,11 +1,14 @@
-//! The daemon's lease store: one JSON file per attachment in the state dir, written atomically
-//! (temp file, fsync, rename, fsync of the directory), so that a restarted daemon serves the
-//! same addresses and keeps renewing them (Go's daemon keeps leases only in memory).
+//! The daemon's lease store: one JSON file per attachment in the state dir, written through
+//! `cni_persist` with [`Durability::Fsync`], so that a restarted daemon (after a crash or a
+//! reboot: the DHCP server still holds the lease) serves the same addresses and keeps
+//! renewing them (Go's daemon keeps leases only in memory). A temp file a killed daemon left
+//! is removed when the next one loads the store.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
+
+use cni_persist::{DirRule, Durability, TempName};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -42,12 +45,10 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (and creates, mode 0700) the state directory.
+    /// Opens (and creates, mode 0700) the state directory, refused when another user could
+    /// write to it or it is a symlink.
     pub fn open(dir: &Path) -> io::Result<Store> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        cni_persist::ensure_dir(dir, DirRule::PRIVATE)?;
         Ok(Store {
             dir: dir.to_path_buf(),
         })
@@ -75,18 +76,8 @@ impl Store {
     /// Writes (or replaces) the record of its attachment.
     pub fn save(&self, record: &LeaseRecord) -> io::Result<()> {
         let path = self.path(&record.key);
-        let tmp = path.with_extension("tmp");
         let data = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        fs::File::open(&self.dir)?.sync_all()
+        Ok(cni_persist::replace(&path, &data, Durability::Fsync)?)
     }
 
     /// Removes the record of an attachment; a missing one is fine.
@@ -97,24 +88,33 @@ impl Store {
         }
     }
 
-    /// Every readable record. Leftover temp files of a killed write are removed; unreadable
+    /// Every readable record. Temp files of killed writers are removed first; unreadable
     /// records are logged and left for an operator.
     pub fn load_all(&self) -> io::Result<Vec<LeaseRecord>> {
+        cni_persist::remove_temps(&self.dir, TempName::writer_is_gone)?;
         let mut out = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
-            let path = entry?.path();
+            let entry = entry?;
+            if cni_persist::is_temp(&entry.file_name()) {
+                continue;
+            }
+            let path = entry.path();
             match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => {}
+                // The fixed temp name of versions before cni_persist; only a killed write of
+                // a daemon that is gone now (one daemon runs per state dir) can have left it.
                 Some("tmp") => {
                     let _ = fs::remove_file(&path);
+                    continue;
                 }
-                Some("json") => match fs::read(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
-                {
-                    Ok(r) => out.push(r),
-                    Err(e) => log::warn!("dhcp: ignoring unreadable {}: {e}", path.display()),
-                },
-                _ => {}
+                _ => continue,
+            }
+            match fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
+            {
+                Ok(r) => out.push(r),
+                Err(e) => log::warn!("dhcp: ignoring unreadable {}: {e}", path.display()),
             }
         }
         out.sort_by(|a: &LeaseRecord, b| a.key.container_id.cmp(&b.key.container_id));
@@ -161,11 +161,17 @@ mod tests {
         store.save(&record("b")).unwrap();
         a.lease.bound_at = 2;
         store.save(&a).unwrap();
-        // A temp file left by a killed write is swept.
-        fs::write(store.dir().join("lease-x.tmp"), b"{").unwrap();
+        // A temp file of a writer that is gone is swept; a live writer's is skipped and kept.
+        let dead = store
+            .dir()
+            .join(TempName::file_name(u32::MAX >> 1, "lease-x.json"));
+        fs::write(&dead, b"{").unwrap();
+        let live = cni_persist::TempFile::create(store.dir(), "lease-y.json").unwrap();
+        fs::write(store.dir().join("lease-z.tmp"), b"{").unwrap();
         let all = store.load_all().unwrap();
         assert_eq!(all, vec![a.clone(), record("b")]);
-        assert!(!store.dir().join("lease-x.tmp").exists());
+        assert!(!dead.exists() && live.path().exists());
+        assert!(!store.dir().join("lease-z.tmp").exists());
 
         store.remove(&a.key).unwrap();
         store.remove(&a.key).unwrap();

@@ -1,10 +1,15 @@
 //! The restore record of one attachment: `<dataDir>/<containerID>_<ifname>.json`, written
 //! before ADD moves the device and removed by DEL once the device is back (or gone).
+//!
+//! Written through `cni_persist` with `Durability::Fsync` (as before): a record DEL reads must
+//! be whole, or the device's name and MTU could not be restored; the default directory is on
+//! `/run` (a tmpfs), where the sync costs nothing. A temp file of a killed ADD carries the
+//! record's name and is removed by DEL.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use cni_persist::{DirRule, Durability};
 
 use serde::{Deserialize, Serialize};
 
@@ -36,23 +41,10 @@ impl Saved {
                 dir.display()
             ))
         };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
+        cni_persist::ensure_dir(dir, DirRule::PRIVATE).map_err(|e| io(e.into()))?;
         let p = path(dir, &self.container_id, &self.ifname);
-        let tmp = p.with_extension("tmp");
         let data = serde_json::to_vec(self).expect("serializable");
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        f.write_all(&data).and_then(|_| f.sync_all()).map_err(io)?;
-        fs::rename(&tmp, &p).map_err(io)?;
+        cni_persist::replace(&p, &data, Durability::Fsync).map_err(|e| io(e.into()))?;
         Ok(p)
     }
 
@@ -71,7 +63,14 @@ impl Saved {
 
     /// Removes the record; a missing one is fine.
     pub fn remove(dir: &Path, container_id: &str, ifname: &str) -> Result<(), CniError> {
-        match fs::remove_file(path(dir, container_id, ifname)) {
+        let p = path(dir, container_id, ifname);
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        cni_persist::remove_temps(dir, |t| t.is_of(name)).map_err(|e| {
+            CniError::io(format!(
+                "failed to remove host-device state temp files: {e}"
+            ))
+        })?;
+        match fs::remove_file(&p) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(CniError::io(format!(
                 "failed to remove host-device state: {e}"
             ))),
@@ -96,10 +95,15 @@ mod tests {
         };
         let p = s.write(&dir).unwrap();
         assert_eq!(p, dir.join("c1_net1.json"));
+        // A killed ADD's temp file of this record goes with DEL.
+        let left = cni_persist::TempFile::create(&dir, "c1_net1.json")
+            .unwrap()
+            .keep();
         assert_eq!(Saved::read(&dir, "c1", "net1"), Some(s));
         Saved::remove(&dir, "c1", "net1").unwrap();
         Saved::remove(&dir, "c1", "net1").unwrap();
         assert_eq!(Saved::read(&dir, "c1", "net1"), None);
+        assert!(!left.exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,10 +5,10 @@
 //! (`<hash16(net)>-<hash16(ifname:cid)>`, as in rule comments and veth aliases), so GC can
 //! tell which network a backup belongs to.
 //!
-//! Files follow [`state_file`]: a checked 0700 directory, writes through
-//! `.<tag>.<random>.tmp` (exclusive, no symlink followed, 0600) renamed into place; a kill
-//! before the rename leaves a temp file whose name says whose it is, which DEL of that
-//! attachment and GC of its network remove.
+//! Files follow [`state_file`]: a checked 0700 directory, writes through a `cni_persist` temp
+//! file tagged with the attachment tag (exclusive, no symlink followed, 0600) renamed into
+//! place; a kill before the rename leaves a temp file whose name says whose it is, which DEL of
+//! that attachment and GC of its network remove.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -270,16 +270,13 @@ mod tests {
         fs::create_dir(&open).unwrap();
         fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
         let err = check_dir(&open).unwrap_err();
-        assert!(
-            err.to_string().contains("lets group or others write"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("lets other users write"), "{err}");
         let link = dir.path().join("link");
         let fine = dir.path().join("fine");
         ensure_dir(&fine).unwrap();
         std::os::unix::fs::symlink(&fine, &link).unwrap();
         let err = check_dir(&link).unwrap_err();
-        assert!(err.to_string().contains("not a directory"), "{err}");
+        assert!(err.to_string().contains("symlink"), "{err}");
         let file = path(&open, "cid", "eth0");
         assert!(write(&file, &Backup::default()).is_err());
         assert!(!file.exists());

@@ -22,7 +22,7 @@
 //!   never on CNI_ARGS, and drops the backup file when there is nothing left to restore it to
 //!   (netns gone or not a network namespace, interface gone), even when it does not decode
 //!   (Go leaves it behind or fails);
-//! - backups are written through a random-named temp file (`O_EXCL|O_NOFOLLOW`) in a
+//! - backups are written through an attributable temp file (`O_EXCL|O_NOFOLLOW`) in a
 //!   directory checked for owner and mode, and carry an extra `rcniOwner` key (see [`backup`]);
 //! - MACs are compared as addresses and reported in the kernel's lower-case form (Go compares
 //!   strings, so an upper-case MAC fails its CHECK); only 6-byte MACs are accepted;
