@@ -95,26 +95,9 @@ impl AttachmentId {
         format!("rcni{}", hash_hex(&self.prefix(), 11))
     }
 
-    /// `<containerID>_<ifname>.json`: the backup file of tuning and the state file of
-    /// host-device (the Go tuning plugin's name, so either restores the other's backup).
-    pub fn backup_file_name(&self) -> String {
-        format!("{}_{}.json", self.container_id, self.ifname)
-    }
-
     /// `<prefix>.json`: a sub-link or bandwidth record (rcni only; Go keeps no such state).
     pub fn record_file_name(&self) -> String {
         format!("{}.json", self.prefix())
-    }
-
-    /// `<containerID>\r\n<ifname>`: what host-local writes into a lease file (Go's format;
-    /// the container ID trimmed, as Go writes it).
-    pub fn host_local_lease(&self) -> String {
-        format!(
-            "{}{}{}",
-            self.container_id.trim(),
-            crate::names::HOST_LOCAL_LINE_BREAK,
-            self.ifname
-        )
     }
 
     /// `lease-<hash>.json`: the dhcp daemon's record of the attachment's lease. A hash (16
@@ -144,16 +127,6 @@ impl AttachmentId {
     pub fn go_masq_chain(&self) -> String {
         format!("CNI-{}", &self.go_chain_hash()[..24])
     }
-
-    /// bridge `macspoofchk`'s per-attachment names, shared with the Go plugin
-    /// (`pkg/link/spoofcheck.go`): (iface chain, mac chain, rule comment).
-    pub fn spoofcheck_names(&self) -> (String, String, String) {
-        let (cid, ifname) = (&self.container_id, &self.ifname);
-        let iface = format!("{}{cid}-{ifname}", crate::names::SPOOFCHECK_CHAIN_PREFIX);
-        let mac = format!("{iface}-mac");
-        let comment = format!("{}{cid}-{ifname}", crate::names::SPOOFCHECK_COMMENT_PREFIX);
-        (iface, mac, comment)
-    }
 }
 
 #[cfg(test)]
@@ -182,10 +155,16 @@ mod tests {
         // Values computed by the plugins before this crate existed: objects on nodes carry them.
         let t = AttachmentId::new("tqnet", "tqcid", "eth0");
         assert_eq!(t.go_masq_chain(), "CNI-ffee140d57bae23f4cbb0442");
-        assert_eq!(t.backup_file_name(), "tqcid_eth0.json");
-        assert_eq!(t.host_local_lease(), "tqcid\r\neth0");
         assert_eq!(
-            t.spoofcheck_names(),
+            crate::names::backup_file_name(&t.container_id, &t.ifname),
+            "tqcid_eth0.json"
+        );
+        assert_eq!(
+            crate::names::host_local_lease(" tqcid", "eth0"),
+            "tqcid\r\neth0"
+        );
+        assert_eq!(
+            crate::names::spoofcheck::names(&t.container_id, &t.ifname),
             (
                 "cni-br-iface-tqcid-eth0".to_string(),
                 "cni-br-iface-tqcid-eth0-mac".to_string(),

@@ -74,8 +74,9 @@ pub mod firewall_iptables {
     pub const TABLES: [(NftFamily, &str); 2] = [(NftFamily::Ip, TABLE), (NftFamily::Ip6, TABLE)];
 }
 
-/// bridge `macspoofchk` (Go's `pkg/link/spoofcheck.go`): table `bridge nat`; the
-/// per-attachment chains and comments are [`crate::AttachmentId::spoofcheck_names`].
+/// bridge `macspoofchk` (Go's `pkg/link/spoofcheck.go`): table `bridge nat`, and per
+/// attachment two chains and a rule comment ([`spoofcheck::names`]). Go's names carry no
+/// network, so neither do these.
 pub mod spoofcheck {
     use super::NftFamily;
 
@@ -87,10 +88,14 @@ pub mod spoofcheck {
     pub const CHAIN_PREFIX: &str = "cni-br-iface-";
     /// `macspoofchk-<cid>-<ifname>`: the comment of every rule of an attachment.
     pub const COMMENT_PREFIX: &str = "macspoofchk-";
+
+    /// An attachment's (iface chain, mac chain, rule comment).
+    pub fn names(container_id: &str, ifname: &str) -> (String, String, String) {
+        let iface = format!("{CHAIN_PREFIX}{container_id}-{ifname}");
+        let mac = format!("{iface}-mac");
+        (iface, mac, format!("{COMMENT_PREFIX}{container_id}-{ifname}"))
+    }
 }
-pub(crate) use spoofcheck::{
-    CHAIN_PREFIX as SPOOFCHECK_CHAIN_PREFIX, COMMENT_PREFIX as SPOOFCHECK_COMMENT_PREFIX,
-};
 
 /// The `nat` tables iptables-nft keeps (`ip`, `ip6`), where the Go plugins' ipMasq chains
 /// ([`crate::AttachmentId::go_masq_chain`]) live.
@@ -115,17 +120,29 @@ pub fn tagged_tables() -> Vec<(NftFamily, &'static str)> {
 }
 
 /// host-local's lease directory when the config names no `dataDir` (Go's):
-/// `<dataDir>/<network>/<ip>`, holding [`crate::AttachmentId::host_local_lease`].
+/// `<dataDir>/<network>/<ip>`, holding [`host_local_lease`].
 pub const HOST_LOCAL_DATA_DIR: &str = "/var/lib/cni/networks";
 /// Separator between container ID and interface name in a host-local lease file.
 pub const HOST_LOCAL_LINE_BREAK: &str = "\r\n";
 
-/// tuning's backups when the config names no `dataDir` (Go's):
-/// [`crate::AttachmentId::backup_file_name`].
+/// `<containerID>\r\n<ifname>`: what host-local writes into a lease file of the network's
+/// directory (Go's format, the container ID trimmed as Go writes it).
+pub fn host_local_lease(container_id: &str, ifname: &str) -> String {
+    format!("{}{HOST_LOCAL_LINE_BREAK}{ifname}", container_id.trim())
+}
+
+/// `<containerID>_<ifname>.json`: the backup file of tuning and the state file of
+/// host-device (the Go tuning plugin's name, so either restores the other's backup). Go's
+/// name carries no network, so neither does this.
+pub fn backup_file_name(container_id: &str, ifname: &str) -> String {
+    format!("{container_id}_{ifname}.json")
+}
+
+/// tuning's backups when the config names no `dataDir` (Go's): [`backup_file_name`].
 pub const TUNING_DATA_DIR: &str = "/run/cni/tuning";
 
 /// host-device's state when the config names no `dataDir` (rcni only):
-/// [`crate::AttachmentId::backup_file_name`].
+/// [`backup_file_name`].
 pub const HOST_DEVICE_DATA_DIR: &str = "/run/cni/rcni-host-device";
 
 /// The dhcp daemon's lease records (rcni only; Go's daemon keeps leases in memory):

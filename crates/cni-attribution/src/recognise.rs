@@ -24,9 +24,16 @@ pub fn network_in_comment(comment: &str) -> Option<String> {
     Some(rest.split(", if: ").next()?.to_string())
 }
 
-/// True for a temporary host veth name of `network` ([`AttachmentId::temp_link_name`]).
+/// True for a temporary host veth name of `network` ([`AttachmentId::temp_link_name`]): the
+/// network's prefix, then nine lowercase hex digits.
 pub fn is_temp_link_of(name: &str, network: &str) -> bool {
-    name.len() == 15 && name.starts_with(&AttachmentId::temp_link_network_prefix(network))
+    name.strip_prefix(&AttachmentId::temp_link_network_prefix(network))
+        .is_some_and(|rest| rest.len() == 9 && is_lower_hex(rest))
+}
+
+fn is_lower_hex(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// True for a name shaped like a temporary host veth name of some network (`rc` + 13).
@@ -37,21 +44,18 @@ pub fn looks_like_temp_link(name: &str) -> bool {
 /// `CNI-` and exactly 24 lowercase hex digits: a Go ipMasq chain
 /// ([`AttachmentId::go_masq_chain`]).
 pub fn is_go_masq_chain(name: &str) -> bool {
-    name.strip_prefix("CNI-").is_some_and(|h| {
-        h.len() == 24
-            && h.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+    name.strip_prefix("CNI-")
+        .is_some_and(|h| h.len() == 24 && is_lower_hex(h))
 }
 
-/// A file name shaped like [`AttachmentId::backup_file_name`]. Container ID and interface
+/// A file name shaped like [`crate::names::backup_file_name`]. Container ID and interface
 /// name may both contain `_`, so a name is matched against the names live attachments would
 /// have, never split.
 pub fn looks_like_backup_file(name: &str) -> bool {
     name.ends_with(".json") && name.contains('_')
 }
 
-/// Who a host-local lease file names ([`AttachmentId::host_local_lease`]): the container ID
+/// Who a host-local lease file names ([`crate::names::host_local_lease`]): the container ID
 /// and, unless the file is of a version before the interface name was recorded, the
 /// interface. Surrounding whitespace is ignored, as Go compares it.
 pub fn host_local_lease(content: &str) -> (&str, Option<&str>) {
@@ -91,9 +95,13 @@ mod tests {
     #[test]
     fn host_local_leases_of_both_formats_are_read() {
         let a = AttachmentId::new("n", "c_1", "eth0");
-        assert_eq!(host_local_lease(&a.host_local_lease()), ("c_1", Some("eth0")));
+        let written = crate::names::host_local_lease(&a.container_id, &a.ifname);
+        assert_eq!(host_local_lease(&written), ("c_1", Some("eth0")));
         assert_eq!(host_local_lease(" c_1\n"), ("c_1", None));
-        assert!(looks_like_backup_file(&a.backup_file_name()));
+        assert!(looks_like_backup_file(&crate::names::backup_file_name(
+            &a.container_id,
+            &a.ifname
+        )));
         assert!(!looks_like_backup_file("lease-00.json"));
     }
 }

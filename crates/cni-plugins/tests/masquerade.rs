@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use cni_linux::NetNs;
 use cni_plugins::common::{masquerade, spoofcheck};
-use cni_types::GcAttachment;
+use cni_attribution::AttachmentId;
 use ipnet::IpNet;
 use nft_common::*;
 
@@ -102,7 +102,7 @@ fn gc_keeps_valid_attachments_and_other_networks() {
     })
     .unwrap();
     let host = lab.host().name.clone();
-    let valid = vec![GcAttachment {
+    let valid = vec![AttachmentId {
         container_id: "keep".into(),
         ifname: "eth0".into(),
     }];

@@ -15,7 +15,6 @@ pub mod version_info;
 pub use args::{ArgsError, CniArgs};
 pub use config::{ConfigError, NetConf, NetConfList};
 pub use error::{code, CniError};
-pub use gc::GcAttachment;
 pub use names::{validate_container_id, validate_interface_name, validate_network_name};
 pub use raw::RawObject;
 pub use result::{CniResult, Dns, Interface, IpConfig, ResultError, Route};

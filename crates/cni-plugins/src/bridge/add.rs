@@ -18,7 +18,6 @@ use super::vlan;
 use crate::common::fault;
 use crate::common::iface_config::{configure_link, needs_namespace_thread, ConfigureOptions};
 use crate::common::link_info::{interface_of, mac_string};
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
 use crate::common::{masquerade, phase_trace, spoofcheck};
@@ -47,7 +46,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     phase_trace::mark("bridge");
     let mut undo = Undo::new();
 
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     let host_end = veth::create_tagged_host_end(
         &mut host,
         &netns,

@@ -21,18 +21,11 @@ use cni_types::CniError;
 use super::nft_skeleton::Skeleton;
 use super::nft_tag::{nft_error, open_host, retry_transient};
 
-/// The table, shared with the Go bridge plugin.
-pub const TABLE: &str = "nat";
-/// The base chain.
-pub const PREROUTING_CHAIN: &str = "PREROUTING";
+/// The table, shared with the Go bridge plugin, and its base chain.
+pub use cni_attribution::names::spoofcheck::{PREROUTING_CHAIN, TABLE};
+use cni_attribution::names::spoofcheck::names;
 const FAMILY: Family = Family::Bridge;
 
-/// The per-attachment names: (iface chain, mac chain, comment).
-fn names(container_id: &str, ifname: &str) -> (String, String, String) {
-    let iface = format!("cni-br-iface-{container_id}-{ifname}");
-    let mac = format!("{iface}-mac");
-    (iface, mac, format!("macspoofchk-{container_id}-{ifname}"))
-}
 
 /// `ether saddr <mac>`.
 fn ether_saddr(mac: MacAddr) -> [Expr; 2] {
@@ -179,14 +172,6 @@ fn teardown_with(nft: &mut Nft, container_id: &str, ifname: &str) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_follow_the_go_plugin() {
-        let (i, m, c) = names("c1", "eth0");
-        assert_eq!(i, "cni-br-iface-c1-eth0");
-        assert_eq!(m, "cni-br-iface-c1-eth0-mac");
-        assert_eq!(c, "macspoofchk-c1-eth0");
-    }
 
     #[test]
     fn bad_mac_is_an_error_before_any_kernel_call() {

@@ -18,14 +18,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use cni_plugin::CmdArgs;
-use cni_types::{CniError, GcAttachment, RawObject};
+use cni_attribution::AttachmentId;
+use cni_types::{CniError, RawObject};
 
 use super::conf::field;
-use super::nft_tag::AttachmentTag;
 use super::state_file::{self, Contents, Existing};
 
 /// Where the records go when the config names no `dataDir`.
-pub const DEFAULT_DIR: &str = "/run/rcni/sublink";
+pub use cni_attribution::names::SUBLINK_RECORD_DIR as DEFAULT_DIR;
 
 /// What the sub-link plugins' records are called in errors and logs.
 pub const SUBLINK: &str = "sub-link record";
@@ -54,8 +54,8 @@ impl Record {
         }
     }
 
-    pub fn tag(&self) -> AttachmentTag {
-        AttachmentTag::new(&self.network, &self.container_id, &self.ifname)
+    pub fn tag(&self) -> AttachmentId {
+        AttachmentId::new(&self.network, &self.container_id, &self.ifname)
     }
 }
 
@@ -74,8 +74,8 @@ pub fn state_dir_or(raw: &RawObject, default: &str) -> Result<PathBuf, CniError>
     ))
 }
 
-fn path(dir: &Path, owner: &AttachmentTag) -> PathBuf {
-    dir.join(format!("{}.json", owner.prefix()))
+fn path(dir: &Path, owner: &AttachmentId) -> PathBuf {
+    dir.join(owner.record_file_name())
 }
 
 fn io_error(dir: &Path, what: &str, e: std::io::Error) -> CniError {
@@ -94,7 +94,7 @@ pub fn write(dir: &Path, what: &str, record: &Record) -> Result<bool, CniError> 
 
 /// Removes the record of `owner` and any temp file a killed write of it left. A directory
 /// that is not there has nothing to remove.
-pub fn remove(dir: &Path, what: &str, owner: &AttachmentTag) -> Result<(), CniError> {
+pub fn remove(dir: &Path, what: &str, owner: &AttachmentId) -> Result<(), CniError> {
     let fail = |e| io_error(dir, &format!("failed to remove the {what}"), e);
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -110,17 +110,17 @@ pub fn stale(
     dir: &Path,
     what: &str,
     network: &str,
-    valid: &[GcAttachment],
+    valid: &[AttachmentId],
 ) -> Result<Vec<Record>, CniError> {
     let fail = |e| io_error(dir, &format!("GC of {what}s"), e);
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         _ => state_file::check_dir(dir, what).map_err(fail)?,
     }
-    let net_prefix = AttachmentTag::network_prefix(network);
+    let net_prefix = AttachmentId::network_prefix(network);
     let keep: Vec<String> = valid
         .iter()
-        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
+        .map(|a| a.prefix())
         .collect();
     let is_stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
     let mut out = Vec::new();
@@ -185,7 +185,7 @@ mod tests {
             ..record("c")
         };
         assert!(write(&dir, SUBLINK, &foreign).unwrap());
-        let valid = [GcAttachment {
+        let valid = [AttachmentId {
             container_id: "b".into(),
             ifname: "eth0".into(),
         }];

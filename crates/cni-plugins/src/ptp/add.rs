@@ -18,7 +18,6 @@ use crate::common::fault;
 use crate::common::iface_config::{configure_iface, ConfigureOptions};
 use crate::common::link_info::interface_of;
 use crate::common::masquerade;
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
 use crate::netns;
@@ -64,7 +63,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .map_err(|e| CniError::internal(format!("Could not enable IP forwarding: {e}")))?;
 
     let mut host = Handle::new().or_internal("cannot open netlink")?;
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     let pair = veth::create_pair(
         &mut host,
         Target::Netns(&netns, &mut in_container),
