@@ -93,7 +93,11 @@ pub mod spoofcheck {
     pub fn names(container_id: &str, ifname: &str) -> (String, String, String) {
         let iface = format!("{CHAIN_PREFIX}{container_id}-{ifname}");
         let mac = format!("{iface}-mac");
-        (iface, mac, format!("{COMMENT_PREFIX}{container_id}-{ifname}"))
+        (
+            iface,
+            mac,
+            format!("{COMMENT_PREFIX}{container_id}-{ifname}"),
+        )
     }
 }
 

@@ -77,7 +77,10 @@ mod tests {
         assert_eq!(network_in_comment(&a.comment()).as_deref(), Some("n"));
         assert!(is_of_network(&a.comment(), "n"));
         assert!(!is_of_network(&a.comment(), "m"));
-        assert_eq!(tag_prefix("someone else's comment, long enough to cut"), None);
+        assert_eq!(
+            tag_prefix("someone else's comment, long enough to cut"),
+            None
+        );
         assert_eq!(tag_prefix("short"), None);
     }
 

@@ -13,7 +13,6 @@ use crate::ident;
 use crate::ip;
 use crate::range::{RangeSet, RangeSpec};
 
-
 /// A route from `ipam.routes`, copied into the result unchanged. Go omits zero `mtu`, `advmss` and
 /// `priority` when printing, so zero is represented as `None` here.
 #[derive(Debug, Clone, PartialEq, Eq)]

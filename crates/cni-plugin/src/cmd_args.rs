@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use cni_invoke::Invocation;
 use cni_attribution::AttachmentId;
+use cni_invoke::Invocation;
 use cni_types::{CniArgs, CniError, CniResult, NetConf, SpecVersion};
 
 use crate::command::Command;

@@ -4,9 +4,9 @@
 
 mod nft_common;
 
+use cni_attribution::AttachmentId;
 use cni_linux::NetNs;
 use cni_nft::{concat, Batch, Chain, ConcatElement, ConcatSet, Family, Nft, Rule, SetType};
-use cni_attribution::AttachmentId;
 use nft_common::*;
 use serde_json::{json, Value};
 

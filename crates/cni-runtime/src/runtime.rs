@@ -11,9 +11,7 @@ use cni_invoke::{
     exec_with_result, exec_without_result, find_in_path, get_version_info, ExecOptions, Invocation,
     InvokeError,
 };
-use cni_types::{
-    validate_network_name, CniResult, RawObject, SpecVersion, VersionInfo,
-};
+use cni_types::{validate_network_name, CniResult, RawObject, SpecVersion, VersionInfo};
 
 use cni_attribution::AttachmentId;
 

@@ -4,10 +4,10 @@
 //! IFBs of the network whose alias names an attachment missing from the valid list, and, in
 //! the recorded namespace of each such attachment, the IFB a killed ADD left there.
 
+use cni_attribution::AttachmentId;
 use cni_linux::Handle;
 use cni_plugin::CmdArgs;
-use cni_attribution::AttachmentId;
-use cni_types::{CniError};
+use cni_types::CniError;
 
 use super::conf::ifb_name;
 use super::{host_handle, netlink_error};
@@ -39,10 +39,7 @@ pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
     let valid: &[AttachmentId] = args.conf.valid_attachments.as_deref().unwrap_or_default();
     let network = &args.conf.name;
     let net_prefix = AttachmentId::network_prefix(network);
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|a| a.prefix())
-        .collect();
+    let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let mut host = host_handle()?;
     let links = host.links().map_err(|e| netlink_error("list links", e))?;
     let mut errors = Vec::new();

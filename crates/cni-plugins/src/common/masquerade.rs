@@ -13,9 +13,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
-use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
 use cni_attribution::AttachmentId;
-use cni_types::{CniError};
+use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
+use cni_types::CniError;
 
 use super::conf::warn_not_honoured;
 use super::nft_skeleton::Skeleton;
@@ -187,8 +187,12 @@ pub fn start_teardown(
     let tag = AttachmentId::new(network, container_id, ifname);
     let mut nft = open_host("ipMasq teardown")?;
     // A missing table lists no rules and commits nothing: no separate look for the table.
-    retry_transient(|| nft.delete_rules_where(FAMILY, TABLE, &[CHECKS_CHAIN], |r| super::nft_tag::owns_rule(&tag, r)))
-        .map_err(|e| nft_error("removing ipMasq rules", e))?;
+    retry_transient(|| {
+        nft.delete_rules_where(FAMILY, TABLE, &[CHECKS_CHAIN], |r| {
+            super::nft_tag::owns_rule(&tag, r)
+        })
+    })
+    .map_err(|e| nft_error("removing ipMasq rules", e))?;
     Ok(Teardown(nft))
 }
 

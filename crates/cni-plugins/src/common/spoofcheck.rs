@@ -21,11 +21,10 @@ use cni_types::CniError;
 use super::nft_skeleton::Skeleton;
 use super::nft_tag::{nft_error, open_host, retry_transient};
 
+use cni_attribution::names::spoofcheck::names;
 /// The table, shared with the Go bridge plugin, and its base chain.
 pub use cni_attribution::names::spoofcheck::{PREROUTING_CHAIN, TABLE};
-use cni_attribution::names::spoofcheck::names;
 const FAMILY: Family = Family::Bridge;
-
 
 /// `ether saddr <mac>`.
 fn ether_saddr(mac: MacAddr) -> [Expr; 2] {

@@ -339,8 +339,7 @@ pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
         Opened::Ns(ns) => {
             let mut h = Handle::in_netns(&ns)
                 .or_internal("cannot open netlink in the container namespace")?;
-            let temp = args.id()
-                .sublink_temp_name();
+            let temp = args.id().sublink_temp_name();
             for name in [args.ifname.as_str(), temp.as_str()] {
                 h.delete_link_by_name(name)
                     .map_err(|e| CniError::internal(format!("failed to delete {name:?}: {e}")))?;

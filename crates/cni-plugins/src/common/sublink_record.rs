@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use cni_plugin::CmdArgs;
 use cni_attribution::AttachmentId;
+use cni_plugin::CmdArgs;
 use cni_types::{CniError, RawObject};
 
 use super::conf::field;
@@ -118,10 +118,7 @@ pub fn stale(
         _ => state_file::check_dir(dir, what).map_err(fail)?,
     }
     let net_prefix = AttachmentId::network_prefix(network);
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|a| a.prefix())
-        .collect();
+    let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let is_stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
     let mut out = Vec::new();
     for name in state_file::entries(dir).map_err(fail)? {
@@ -185,10 +182,7 @@ mod tests {
             ..record("c")
         };
         assert!(write(&dir, SUBLINK, &foreign).unwrap());
-        let valid = [AttachmentId {
-            container_id: "b".into(),
-            ifname: "eth0".into(),
-        }];
+        let valid = [AttachmentId::new("net", "b", "eth0")];
         assert_eq!(stale(&dir, SUBLINK, "net", &valid).unwrap(), [record("a")]);
         remove(&dir, SUBLINK, &record("a").tag()).unwrap();
         assert!(stale(&dir, SUBLINK, "net", &valid).unwrap().is_empty());

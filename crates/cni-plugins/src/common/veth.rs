@@ -14,11 +14,11 @@
 //! kernel ~20 ms under the RTNL lock.) DEL finds the host end by tag or temporary name when
 //! the namespace is gone, and GC removes both kinds for attachments that are not valid.
 
+use cni_attribution::{recognise, AttachmentId};
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
 use cni_plugin::ResultExt;
-use cni_attribution::{recognise, AttachmentId};
-use cni_types::{CniError};
+use cni_types::CniError;
 use ipnet::IpNet;
 
 use super::random;

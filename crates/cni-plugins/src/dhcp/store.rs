@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use cni_attribution::AttachmentId;
+use serde::{Deserialize, Serialize};
 
 use super::conf::LeaseParams;
 use super::lease::Lease;

@@ -111,10 +111,13 @@ mod tests {
     fn requests_round_trip() {
         let r = Request::Gc {
             network: "n".into(),
-            valid: vec![("c".into(), "eth0".into())],
+            valid: vec![AttachmentId::new("n", "c", "eth0")],
         };
         let s = serde_json::to_string(&r).unwrap();
-        assert_eq!(s, r#"{"op":"gc","network":"n","valid":[["c","eth0"]]}"#);
+        assert_eq!(
+            s,
+            r#"{"op":"gc","network":"n","valid":[{"containerId":"c","network":"n","ifname":"eth0"}]}"#
+        );
         assert!(matches!(
             serde_json::from_str::<Request>(&s).unwrap(),
             Request::Gc { .. }

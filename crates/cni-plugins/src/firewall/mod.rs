@@ -36,8 +36,11 @@ use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Policy, Rule
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
+use crate::common::nft_tag::{
+    delete_selected, nft_error, open_host, owned_rules, owns_rule, retry_transient,
+    stale_in_network,
+};
 use cni_attribution::AttachmentId;
-use crate::common::nft_tag::{delete_selected, nft_error, open_host, owned_rules, owns_rule, retry_transient, stale_in_network};
 use conf::{FirewallConf, IngressPolicy};
 
 /// The firewall plugin.

@@ -32,10 +32,10 @@ use cni_nft::{Batch, Family, Nft};
 use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult};
 
-use cni_attribution::AttachmentId;
 use crate::common::nft_tag::{
     delete_selected, nft_error, open_host, owns_rule, retry_transient, stale_in_network,
 };
+use cni_attribution::AttachmentId;
 use conf::{container_addresses, port_mappings, PortMapConf, PortMapping};
 use elements::{Entry, Found};
 use index::IndexId;
@@ -188,7 +188,9 @@ fn remove_family(nft: &mut Nft, ipv6: bool, tag: &AttachmentId) -> Result<usize,
     if !may_have_rules {
         return Ok(keys);
     }
-    let rules = delete_selected(nft, &[(f, TABLE)], &rules::RULE_CHAINS, &|r| owns_rule(tag, r))?;
+    let rules = delete_selected(nft, &[(f, TABLE)], &rules::RULE_CHAINS, &|r| {
+        owns_rule(tag, r)
+    })?;
     Ok(keys + rules)
 }
 

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use cni_attribution::AttachmentId;
 use cni_linux::rtnl::link::Link;
 use cni_linux::{Handle, MacAddr};
-use cni_attribution::AttachmentId;
 
 use super::conf::TuningConf;
 use crate::common::state_file::{self, Contents, Existing};
@@ -101,7 +101,10 @@ impl Backup {
 
 /// The backup file of one attachment.
 pub fn path(data_dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
-    data_dir.join(cni_attribution::names::backup_file_name(container_id, ifname))
+    data_dir.join(cni_attribution::names::backup_file_name(
+        container_id,
+        ifname,
+    ))
 }
 
 /// What the directory's checks call its files.
@@ -169,10 +172,7 @@ pub fn gc(dir: &Path, network: &str, valid: &[AttachmentId]) -> std::io::Result<
         _ => check_dir(dir)?,
     }
     let net_prefix = AttachmentId::network_prefix(network);
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|a| a.prefix())
-        .collect();
+    let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
     let mut removed = Vec::new();
     for name in state_file::entries(dir)? {

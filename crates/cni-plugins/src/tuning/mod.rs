@@ -39,10 +39,10 @@ use cni_linux::{Handle, NetlinkError, NsError};
 use cni_plugin::{CmdArgs, Plugin, ResultExt};
 use cni_types::{CniError, CniResult};
 
-use cni_attribution::AttachmentId;
 use crate::common::undo::Undo;
 use crate::netns::{self, Opened};
 use backup::{Backup, Saved};
+use cni_attribution::AttachmentId;
 use conf::TuningConf;
 use sysctl::SysctlTarget;
 
