@@ -152,9 +152,17 @@ mod tests {
 
     #[test]
     fn names_on_nodes_are_unchanged() {
-        // Values computed by the plugins before this crate existed: objects on nodes carry them.
+        // Objects on nodes carry these names: they must never change.
         let t = AttachmentId::new("tqnet", "tqcid", "eth0");
+        // Go 1.1.1's bridge made this chain for network "tqnet", container "tqcid".
         assert_eq!(t.go_masq_chain(), "CNI-ffee140d57bae23f4cbb0442");
+        assert_eq!(t.prefix(), "713a32d57ebe3447-d0448488fff2f051");
+        assert_eq!(t.temp_link_name(), "rc713ad0448488f");
+        assert_eq!(t.sublink_temp_name(), "rcniad1cded87c2");
+        assert_eq!(
+            t.dhcp_lease_file_name(),
+            "lease-6600ca937eda4ab6730c6a776fdbd69a.json"
+        );
         assert_eq!(
             crate::names::backup_file_name(&t.container_id, &t.ifname),
             "tqcid_eth0.json"
