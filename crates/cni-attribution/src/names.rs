@@ -92,12 +92,17 @@ pub mod spoofcheck {
     /// An attachment's (iface chain, mac chain, rule comment).
     pub fn names(container_id: &str, ifname: &str) -> (String, String, String) {
         let iface = format!("{CHAIN_PREFIX}{container_id}-{ifname}");
-        let mac = format!("{iface}-mac");
+        let mac = mac_chain(&iface);
         (
             iface,
             mac,
             format!("{COMMENT_PREFIX}{container_id}-{ifname}"),
         )
+    }
+
+    /// The mac chain an iface chain jumps to.
+    pub fn mac_chain(iface_chain: &str) -> String {
+        format!("{iface_chain}-mac")
     }
 }
 

@@ -68,6 +68,8 @@ impl Plugin for Bridge {
                 ipam,
                 crate::common::masquerade::gc_for(args, conf.ip_masq),
                 crate::common::veth::gc_for(args),
+                // After the veths: a check is stale once its veth is gone.
+                crate::common::spoofcheck::gc_spoofcheck(args.valid_attachments()),
             ]
             .into_iter()
             .filter_map(Result::err)
