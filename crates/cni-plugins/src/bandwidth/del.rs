@@ -60,7 +60,7 @@ pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
     let dir = super::record_dir(args)?;
     let recorded = gc_recorded_links(args, &dir, super::RECORD, |record, link| {
         link.kind.as_deref() == Some("ifb")
-            && link.name == ifb_name(&record.network, &record.container_id)
+            && link.name == ifb_name(&record.id.network, &record.id.container_id)
     });
     errors.extend(recorded.err());
     crate::common::errors::combine(errors)

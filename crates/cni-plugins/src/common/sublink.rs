@@ -368,7 +368,7 @@ pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
 pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
     let dir = sublink_record::state_dir(&args.conf.raw)?;
     gc_recorded_links(args, &dir, SUBLINK, |record, link| {
-        let owner = record.tag();
+        let owner = &record.id;
         link.name == owner.sublink_temp_name()
             || link
                 .alias
@@ -390,7 +390,6 @@ pub fn gc_recorded_links(
 ) -> Result<(), CniError> {
     let mut errors = Vec::new();
     for record in sublink_record::stale(dir, what, &args.conf.name, args.valid_attachments())? {
-        let tag = record.tag();
         let deleted = match netns::open(&record.netns) {
             Ok(Opened::Ns(ns)) => delete_owned_links(&ns, |l| owns(&record, l)),
             Ok(Opened::Gone(e)) => {
@@ -400,7 +399,7 @@ pub fn gc_recorded_links(
             Err(e) => Err(e),
         };
         match deleted {
-            Ok(()) => errors.extend(sublink_record::remove(dir, what, &tag).err()),
+            Ok(()) => errors.extend(sublink_record::remove(dir, what, &record.id).err()),
             Err(e) => errors.push(e),
         }
     }
