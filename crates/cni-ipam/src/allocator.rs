@@ -161,9 +161,9 @@ impl HostLocal {
         }
     }
 
-    /// GC: releases every lease not owned by one of the `valid` (container ID, ifname) pairs.
-    /// Returns the released leases.
-    pub fn gc(&self, valid: &[(String, String)]) -> Result<Vec<Lease>, IpamError> {
+    /// GC: releases every lease not owned by one of the `valid` attachments. Returns the
+    /// released leases.
+    pub fn gc(&self, valid: &[cni_attribution::AttachmentId]) -> Result<Vec<Lease>, IpamError> {
         self.store.lock()?.gc(valid)
     }
 

@@ -13,9 +13,6 @@ use crate::ident;
 use crate::ip;
 use crate::range::{RangeSet, RangeSpec};
 
-/// Where host-local keeps its state when `dataDir` is absent or `""`.
-pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
-
 /// A route from `ipam.routes`, copied into the result unchanged. Go omits zero `mtu`, `advmss` and
 /// `priority` when printing, so zero is represented as `None` here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +93,7 @@ impl HostLocalConfig {
             .collect::<Result<Vec<_>, _>>()?;
 
         let data_dir = match ipam.string("dataDir")?.as_deref() {
-            None | Some("") => PathBuf::from(DEFAULT_DATA_DIR),
+            None | Some("") => PathBuf::from(cni_attribution::names::HOST_LOCAL_DATA_DIR),
             Some(dir) => PathBuf::from(dir),
         };
         let resolv_conf = ipam

@@ -27,7 +27,7 @@ mod static_config;
 mod store;
 
 pub use allocator::{assign_requested, Allocation, HostLocal};
-pub use config::{HostLocalConfig, Route, DEFAULT_DATA_DIR};
+pub use config::{HostLocalConfig, Route};
 pub use error::{code, ConfigError, IpamError};
 pub use ident::{is_valid_ifname, is_valid_name};
 pub use ip::go_string as go_ip_string;

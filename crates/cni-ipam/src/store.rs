@@ -39,6 +39,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cni_attribution::AttachmentId;
 use cni_persist::{DirRule, Durability, PersistError, TempFile};
 
 use crate::error::{ConfigError, IpamError};
@@ -51,7 +52,7 @@ pub const LOCK_FILE: &str = "lock";
 /// Prefix of the round-robin hint files (`last_reserved_ip.<rangeID>`).
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// Separator between container ID and interface name in a lease file.
-pub const LINE_BREAK: &str = "\r\n";
+pub const LINE_BREAK: &str = cni_attribution::names::HOST_LOCAL_LINE_BREAK;
 
 /// Prefix of the temp files writes go through (not an address, so never read as a lease).
 pub const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
@@ -83,14 +84,13 @@ pub struct Lease {
 impl Lease {
     /// Parses lease file content the way Go compares it: surrounding whitespace is ignored.
     pub fn parse_owner(content: &str) -> LeaseOwner {
-        let content = content.trim();
-        match content.split_once(LINE_BREAK) {
-            Some((id, ifname)) => LeaseOwner::Attachment {
+        match cni_attribution::recognise::host_local_lease(content) {
+            (id, Some(ifname)) => LeaseOwner::Attachment {
                 container_id: id.to_string(),
                 ifname: ifname.to_string(),
             },
-            None => LeaseOwner::Legacy {
-                container_id: content.to_string(),
+            (id, None) => LeaseOwner::Legacy {
+                container_id: id.to_string(),
             },
         }
     }
@@ -147,7 +147,7 @@ pub struct Held {
 
 /// The file content recording a lease for an attachment.
 pub fn lease_content(container_id: &str, ifname: &str) -> String {
-    format!("{}{LINE_BREAK}{ifname}", container_id.trim())
+    cni_attribution::names::host_local_lease(container_id, ifname)
 }
 
 /// A network's directory in a data directory. Creating it does no I/O.
@@ -599,15 +599,15 @@ impl LockedStore<'_> {
             .map(|removed| removed.into_iter().map(|l| l.ip).collect())
     }
 
-    /// Releases every lease whose owner is not in `valid` (container ID, ifname); a legacy lease
-    /// stays when any valid pair has its container ID. `lock` and `last_reserved_ip.*` are never
+    /// Releases every lease whose owner is not in `valid` (the network is the store's); a
+    /// legacy lease stays when any valid attachment has its container ID. `lock` and `last_reserved_ip.*` are never
     /// touched, nor any file whose name is not an address. Returns the released leases.
-    pub fn gc(&self, valid: &[(String, String)]) -> Result<Vec<Lease>, IpamError> {
+    pub fn gc(&self, valid: &[AttachmentId]) -> Result<Vec<Lease>, IpamError> {
         let leases = self.leases()?;
         let stale = leases.iter().filter(|lease| {
-            !valid
-                .iter()
-                .any(|(id, ifname)| lease.is_for(id, ifname) || lease.is_legacy_for(id))
+            !valid.iter().any(|a| {
+                lease.is_for(&a.container_id, &a.ifname) || lease.is_legacy_for(&a.container_id)
+            })
         });
         self.remove_leases(stale)
     }

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Duration;
 
+use cni_attribution::AttachmentId;
 use cni_ipam::{ConfigError, HostLocal, IpamError, LeaseOwner};
 use common::{addrs, config, files, ip, single, write, NETWORK};
 use serde_json::json;
@@ -305,8 +306,8 @@ fn gc_keeps_valid_attachments_and_foreign_files() {
     write(dir.path(), "README", b"drop");
     write(dir.path(), "last_reserved_ip.7", b"198.18.128.9");
     let valid = [
-        ("keep".to_string(), "eth0".to_string()),
-        ("legacykeep".to_string(), "eth3".to_string()),
+        AttachmentId::new(NETWORK, "keep", "eth0"),
+        AttachmentId::new(NETWORK, "legacykeep", "eth3"),
     ];
     let mut released: Vec<_> = ipam.gc(&valid).unwrap().into_iter().map(|l| l.ip).collect();
     released.sort();
@@ -326,7 +327,7 @@ fn gc_keeps_valid_attachments_and_foreign_files() {
     assert_eq!(files(dir.path())["last_reserved_ip.0"], b"198.18.128.3");
     // A valid attachment with another interface name does not keep a current-format lease.
     let released = ipam
-        .gc(&[("keep".to_string(), "eth1".to_string())])
+        .gc(&[AttachmentId::new(NETWORK, "keep", "eth1")])
         .unwrap();
     assert_eq!(released.len(), 2);
 }

@@ -246,7 +246,8 @@ fn gc_and_status_keep_the_index_right() {
     let ipam = store(dir.path());
     one(&ipam, "a");
     let b = one(&ipam, "b");
-    ipam.gc(&[("b".into(), "eth0".into())]).unwrap();
+    ipam.gc(&[cni_attribution::AttachmentId::new("n", "b", "eth0")])
+        .unwrap();
     assert!(ipam.check("a", "eth0").is_err());
     ipam.status().unwrap();
     assert_eq!(ipam.release("b", "eth0").unwrap(), [b]);

@@ -189,6 +189,29 @@ impl NetNs {
         &self.path
     }
 
+    /// The id the calling thread's namespace knows this one by (`ip netns list-id`), `None`
+    /// when it has none. Asked with RTM_GETNSID naming the namespace by descriptor, which
+    /// only reads an id, never assigns one.
+    pub fn id(&self) -> Result<Option<i32>, NsError> {
+        use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
+        use netlink_packet_route::RouteNetlinkMessage;
+
+        let fd = u32::try_from(self.file.as_raw_fd()).map_err(|_| Errno::EBADF);
+        let fd = fd.map_err(|e| NsError::io("read the id of", &self.path, e))?;
+        let mut request = NsidMessage::default();
+        request.attributes.push(NsidAttribute::Fd(fd));
+        let replies = crate::rtnl::Handle::new()
+            .and_then(|mut h| h.get(RouteNetlinkMessage::GetNsId(request)))
+            .map_err(|e| NsError::io("read the id of", &self.path, io::Error::other(e)))?;
+        Ok(replies.iter().find_map(|reply| match reply {
+            RouteNetlinkMessage::NewNsId(m) => m.attributes.iter().find_map(|a| match a {
+                NsidAttribute::Id(id) if *id >= 0 => Some(*id),
+                _ => None,
+            }),
+            _ => None,
+        }))
+    }
+
     /// Runs `f` inside this namespace on a short-lived thread and returns its value.
     ///
     /// The thread calls `setns(CLONE_NEWNET)` before `f` and exits afterwards; the calling thread

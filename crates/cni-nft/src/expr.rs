@@ -76,7 +76,7 @@ pub enum MetaKey {
 }
 
 impl MetaKey {
-    fn number(self) -> u32 {
+    pub(crate) fn number(self) -> u32 {
         match self {
             MetaKey::Len => 0,
             MetaKey::Protocol => 1,
@@ -109,7 +109,7 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
-    fn number(self) -> u32 {
+    pub(crate) fn number(self) -> u32 {
         match self {
             CmpOp::Eq => 0,
             CmpOp::Neq => 1,

@@ -5,6 +5,7 @@
 use crate::attr::{self, AttrWriter};
 use crate::batch::Batch;
 use crate::client::{DumpItem, Nft};
+use crate::expr::{CmpOp, MetaKey};
 use crate::message::NfMsg;
 use crate::objects::{check_name, Family};
 use crate::sys::*;
@@ -73,7 +74,43 @@ fn jump_target(exprs: &[u8]) -> Result<Option<String>, Error> {
     Ok(None)
 }
 
-fn rule_info(item: &DumpItem) -> Result<(RuleInfo, Option<String>), Error> {
+/// The interface name of the rule's `iifname <name>` match (a `meta iifname` load, then an
+/// equality `cmp`), `None` without one.
+fn iifname_match(exprs: &[u8]) -> Result<Option<String>, Error> {
+    let mut loaded = false;
+    for elem in attr::parse(exprs)? {
+        let e = elem.nested()?;
+        let name = attr::find(&e, NFTA_EXPR_NAME)
+            .map(|a| a.str())
+            .transpose()?;
+        let Some(data) = attr::find(&e, NFTA_EXPR_DATA) else {
+            continue;
+        };
+        let data = data.nested()?;
+        let number = |ty: u16| attr::find(&data, ty).map(|a| a.be32()).transpose();
+        match name {
+            Some("meta") => loaded = number(NFTA_META_KEY)? == Some(MetaKey::IifName.number()),
+            Some("cmp") if loaded && number(NFTA_CMP_OP)? == Some(CmpOp::Eq.number()) => {
+                let value = attr::find(&data, NFTA_CMP_DATA)
+                    .map(|d| d.nested())
+                    .transpose()?
+                    .and_then(|d| attr::find(&d, NFTA_DATA_VALUE).map(|v| v.data.to_vec()));
+                if let Some(v) = value {
+                    let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
+                    return Ok(Some(String::from_utf8_lossy(&v[..end]).into_owned()));
+                }
+                loaded = false;
+            }
+            _ => loaded = false,
+        }
+    }
+    Ok(None)
+}
+
+/// What [`Nft::list_rules_with`] reads from a rule's expressions besides its [`RuleInfo`].
+type Extract = fn(&[u8]) -> Result<Option<String>, Error>;
+
+fn rule_info(item: &DumpItem, extract: Extract) -> Result<(RuleInfo, Option<String>), Error> {
     let attrs = attr::parse(&item.attrs)?;
     let text = |ty: u16| -> Result<String, Error> {
         attr::find(&attrs, ty)
@@ -85,7 +122,7 @@ fn rule_info(item: &DumpItem) -> Result<(RuleInfo, Option<String>), Error> {
         .ok_or_else(|| Error::Decode("rule without handle".into()))?
         .be64()?;
     let jump = match attr::find(&attrs, NFTA_RULE_EXPRESSIONS) {
-        Some(a) => jump_target(a.data)?,
+        Some(a) => extract(a.data)?,
         None => None,
     };
     let info = RuleInfo {
@@ -180,6 +217,27 @@ impl Nft {
         table: &str,
         chain: &str,
     ) -> Result<Vec<(RuleInfo, Option<String>)>, Error> {
+        self.list_rules_with(family, table, chain, jump_target)
+    }
+
+    /// Like [`Nft::list_rules`], with the interface name each rule's `iifname <name>` match
+    /// compares with (`None` for rules without one).
+    pub fn list_rule_iifnames(
+        &mut self,
+        family: Family,
+        table: &str,
+        chain: &str,
+    ) -> Result<Vec<(RuleInfo, Option<String>)>, Error> {
+        self.list_rules_with(family, table, chain, iifname_match)
+    }
+
+    fn list_rules_with(
+        &mut self,
+        family: Family,
+        table: &str,
+        chain: &str,
+        extract: Extract,
+    ) -> Result<Vec<(RuleInfo, Option<String>)>, Error> {
         check_name("table", table)?;
         check_name("chain", chain)?;
         let mut a = AttrWriter::new();
@@ -193,7 +251,7 @@ impl Nft {
         };
         let mut out = Vec::new();
         for item in items.iter().filter(|i| i.family == family.number()) {
-            let (info, jump) = rule_info(item)?;
+            let (info, jump) = rule_info(item, extract)?;
             // Older kernels ignore the chain filter of a dump; filter here as well.
             if info.table == table && info.chain == chain {
                 out.push((info, jump));
@@ -272,6 +330,29 @@ mod tests {
         assert_eq!(jump_target(&jump).unwrap().as_deref(), Some("CNI-FORWARD"));
         let accept = encode(&[Expr::Counter, Expr::Verdict(Verdict::Accept)]);
         assert_eq!(jump_target(&accept).unwrap(), None);
+    }
+
+    #[test]
+    fn the_iifname_of_a_match_is_read_back() {
+        let exprs = |b: crate::RuleBuilder| {
+            let rule = b.build().unwrap();
+            let mut list = AttrWriter::new();
+            for e in rule.exprs() {
+                e.encode(&mut list);
+            }
+            list.into_bytes()
+        };
+        let b = || crate::Rule::builder(Family::Bridge, "nat", "PREROUTING");
+        let with = exprs(b().iifname("veth1234").jump("c"));
+        assert_eq!(iifname_match(&with).unwrap().as_deref(), Some("veth1234"));
+        assert_eq!(
+            iifname_match(&exprs(b().iifname_not("veth1").jump("c"))).unwrap(),
+            None
+        );
+        assert_eq!(
+            iifname_match(&exprs(b().oifname("veth1").jump("c"))).unwrap(),
+            None
+        );
     }
 
     fn rule_attrs(chain: &str, handle: u64, comment: Option<&str>) -> Vec<u8> {

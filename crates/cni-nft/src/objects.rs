@@ -26,6 +26,18 @@ pub enum Family {
     Netdev,
 }
 
+impl From<cni_attribution::names::NftFamily> for Family {
+    fn from(f: cni_attribution::names::NftFamily) -> Family {
+        use cni_attribution::names::NftFamily as F;
+        match f {
+            F::Inet => Family::Inet,
+            F::Ip => Family::Ip,
+            F::Ip6 => Family::Ip6,
+            F::Bridge => Family::Bridge,
+        }
+    }
+}
+
 impl Family {
     /// The `NFPROTO_*` number.
     pub fn number(self) -> u8 {

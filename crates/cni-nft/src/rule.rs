@@ -24,21 +24,8 @@ use crate::expr::{
 use crate::objects::{check_name, Family, Set, SetType};
 use crate::Error;
 
-/// Longest comment accepted, in bytes (`nft`'s limit; the Go plugins cut theirs to this).
-pub const MAX_COMMENT_LEN: usize = 128;
-
-/// Makes any text a valid comment: NULs removed, cut to [`MAX_COMMENT_LEN`] bytes on a
-/// character boundary (the Go plugins also cut their comments to 128 characters).
-pub fn fit_comment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_COMMENT_LEN));
-    for c in text.chars().filter(|c| *c != '\0') {
-        if out.len() + c.len_utf8() > MAX_COMMENT_LEN {
-            break;
-        }
-        out.push(c);
-    }
-    out
-}
+/// Comments are cut by attribution's rule, the one every comment writer shares.
+pub use cni_attribution::{fit_comment, MAX_COMMENT_LEN};
 
 /// Linux interface names are at most 15 bytes (IFNAMSIZ less the NUL).
 const IFNAMSIZ: usize = 16;

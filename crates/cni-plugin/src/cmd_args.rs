@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
+use cni_attribution::AttachmentId;
 use cni_invoke::Invocation;
-use cni_types::{CniArgs, CniError, CniResult, GcAttachment, NetConf, SpecVersion};
+use cni_types::{CniArgs, CniError, CniResult, NetConf, SpecVersion};
 
 use crate::command::Command;
 
@@ -62,10 +63,15 @@ impl CmdArgs {
         CniArgs::parse(&self.args).map_err(|e| e.to_cni_error())
     }
 
+    /// The attachment this request is for (network, container ID, interface name).
+    pub fn id(&self) -> AttachmentId {
+        AttachmentId::new(&self.conf.name, &self.container_id, &self.ifname)
+    }
+
     /// The attachments a GC keeps (`cni.dev/valid-attachments`). The runner is the one GC
     /// policy: it refuses a GC without that key with code 7 before any plugin's `gc` runs, so
     /// a plugin never decides what "no list" means; outside GC an absent list is empty.
-    pub fn valid_attachments(&self) -> &[GcAttachment] {
+    pub fn valid_attachments(&self) -> &[AttachmentId] {
         self.conf.valid_attachments.as_deref().unwrap_or_default()
     }
 

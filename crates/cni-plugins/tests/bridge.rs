@@ -432,6 +432,64 @@ fn macspoofchk_chains_follow_the_attachment() {
     );
 }
 
+/// The spoof-check chains in the host's `bridge nat` table whose name starts with `prefix`.
+fn spoofcheck_chains(env: &Env, prefix: &str) -> Vec<String> {
+    nft_chain_names(env.host(), "nat")
+        .into_iter()
+        .filter(|c| c.starts_with(prefix))
+        .collect()
+}
+
+/// Bridge GC removes the spoof checks of attachments whose veth is gone and that are not
+/// valid, and keeps the valid ones and those whose veth lives (Go's chain names carry no
+/// network: an attachment of another network is not in this GC's valid list).
+#[test]
+fn gc_removes_the_spoof_checks_of_dead_attachments_only() {
+    let env = Env::new();
+    let conf = bridge_conf(&env, NET, BR, SUBNET, json!({"macspoofchk": true}));
+    let other = bridge_conf(
+        &env,
+        "brnet2",
+        "br2",
+        "198.18.45.0/24",
+        json!({"macspoofchk": true}),
+    );
+    let (live, dead, elsewhere) = (env.pod(), env.pod(), env.pod());
+    env.add("bridge", &live, "live", &conf);
+    let result = env.add("bridge", &dead, "dead", &conf);
+    env.add("bridge", &elsewhere, "elsewhere", &other);
+    let dead_veth = result["interfaces"][1]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(has_link(env.host(), &dead_veth), "{result}");
+    // The pod's namespace goes without a DEL: its veth goes with it, its checks stay.
+    env.sb.remove_container(&dead).unwrap();
+    assert!(
+        eventually(|| !has_link(env.host(), &dead_veth)),
+        "the veth went with the namespace"
+    );
+    assert_eq!(spoofcheck_chains(&env, "cni-br-iface-dead").len(), 2);
+    let mut gc = conf.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "live", "ifname": "eth0"}]);
+    env.run("bridge", &env.call("GC", &live, "", &gc.to_string()))
+        .assert_success();
+    assert_eq!(
+        spoofcheck_chains(&env, "cni-br-iface-dead"),
+        Vec::<String>::new()
+    );
+    assert_eq!(spoofcheck_chains(&env, "cni-br-iface-live").len(), 2);
+    assert_eq!(spoofcheck_chains(&env, "cni-br-iface-elsewhere").len(), 2);
+    env.run("bridge", &env.call("DEL", &live, "live", &conf.to_string()))
+        .assert_success();
+    env.run(
+        "bridge",
+        &env.call("DEL", &elsewhere, "elsewhere", &other.to_string()),
+    )
+    .assert_success();
+}
+
 #[test]
 fn an_unknown_ip_masq_backend_is_refused_before_anything_is_made() {
     let env = Env::new();

@@ -6,9 +6,9 @@ mod nft_common;
 
 use std::net::SocketAddr;
 
+use cni_attribution::AttachmentId;
 use cni_linux::NetNs;
 use cni_plugins::common::{masquerade, spoofcheck};
-use cni_types::GcAttachment;
 use ipnet::IpNet;
 use nft_common::*;
 
@@ -102,10 +102,7 @@ fn gc_keeps_valid_attachments_and_other_networks() {
     })
     .unwrap();
     let host = lab.host().name.clone();
-    let valid = vec![GcAttachment {
-        container_id: "keep".into(),
-        ifname: "eth0".into(),
-    }];
+    let valid = vec![AttachmentId::new(NET, "keep", "eth0")];
     in_host(&lab, || masquerade::gc_masquerade(NET, &valid)).unwrap();
     assert_eq!(rules_with(&host, masquerade::TABLE, "id: keep"), 2);
     assert_eq!(

@@ -4,9 +4,9 @@
 
 mod nft_common;
 
+use cni_attribution::AttachmentId;
 use cni_linux::NetNs;
 use cni_nft::{concat, Batch, Chain, ConcatElement, ConcatSet, Family, Nft, Rule, SetType};
-use cni_plugins::common::nft_tag::AttachmentTag;
 use nft_common::*;
 use serde_json::{json, Value};
 
@@ -223,7 +223,7 @@ fn empty_index_chains_of_the_previous_layout_are_removed_too() {
     // layout named an attachment's index: what an old DEL that flushed the chain but was
     // killed before deleting it left behind.
     add(&lab, &ns, "live", "198.19.145.10", 9300);
-    let prefix = |cid: &str| AttachmentTag::new(NET, cid, "eth0").prefix();
+    let prefix = |cid: &str| AttachmentId::new(NET, cid, "eth0").prefix();
     let mut b = Batch::new();
     for cid in ["empty-del", "empty-gc"] {
         b.add_chain(&Chain::regular(Family::Ip, TABLE, &prefix(cid)))

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use cni_attribution::AttachmentId;
 use cni_types::{validate_container_id, validate_interface_name, validate_network_name, CniArgs};
 
 use crate::error::RuntimeError;
@@ -42,6 +43,11 @@ impl Attachment {
     pub fn with_capability(mut self, name: &str, value: Value) -> Self {
         self.capability_args.insert(name.to_string(), value);
         self
+    }
+
+    /// The attachment's identity in `network`.
+    pub fn id(&self, network: &str) -> AttachmentId {
+        AttachmentId::new(network, &self.container_id, &self.ifname)
     }
 
     /// `CNI_ARGS` in its environment form (as libcni's `stringify` in `pkg/invoke/args.go`).

@@ -16,7 +16,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use cni_types::{CniError, CniResult, GcAttachment, RawObject, SpecVersion};
+use cni_attribution::AttachmentId;
+use cni_types::{CniError, CniResult, RawObject, SpecVersion};
 
 use crate::attachment::Attachment;
 use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
@@ -144,12 +145,9 @@ impl CacheEntry {
         }
     }
 
-    /// The attachment as a GC valid list names it.
-    pub fn gc_key(&self) -> GcAttachment {
-        GcAttachment {
-            container_id: self.container_id.clone(),
-            ifname: self.ifname.clone(),
-        }
+    /// The attachment's identity.
+    pub fn id(&self) -> AttachmentId {
+        AttachmentId::new(&self.network_name, &self.container_id, &self.ifname)
     }
 }
 

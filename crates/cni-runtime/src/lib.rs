@@ -44,5 +44,6 @@ pub use sandbox::{
 };
 pub use trace::{TraceContext, TRACE_ENV};
 
+pub use cni_attribution::AttachmentId;
 pub use cni_invoke::ExecOptions;
-pub use cni_types::{CniError, CniResult, GcAttachment, SpecVersion};
+pub use cni_types::{CniError, CniResult, SpecVersion};

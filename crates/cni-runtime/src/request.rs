@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use cni_types::gc::{LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY};
-use cni_types::{GcAttachment, RawObject, SpecVersion};
+use cni_attribution::AttachmentId;
+use cni_types::gc::set_valid_attachments;
+use cni_types::{RawObject, SpecVersion};
 
 /// The capabilities a plugin object declares `true`, in name order.
 pub fn declared_capabilities(plugin: &RawObject) -> Result<Vec<String>, serde_json::Error> {
@@ -73,11 +74,10 @@ pub fn gc_request(
     plugin: &RawObject,
     network: &str,
     version: SpecVersion,
-    valid: &[GcAttachment],
+    valid: &[AttachmentId],
 ) -> Result<Vec<u8>, serde_json::Error> {
     let mut obj = base(plugin, network, version)?;
-    obj.set(VALID_ATTACHMENTS_KEY, valid)?;
-    obj.set(LEGACY_ATTACHMENTS_KEY, valid)?;
+    set_valid_attachments(&mut obj, valid)?;
     Ok(obj.to_bytes())
 }
 
@@ -139,10 +139,7 @@ mod tests {
     #[test]
     fn gc_request_carries_both_keys() {
         let p = plugin(r#"{"type":"a"}"#);
-        let valid = [GcAttachment {
-            container_id: "c1".into(),
-            ifname: "eth0".into(),
-        }];
+        let valid = [AttachmentId::new("n", "c1", "eth0")];
         let v: Value =
             serde_json::from_slice(&gc_request(&p, "n", SpecVersion::V1_1_0, &valid).unwrap())
                 .unwrap();

@@ -11,9 +11,9 @@ use cni_invoke::{
     exec_with_result, exec_without_result, find_in_path, get_version_info, ExecOptions, Invocation,
     InvokeError,
 };
-use cni_types::{
-    validate_network_name, CniResult, GcAttachment, RawObject, SpecVersion, VersionInfo,
-};
+use cni_types::{validate_network_name, CniResult, RawObject, SpecVersion, VersionInfo};
+
+use cni_attribution::AttachmentId;
 
 use crate::attachment::Attachment;
 use crate::cache::{CacheEntry, ResultCache, DEFAULT_CACHE_DIR};
@@ -100,7 +100,7 @@ pub struct GcReport {
     /// Whether the plugins got GC (the network's version is 1.1.0 or later).
     pub plugins_collected: bool,
     /// The valid list the plugins got.
-    pub valid: Vec<GcAttachment>,
+    pub valid: Vec<AttachmentId>,
     /// The plugins' GC failures.
     pub plugin_errors: Vec<RuntimeError>,
 }
@@ -505,21 +505,27 @@ impl Runtime {
     /// (1.1.0 on). Errors are collected, not fatal. `disableGC` does nothing. Holds the network
     /// lock exclusively, so no ADD or DEL of this network runs meanwhile (SPEC.md, Section 3:
     /// Execution of Network Configurations, "Lifecycle & Ordering").
-    pub fn gc(&self, net: &Network, valid: &[GcAttachment]) -> Result<(), RuntimeError> {
+    pub fn gc(&self, net: &Network, valid: &[AttachmentId]) -> Result<(), RuntimeError> {
         validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
         if net.list.disable_gc {
             return Ok(());
         }
         let _lock = self.gc_lock(net)?;
+        // Attachments of other networks are not this GC's to judge.
+        let valid: Vec<AttachmentId> = valid
+            .iter()
+            .filter(|a| a.network == net.name())
+            .cloned()
+            .collect();
         let stale = self
             .cache
             .attachments(None)
             .into_iter()
-            .filter(|e| e.network_name == net.name() && !valid.contains(&e.gc_key()));
+            .filter(|e| e.network_name == net.name() && !valid.contains(&e.id()));
         let mut errors: Vec<RuntimeError> = stale
             .filter_map(|entry| self.del_stale_locked(net, &entry).err())
             .collect();
-        errors.extend(self.gc_plugins_locked(net, valid));
+        errors.extend(self.gc_plugins_locked(net, &valid));
         match errors.len() {
             0 => Ok(()),
             1 => Err(errors.remove(0)),
@@ -541,7 +547,7 @@ impl Runtime {
         &self,
         net: &Network,
         mut is_stale: impl FnMut(&CacheEntry) -> bool,
-        also_valid: impl FnOnce() -> Vec<GcAttachment>,
+        also_valid: impl FnOnce() -> Vec<AttachmentId>,
     ) -> Result<GcReport, RuntimeError> {
         validate_network_name(net.name()).map_err(RuntimeError::Invalid)?;
         let mut report = GcReport::default();
@@ -555,7 +561,7 @@ impl Runtime {
                 continue;
             }
             if !is_stale(&entry) {
-                valid.push(entry.gc_key());
+                valid.push(entry.id());
                 continue;
             }
             let cached = Network::from_list_bytes(&entry.config)
@@ -566,8 +572,8 @@ impl Runtime {
                 Err(e) => report.failed.push((entry, e)),
             }
         }
-        valid.extend(also_valid());
-        valid.sort_by(|a, b| (&a.container_id, &a.ifname).cmp(&(&b.container_id, &b.ifname)));
+        valid.extend(also_valid().into_iter().filter(|a| a.network == net.name()));
+        valid.sort();
         valid.dedup();
         report.plugin_errors = self.gc_plugins_locked(net, &valid);
         report.plugins_collected = net.version.allows_status_and_gc();
@@ -600,7 +606,7 @@ impl Runtime {
 
     /// GC to every plugin of the chain with `valid` (nothing below 1.1.0); every failure is
     /// returned.
-    fn gc_plugins_locked(&self, net: &Network, valid: &[GcAttachment]) -> Vec<RuntimeError> {
+    fn gc_plugins_locked(&self, net: &Network, valid: &[AttachmentId]) -> Vec<RuntimeError> {
         if !net.version.allows_status_and_gc() {
             return Vec::new();
         }

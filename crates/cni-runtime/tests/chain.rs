@@ -7,7 +7,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use base64::Engine as _;
-use cni_runtime::{Attachment, GcAttachment, Network, RuntimeError, Stage};
+use cni_runtime::{Attachment, AttachmentId, Network, RuntimeError, Stage};
 use common::{chain, default_result, network, Fake};
 use serde_json::{json, Value};
 
@@ -302,10 +302,7 @@ fn gc_chain() {
     let net = network(
         r#"{"cniVersion":"1.1.0","name":"N","plugins":[{"type":"A","capabilities":{"mac":true}},{"type":"B"},{"type":"C"}]}"#,
     );
-    let valid = [GcAttachment {
-        container_id: "c1".into(),
-        ifname: "eth0".into(),
-    }];
+    let valid = [AttachmentId::new("N", "c1", "eth0")];
     rt.gc(&net, &valid).unwrap();
     assert_eq!(
         f.calls_str(),
@@ -357,10 +354,7 @@ fn gc_picked_deletes_with_the_cached_config_then_collects_the_rest() {
         r#"{"cniVersion":"1.1.0","name":"N","plugins":[{"type":"A"},{"type":"B"},{"type":"C"}]}"#,
     );
     let mut looked_at = Vec::new();
-    let extra = GcAttachment {
-        container_id: "adding".into(),
-        ifname: "eth0".into(),
-    };
+    let extra = AttachmentId::new("N", "adding", "eth0");
     let report = rt
         .gc_picked(
             &net,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use cni_runtime::{discover, GcAttachment, Network};
+use cni_runtime::{discover, AttachmentId, Network};
 
 use crate::error::SandboxError;
 use crate::lifecycle::{Recovery, Sandboxes, STATE_MARK};
@@ -49,13 +49,12 @@ impl Sandboxes {
                 why.join("; ")
             )));
         }
-        let mut valid: Vec<GcAttachment> = recs
+        let mut valid: Vec<AttachmentId> = recs
             .iter()
             .flat_map(|r| {
-                r.networks.iter().map(|n| GcAttachment {
-                    container_id: r.id.clone(),
-                    ifname: n.ifname.clone(),
-                })
+                r.networks
+                    .iter()
+                    .map(|n| AttachmentId::new(&n.name, &r.id, &n.ifname))
             })
             .collect();
         // Attachments another runtime (or another state dir) made in the same cache are
@@ -68,10 +67,7 @@ impl Sandboxes {
                 .get(STATE_MARK)
                 .and_then(|v| v.as_str())
                 == Some(mark.as_str());
-            let key = GcAttachment {
-                container_id: entry.container_id.clone(),
-                ifname: entry.ifname.clone(),
-            };
+            let key = entry.id();
             if !ours && !valid.contains(&key) {
                 valid.push(key);
             }

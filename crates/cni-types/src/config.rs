@@ -10,7 +10,9 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::error::CniError;
-use crate::gc::{self, GcAttachment};
+use cni_attribution::AttachmentId;
+
+use crate::gc;
 use crate::names::validate_network_name;
 use crate::raw::RawObject;
 use crate::result::Dns;
@@ -107,7 +109,8 @@ pub struct NetConf {
     pub dns: Dns,
     pub prev_result: Option<Value>,
     /// GC only: `cni.dev/valid-attachments` (or the legacy key).
-    pub valid_attachments: Option<Vec<GcAttachment>>,
+    /// Attachments of this network (`name`).
+    pub valid_attachments: Option<Vec<AttachmentId>>,
     /// Every key, values byte for byte.
     pub raw: RawObject,
 }
@@ -139,7 +142,7 @@ impl NetConf {
             .decode::<Value>("prevResult")
             .map_err(|e| bad("prevResult", e))?;
         let valid_attachments =
-            gc::valid_attachments(&raw).map_err(|e| bad("cni.dev/valid-attachments", e))?;
+            gc::valid_attachments(&raw, &name).map_err(|e| bad("cni.dev/valid-attachments", e))?;
         Ok(NetConf {
             cni_version,
             name,

@@ -33,7 +33,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use cni_runtime::{CacheEntry, GcAttachment, GcReport, Network, Runtime, RuntimeError};
+use cni_runtime::{AttachmentId, CacheEntry, GcReport, Network, Runtime, RuntimeError};
 use tokio::sync::watch;
 
 use crate::agent;
@@ -165,7 +165,7 @@ fn reclaim(cfg: &GcConfig, known: &HashSet<String>, now: SystemTime) -> Result<G
 
 /// Every sandbox the runtime knows, with each interface name of the network's cache entries and
 /// the default one.
-fn known_attachments(rt: &Runtime, known: &HashSet<String>) -> Vec<GcAttachment> {
+fn known_attachments(rt: &Runtime, known: &HashSet<String>) -> Vec<AttachmentId> {
     let ifnames: BTreeSet<String> = rt
         .cached_attachments(None)
         .into_iter()
@@ -176,16 +176,15 @@ fn known_attachments(rt: &Runtime, known: &HashSet<String>) -> Vec<GcAttachment>
     known
         .iter()
         .flat_map(|id| {
-            ifnames.iter().map(|ifname| GcAttachment {
-                container_id: id.clone(),
-                ifname: ifname.clone(),
-            })
+            ifnames
+                .iter()
+                .map(move |ifname| AttachmentId::new(NETWORK_NAME, id, ifname))
         })
         .collect()
 }
 
 /// The owners of host-local leases younger than `grace` (ADDs that may be under way).
-fn young_lease_owners(ipam_dir: &Path, grace: Duration, now: SystemTime) -> Vec<GcAttachment> {
+fn young_lease_owners(ipam_dir: &Path, grace: Duration, now: SystemTime) -> Vec<AttachmentId> {
     let leases =
         cni_ipam::DiskStore::new(ipam_dir, NETWORK_NAME).and_then(|store| store.lock()?.leases());
     let leases = match leases {
@@ -205,10 +204,7 @@ fn young_lease_owners(ipam_dir: &Path, grace: Duration, now: SystemTime) -> Vec<
             cni_ipam::LeaseOwner::Attachment {
                 container_id,
                 ifname,
-            } => Some(GcAttachment {
-                container_id,
-                ifname,
-            }),
+            } => Some(AttachmentId::new(NETWORK_NAME, container_id, ifname)),
             cni_ipam::LeaseOwner::Legacy { .. } => None,
         })
         .collect()

@@ -21,9 +21,8 @@
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
 use ipnet::IpNet;
 
-/// The agent's table (in each family).
-pub const TABLE: &str = "rcni-node";
-const CHAIN: &str = "postrouting";
+/// The agent's table (in each family) and its chain.
+pub use cni_attribution::names::rcni_node::{CHAIN, TABLE};
 
 /// The comments of the rules of `network` (in chain order): what each one does.
 fn comments(network: IpNet, multicast: IpNet) -> [String; 3] {

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use cni_runtime::{discover, Discovery, GcAttachment, Network, Runtime};
+use cni_runtime::{discover, AttachmentId, Discovery, Network, Runtime};
 use cni_types::code;
 
 use crate::cli::{AttachArgs, Cli, Command, DoctorCommand, GcArgs, Global};
@@ -106,10 +106,9 @@ fn gc(g: &Global, a: &GcArgs) -> Result<(), Failure> {
         .valid
         .iter()
         .map(|v| match v.split_once(':') {
-            Some((cid, ifname)) if !cid.is_empty() && !ifname.is_empty() => Ok(GcAttachment {
-                container_id: cid.to_string(),
-                ifname: ifname.to_string(),
-            }),
+            Some((cid, ifname)) if !cid.is_empty() && !ifname.is_empty() => {
+                Ok(AttachmentId::new(&a.network, cid, ifname))
+            }
             _ => Err(Failure::usage(format!(
                 "--valid {v:?}: expected CONTAINER_ID:IFNAME"
             ))),

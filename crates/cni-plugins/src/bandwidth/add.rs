@@ -13,7 +13,6 @@ use cni_types::{CniError, CniResult, Interface};
 
 use super::conf::{ifb_name, Bandwidth, Limit, Subnets};
 use super::{host_handle, host_veth, netlink_error, required_prev};
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::step;
 use crate::common::sublink_record::{self, Record};
 use crate::common::undo::Undo;
@@ -143,7 +142,7 @@ fn create_tagged_ifb(
     }
     .map_err(|e| netlink_error("adding link", e))?;
     step::end("bandwidth", "ifb-in-container")?;
-    let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let tag = args.id();
     if let Err(e) = inner.move_link_to_netns_with_alias(&spec.name, &host_ns, &tag.comment()) {
         let _ = inner.delete_link_by_name(&spec.name);
         return Err(create_error(
@@ -206,7 +205,7 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         // A record already there is a live attachment's: not this call's to undo.
         let dir = super::record_dir(args)?;
         if sublink_record::write(&dir, super::RECORD, &Record::of(args))? {
-            let tag = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+            let tag = args.id();
             undo.push("bandwidth record".to_string(), move || {
                 sublink_record::remove(&dir, super::RECORD, &tag).map_err(|e| e.msg)
             });

@@ -4,13 +4,13 @@
 //! IFBs of the network whose alias names an attachment missing from the valid list, and, in
 //! the recorded namespace of each such attachment, the IFB a killed ADD left there.
 
+use cni_attribution::AttachmentId;
 use cni_linux::Handle;
 use cni_plugin::CmdArgs;
-use cni_types::{CniError, GcAttachment};
+use cni_types::CniError;
 
 use super::conf::ifb_name;
 use super::{host_handle, netlink_error};
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::sublink::gc_recorded_links;
 use crate::common::sublink_record;
 use crate::netns::{self, Opened};
@@ -30,19 +30,16 @@ pub(super) fn del(args: &CmdArgs) -> Result<(), CniError> {
             }
         }
     }
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     sublink_record::remove(&super::record_dir(args)?, super::RECORD, &owner)
 }
 
 pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
     // The runner refuses a GC without a valid list before it gets here.
-    let valid: &[GcAttachment] = args.conf.valid_attachments.as_deref().unwrap_or_default();
+    let valid: &[AttachmentId] = args.conf.valid_attachments.as_deref().unwrap_or_default();
     let network = &args.conf.name;
-    let net_prefix = AttachmentTag::network_prefix(network);
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
-        .collect();
+    let net_prefix = AttachmentId::network_prefix(network);
+    let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let mut host = host_handle()?;
     let links = host.links().map_err(|e| netlink_error("list links", e))?;
     let mut errors = Vec::new();
@@ -63,7 +60,7 @@ pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
     let dir = super::record_dir(args)?;
     let recorded = gc_recorded_links(args, &dir, super::RECORD, |record, link| {
         link.kind.as_deref() == Some("ifb")
-            && link.name == ifb_name(&record.network, &record.container_id)
+            && link.name == ifb_name(&record.id.network, &record.id.container_id)
     });
     errors.extend(recorded.err());
     crate::common::errors::combine(errors)

@@ -58,7 +58,7 @@ use cni_types::{CniError, CniResult, SpecVersion};
 use crate::netns;
 
 /// Where the attachment records go when the config names no `dataDir`.
-pub const RECORD_DIR: &str = "/run/rcni/bandwidth";
+pub use cni_attribution::names::BANDWIDTH_RECORD_DIR as RECORD_DIR;
 
 /// What its attachment records are called in errors and logs.
 const RECORD: &str = "bandwidth IFB record";

@@ -17,7 +17,6 @@ use super::gateway::{calc_gateways, ensure_addr, Gateways};
 use super::vlan;
 use crate::common::iface_config::{configure_link, needs_namespace_thread, ConfigureOptions};
 use crate::common::link_info::{interface_of, mac_string};
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::step;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
@@ -35,7 +34,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     conf.validate_for_add()?;
     masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
     // A node agent that is down would leave the pod on a subnet no other node routes to.
-    crate::common::node_status::check_add(&args.conf.raw)?;
+    cni_types::node_agent::check_add(&args.conf.raw)?;
     step::end("bridge", "conf")?;
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
@@ -47,7 +46,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     step::end("bridge", "bridge")?;
     let mut undo = Undo::new();
 
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     let host_end = veth::create_tagged_host_end(
         &mut host,
         &netns,

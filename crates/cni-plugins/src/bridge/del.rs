@@ -12,7 +12,6 @@ use cni_types::CniError;
 
 use super::conf::BridgeConf;
 use crate::common::errors::combine;
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::veth::{self, delete_in_container};
 use crate::common::{masquerade, phase_trace, spoofcheck};
 use crate::netns::{self, Opened};
@@ -51,7 +50,7 @@ fn delete_links_and_lease(args: &CmdArgs, conf: &BridgeConf) -> Vec<CniError> {
         }
     }
     // The host end of a pair whose container side is gone or was never named (a killed ADD).
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     if let Err(e) = veth::delete_owned(&owner) {
         errors.push(e);
     }

@@ -5,7 +5,7 @@
 //! - [`conf`]: the config keys; [`vlan`]: VLAN trunks and port VLANs; [`gateway`]: gateway
 //!   computation and the bridge address.
 //! - [`add`], [`del`], [`check`]: the commands. STATUS and GC go to the IPAM plugin when
-//!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `common::node_status`,
+//!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `cni_types::node_agent`,
 //!   which also refuses ADD with code 11 while that agent is down);
 //!   GC also removes `ipMasq` rules of attachments that are not valid.
 //!
@@ -53,7 +53,7 @@ impl Plugin for Bridge {
     }
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        crate::common::node_status::check(&args.conf.raw)?;
+        cni_types::node_agent::check(&args.conf.raw)?;
         ipam::ipam_status_if_configured(args)
     }
 
@@ -68,6 +68,8 @@ impl Plugin for Bridge {
                 ipam,
                 crate::common::masquerade::gc_for(args, conf.ip_masq),
                 crate::common::veth::gc_for(args),
+                // After the veths: a check is stale once its veth is gone.
+                crate::common::spoofcheck::gc_spoofcheck(args.valid_attachments()),
             ]
             .into_iter()
             .filter_map(Result::err)

@@ -2,7 +2,7 @@
 //! of the Go plugins' nftables backend: table `inet cni_plugins_masquerade`, a regular chain
 //! `masq_checks` with one rule per container address (`ip[6] saddr <ip> ip[6] daddr != <its subnet>
 //! masquerade`), and a base chain `postrouting` that skips multicast and goes to
-//! `masq_checks`. Rule comments follow [`AttachmentTag`], byte-identical to Go's, so either
+//! `masq_checks`. Rule comments follow [`AttachmentId`], byte-identical to Go's, so either
 //! implementation can tear down the other's rules.
 //!
 //! All three functions work in the calling thread's network namespace (the host side) and
@@ -13,24 +13,21 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
+use cni_attribution::AttachmentId;
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
-use cni_types::{CniError, GcAttachment};
+use cni_types::CniError;
 
 use super::conf::warn_not_honoured;
 use super::nft_skeleton::Skeleton;
-use super::nft_tag::{nft_error, open_host, retry_transient, AttachmentTag};
+use super::nft_tag::{nft_error, open_host, retry_transient};
 
 /// What rcni does instead of an iptables masquerade backend.
 const NFTABLES_INSTEAD: &str =
     "rcni masquerades with nftables, in table inet cni_plugins_masquerade \
      (the Go nftables backend's layout)";
 
-/// The table, shared with the Go plugins' nftables backend.
-pub const TABLE: &str = "cni_plugins_masquerade";
-/// The per-address rules.
-pub const CHECKS_CHAIN: &str = "masq_checks";
-/// The base chain.
-pub const POSTROUTING_CHAIN: &str = "postrouting";
+/// The table, shared with the Go plugins' nftables backend, and its chains.
+pub use cni_attribution::names::masquerade::{CHECKS_CHAIN, POSTROUTING_CHAIN, TABLE};
 const FAMILY: Family = Family::Inet;
 
 fn multicast_v4() -> IpNet {
@@ -140,19 +137,19 @@ pub fn setup_masquerade(
     ifname: &str,
     ips: &[IpNet],
 ) -> Result<(), CniError> {
-    let tag = AttachmentTag::new(network, container_id, ifname);
+    let tag = AttachmentId::new(network, container_id, ifname);
     let mut nft = open_host("ipMasq")?;
     retry_transient(|| try_setup(&mut nft, &tag, ips))
         .map_err(|e| nft_error("setting up ipMasq rules", e))
 }
 
-fn try_setup(nft: &mut Nft, tag: &AttachmentTag, ips: &[IpNet]) -> Result<(), cni_nft::Error> {
+fn try_setup(nft: &mut Nft, tag: &AttachmentId, ips: &[IpNet]) -> Result<(), cni_nft::Error> {
     let mut batch = Batch::new();
     if !skeleton_in_place(nft)? {
         skeleton(&mut batch)?;
     }
     for stale in nft.list_rules(FAMILY, TABLE, CHECKS_CHAIN)? {
-        if tag.owns(&stale) {
+        if super::nft_tag::owns_rule(tag, &stale) {
             batch.delete_rule(FAMILY, TABLE, CHECKS_CHAIN, stale.handle)?;
         }
     }
@@ -187,16 +184,20 @@ pub fn start_teardown(
     container_id: &str,
     ifname: &str,
 ) -> Result<Teardown, CniError> {
-    let tag = AttachmentTag::new(network, container_id, ifname);
+    let tag = AttachmentId::new(network, container_id, ifname);
     let mut nft = open_host("ipMasq teardown")?;
     // A missing table lists no rules and commits nothing: no separate look for the table.
-    retry_transient(|| nft.delete_rules_where(FAMILY, TABLE, &[CHECKS_CHAIN], |r| tag.owns(r)))
-        .map_err(|e| nft_error("removing ipMasq rules", e))?;
+    retry_transient(|| {
+        nft.delete_rules_where(FAMILY, TABLE, &[CHECKS_CHAIN], |r| {
+            super::nft_tag::owns_rule(&tag, r)
+        })
+    })
+    .map_err(|e| nft_error("removing ipMasq rules", e))?;
     Ok(Teardown(nft))
 }
 
 /// Removes the masquerade rules of `network` whose attachment is not in `valid`.
-pub fn gc_masquerade(network: &str, valid: &[GcAttachment]) -> Result<(), CniError> {
+pub fn gc_masquerade(network: &str, valid: &[AttachmentId]) -> Result<(), CniError> {
     let select = super::nft_tag::stale_in_network(network, valid);
     let mut nft = open_host("ipMasq GC")?;
     super::nft_tag::delete_selected(&mut nft, &[(FAMILY, TABLE)], &[CHECKS_CHAIN], &select)

@@ -14,8 +14,6 @@
 //! - [`sublink`]: master look-up, temporary-name creation and DEL/CHECK steps shared by
 //!   macvlan, ipvlan, vlan and dummy.
 //! - [`random`]: random bytes for interface names and MACs.
-//! - [`node_status`]: a node agent's health from its status file (`rcniNodeStatus`): STATUS 50 and
-//!   ADD refused with 11 while it is down.
 //! - [`state_file`]: per-attachment state files in checked directories, written atomically.
 //! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 //! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).
@@ -28,7 +26,6 @@ pub mod link_info;
 pub mod masquerade;
 pub mod nft_skeleton;
 pub mod nft_tag;
-pub mod node_status;
 pub mod phase_trace;
 pub mod random;
 pub mod spoofcheck;

@@ -10,6 +10,11 @@
 //! `<mac>: ether saddr <mac> return; drop`.
 //!
 //! Works in the calling thread's namespace (the host side); each change is one batch.
+//!
+//! GC: Go's names carry no network, so whether a check is stale is told by its host veth (the
+//! `iifname` of its `PREROUTING` rule): a live attachment of any network keeps its veth, and
+//! bridge GC removes the network's stale veths first. A check whose veth is gone and that is
+//! no valid attachment's is removed.
 
 use cni_linux::MacAddr;
 use cni_nft::{
@@ -21,18 +26,13 @@ use cni_types::CniError;
 use super::nft_skeleton::Skeleton;
 use super::nft_tag::{nft_error, open_host, retry_transient};
 
-/// The table, shared with the Go bridge plugin.
-pub const TABLE: &str = "nat";
-/// The base chain.
-pub const PREROUTING_CHAIN: &str = "PREROUTING";
+use cni_attribution::names::spoofcheck::{mac_chain, names, CHAIN_PREFIX, COMMENT_PREFIX};
+/// The table, shared with the Go bridge plugin, and its base chain.
+pub use cni_attribution::names::spoofcheck::{PREROUTING_CHAIN, TABLE};
+use cni_attribution::AttachmentId;
+use cni_linux::Handle;
+use cni_plugin::ResultExt;
 const FAMILY: Family = Family::Bridge;
-
-/// The per-attachment names: (iface chain, mac chain, comment).
-fn names(container_id: &str, ifname: &str) -> (String, String, String) {
-    let iface = format!("cni-br-iface-{container_id}-{ifname}");
-    let mac = format!("{iface}-mac");
-    (iface, mac, format!("macspoofchk-{container_id}-{ifname}"))
-}
 
 /// `ether saddr <mac>`.
 fn ether_saddr(mac: MacAddr) -> [Expr; 2] {
@@ -150,7 +150,12 @@ pub fn teardown_spoofcheck(container_id: &str, ifname: &str) -> Result<(), CniEr
 }
 
 fn teardown_with(nft: &mut Nft, container_id: &str, ifname: &str) -> Result<(), cni_nft::Error> {
-    let (iface, mac_chain, comment) = names(container_id, ifname);
+    teardown_named(nft, &names(container_id, ifname))
+}
+
+/// Removes the check named (iface chain, mac chain, comment).
+fn teardown_named(nft: &mut Nft, names: &(String, String, String)) -> Result<(), cni_nft::Error> {
+    let (iface, mac_chain, comment) = names;
     if !nft.table_exists(FAMILY, TABLE)? {
         return Ok(());
     }
@@ -163,7 +168,7 @@ fn teardown_with(nft: &mut Nft, container_id: &str, ifname: &str) -> Result<(), 
         }
         // Flush both before deleting either: the iface chain jumps to the mac chain.
         let mut present = Vec::new();
-        for chain in [&iface, &mac_chain] {
+        for chain in [iface, mac_chain] {
             if nft.chain_exists(FAMILY, TABLE, chain)? {
                 b.flush_chain(FAMILY, TABLE, chain)?;
                 present.push(chain);
@@ -176,17 +181,63 @@ fn teardown_with(nft: &mut Nft, container_id: &str, ifname: &str) -> Result<(), 
     })
 }
 
+/// GC: removes the checks whose host veth is gone and that belong to no attachment in
+/// `valid` (see the module's notes); run after the network's stale veths are removed.
+pub fn gc_spoofcheck(valid: &[AttachmentId]) -> Result<(), CniError> {
+    let links: Vec<String> = Handle::new()
+        .and_then(|mut h| h.links())
+        .or_internal("macspoofchk GC: failed to list links")?
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    let mut nft = open_host("macspoofchk GC")?;
+    let stale = retry_transient(|| stale_checks(&mut nft, valid, &links))
+        .map_err(|e| nft_error("listing macspoofchk rules", e))?;
+    for names in stale {
+        log::info!("macspoofchk GC: removing {}", names.0);
+        teardown_named(&mut nft, &names).map_err(|e| nft_error("removing macspoofchk rules", e))?;
+    }
+    Ok(())
+}
+
+/// The (iface chain, mac chain, comment) of every check whose `PREROUTING` rule matches a
+/// host link not in `links` and whose comment is no valid attachment's.
+fn stale_checks(
+    nft: &mut Nft,
+    valid: &[AttachmentId],
+    links: &[String],
+) -> Result<Vec<(String, String, String)>, cni_nft::Error> {
+    if !nft.table_exists(FAMILY, TABLE)? {
+        return Ok(Vec::new());
+    }
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|a| names(&a.container_id, &a.ifname).2)
+        .collect();
+    let jumps: Vec<(u64, String)> = nft
+        .list_rule_jumps(FAMILY, TABLE, PREROUTING_CHAIN)?
+        .into_iter()
+        .filter_map(|(rule, jump)| Some((rule.handle, jump?)))
+        .collect();
+    let mut out = Vec::new();
+    for (rule, dev) in nft.list_rule_iifnames(FAMILY, TABLE, PREROUTING_CHAIN)? {
+        let (Some(comment), Some(dev)) = (rule.comment, dev) else {
+            continue;
+        };
+        let Some((_, iface)) = jumps.iter().find(|(h, _)| *h == rule.handle) else {
+            continue;
+        };
+        let ours = comment.starts_with(COMMENT_PREFIX) && iface.starts_with(CHAIN_PREFIX);
+        if ours && !keep.contains(&comment) && !links.contains(&dev) {
+            out.push((iface.clone(), mac_chain(iface), comment));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_follow_the_go_plugin() {
-        let (i, m, c) = names("c1", "eth0");
-        assert_eq!(i, "cni-br-iface-c1-eth0");
-        assert_eq!(m, "cni-br-iface-c1-eth0-mac");
-        assert_eq!(c, "macspoofchk-c1-eth0");
-    }
 
     #[test]
     fn bad_mac_is_an_error_before_any_kernel_call() {

@@ -4,7 +4,7 @@
 //! steps that only differ by link kind.
 //!
 //! Attribution (a process may be killed at any point): the temporary name is derived from the
-//! attachment ([`AttachmentTag::sublink_temp_name`], `rcni` + 11 hex digits; Go uses a random
+//! attachment ([`AttachmentId::sublink_temp_name`], `rcni` + 11 hex digits; Go uses a random
 //! `vethXXXXXXXX`), and the rename to the final name sets the attachment's tag as the link's
 //! alias in the same request, so a link is its attachment's at every instant. The link is
 //! created in the container's namespace in one request (never in the host's), so nothing of
@@ -24,7 +24,6 @@ use cni_types::{CniError, CniResult, Dns, Interface};
 use super::errors::combine;
 use super::iface_config::{configure_iface, ConfigureOptions};
 use super::link_info::interface_of;
-use super::nft_tag::AttachmentTag;
 use super::step;
 use super::sublink_record::{self, Record, SUBLINK};
 use super::undo::Undo;
@@ -235,7 +234,7 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
         master: plan.master,
         link_in_container: plan.link_in_container,
     };
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     // The record first: from the link's first instant, GC can find its namespace. A record
     // already there is a live attachment's (a repeated ADD): it is not this call's to undo.
     let dir = sublink_record::state_dir(&args.conf.raw)?;
@@ -340,8 +339,7 @@ pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
         Opened::Ns(ns) => {
             let mut h = Handle::in_netns(&ns)
                 .or_internal("cannot open netlink in the container namespace")?;
-            let temp = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname)
-                .sublink_temp_name();
+            let temp = args.id().sublink_temp_name();
             for name in [args.ifname.as_str(), temp.as_str()] {
                 h.delete_link_by_name(name)
                     .map_err(|e| CniError::internal(format!("failed to delete {name:?}: {e}")))?;
@@ -359,7 +357,7 @@ pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
 /// which stays when the link could not be deleted, so GC can try again.
 pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
     delete_container_link(args)?;
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     sublink_record::remove(&sublink_record::state_dir(&args.conf.raw)?, SUBLINK, &owner)
 }
 
@@ -370,7 +368,7 @@ pub fn delete_link_and_record(args: &CmdArgs) -> Result<(), CniError> {
 pub fn gc_container_links(args: &CmdArgs) -> Result<(), CniError> {
     let dir = sublink_record::state_dir(&args.conf.raw)?;
     gc_recorded_links(args, &dir, SUBLINK, |record, link| {
-        let owner = record.tag();
+        let owner = &record.id;
         link.name == owner.sublink_temp_name()
             || link
                 .alias
@@ -392,7 +390,6 @@ pub fn gc_recorded_links(
 ) -> Result<(), CniError> {
     let mut errors = Vec::new();
     for record in sublink_record::stale(dir, what, &args.conf.name, args.valid_attachments())? {
-        let tag = record.tag();
         let deleted = match netns::open(&record.netns) {
             Ok(Opened::Ns(ns)) => delete_owned_links(&ns, |l| owns(&record, l)),
             Ok(Opened::Gone(e)) => {
@@ -402,7 +399,7 @@ pub fn gc_recorded_links(
             Err(e) => Err(e),
         };
         match deleted {
-            Ok(()) => errors.extend(sublink_record::remove(dir, what, &tag).err()),
+            Ok(()) => errors.extend(sublink_record::remove(dir, what, &record.id).err()),
             Err(e) => errors.push(e),
         }
     }

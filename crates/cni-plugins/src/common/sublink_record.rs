@@ -17,15 +17,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use cni_attribution::AttachmentId;
 use cni_plugin::CmdArgs;
-use cni_types::{CniError, GcAttachment, RawObject};
+use cni_types::{CniError, RawObject};
 
 use super::conf::field;
-use super::nft_tag::AttachmentTag;
 use super::state_file::{self, Contents, Existing};
 
 /// Where the records go when the config names no `dataDir`.
-pub const DEFAULT_DIR: &str = "/run/rcni/sublink";
+pub use cni_attribution::names::SUBLINK_RECORD_DIR as DEFAULT_DIR;
 
 /// What the sub-link plugins' records are called in errors and logs.
 pub const SUBLINK: &str = "sub-link record";
@@ -33,29 +33,51 @@ pub const SUBLINK: &str = "sub-link record";
 /// A record is a few hundred bytes; anything past this is not one.
 const MAX_RECORD_LEN: u64 = 16 * 1024;
 
-/// One attachment of a sub-link plugin.
+/// One attachment of a sub-link plugin, and where its container was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "RecordFile", into = "RecordFile")]
 pub struct Record {
-    pub network: String,
-    #[serde(rename = "containerID")]
-    pub container_id: String,
-    pub ifname: String,
+    pub id: AttachmentId,
     /// The container's namespace path as ADD got it.
     pub netns: String,
+}
+
+/// A record as its file holds it.
+#[derive(Clone, Serialize, Deserialize)]
+struct RecordFile {
+    network: String,
+    #[serde(rename = "containerID")]
+    container_id: String,
+    ifname: String,
+    netns: String,
+}
+
+impl From<RecordFile> for Record {
+    fn from(f: RecordFile) -> Record {
+        Record {
+            id: AttachmentId::new(f.network, f.container_id, f.ifname),
+            netns: f.netns,
+        }
+    }
+}
+
+impl From<Record> for RecordFile {
+    fn from(r: Record) -> RecordFile {
+        RecordFile {
+            network: r.id.network,
+            container_id: r.id.container_id,
+            ifname: r.id.ifname,
+            netns: r.netns,
+        }
+    }
 }
 
 impl Record {
     pub fn of(args: &CmdArgs) -> Record {
         Record {
-            network: args.conf.name.clone(),
-            container_id: args.container_id.clone(),
-            ifname: args.ifname.clone(),
+            id: args.id(),
             netns: args.netns.clone(),
         }
-    }
-
-    pub fn tag(&self) -> AttachmentTag {
-        AttachmentTag::new(&self.network, &self.container_id, &self.ifname)
     }
 }
 
@@ -74,8 +96,8 @@ pub fn state_dir_or(raw: &RawObject, default: &str) -> Result<PathBuf, CniError>
     ))
 }
 
-fn path(dir: &Path, owner: &AttachmentTag) -> PathBuf {
-    dir.join(format!("{}.json", owner.prefix()))
+fn path(dir: &Path, owner: &AttachmentId) -> PathBuf {
+    dir.join(owner.record_file_name())
 }
 
 fn io_error(dir: &Path, what: &str, e: std::io::Error) -> CniError {
@@ -86,15 +108,15 @@ fn io_error(dir: &Path, what: &str, e: std::io::Error) -> CniError {
 /// call must not take over); returns whether this call wrote it.
 /// `what` names the records in errors ([`SUBLINK`], bandwidth's own).
 pub fn write(dir: &Path, what: &str, record: &Record) -> Result<bool, CniError> {
-    let tag = record.tag();
+    let tag = &record.id;
     let text = serde_json::to_vec(record).map_err(|e| CniError::internal(e.to_string()))?;
-    state_file::write(&path(dir, &tag), &tag.prefix(), &text, Existing::Keep, what)
+    state_file::write(&path(dir, tag), &tag.prefix(), &text, Existing::Keep, what)
         .map_err(|e| io_error(dir, &format!("failed to write the {what}"), e))
 }
 
 /// Removes the record of `owner` and any temp file a killed write of it left. A directory
 /// that is not there has nothing to remove.
-pub fn remove(dir: &Path, what: &str, owner: &AttachmentTag) -> Result<(), CniError> {
+pub fn remove(dir: &Path, what: &str, owner: &AttachmentId) -> Result<(), CniError> {
     let fail = |e| io_error(dir, &format!("failed to remove the {what}"), e);
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -110,18 +132,15 @@ pub fn stale(
     dir: &Path,
     what: &str,
     network: &str,
-    valid: &[GcAttachment],
+    valid: &[AttachmentId],
 ) -> Result<Vec<Record>, CniError> {
     let fail = |e| io_error(dir, &format!("GC of {what}s"), e);
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         _ => state_file::check_dir(dir, what).map_err(fail)?,
     }
-    let net_prefix = AttachmentTag::network_prefix(network);
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
-        .collect();
+    let net_prefix = AttachmentId::network_prefix(network);
+    let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let is_stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
     let mut out = Vec::new();
     for name in state_file::entries(dir).map_err(fail)? {
@@ -147,7 +166,7 @@ pub fn stale(
         };
         match record {
             // Only a record whose content is the attachment its name says is trusted.
-            Ok(r) if r.tag().prefix() == owner => out.push(r),
+            Ok(r) if r.id.prefix() == owner => out.push(r),
             Ok(_) => log::warn!("GC: {what} {name} left: its content is another's"),
             Err(e) => log::warn!("GC: {what} {name} left: {e}"),
         }
@@ -161,11 +180,19 @@ mod tests {
 
     fn record(cid: &str) -> Record {
         Record {
-            network: "net".into(),
-            container_id: cid.into(),
-            ifname: "eth0".into(),
+            id: AttachmentId::new("net", cid, "eth0"),
             netns: format!("/var/run/netns/{cid}"),
         }
+    }
+
+    #[test]
+    fn the_file_keeps_its_layout() {
+        let text = serde_json::to_string(&record("a")).unwrap();
+        assert_eq!(
+            text,
+            r#"{"network":"net","containerID":"a","ifname":"eth0","netns":"/var/run/netns/a"}"#
+        );
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record("a"));
     }
 
     #[test]
@@ -181,18 +208,15 @@ mod tests {
         );
         assert!(write(&dir, SUBLINK, &record("b")).unwrap());
         let foreign = Record {
-            network: "other".into(),
+            id: AttachmentId::new("other", "c", "eth0"),
             ..record("c")
         };
         assert!(write(&dir, SUBLINK, &foreign).unwrap());
-        let valid = [GcAttachment {
-            container_id: "b".into(),
-            ifname: "eth0".into(),
-        }];
+        let valid = [AttachmentId::new("net", "b", "eth0")];
         assert_eq!(stale(&dir, SUBLINK, "net", &valid).unwrap(), [record("a")]);
-        remove(&dir, SUBLINK, &record("a").tag()).unwrap();
+        remove(&dir, SUBLINK, &record("a").id).unwrap();
         assert!(stale(&dir, SUBLINK, "net", &valid).unwrap().is_empty());
-        remove(&dir, SUBLINK, &record("a").tag()).unwrap();
+        remove(&dir, SUBLINK, &record("a").id).unwrap();
         assert!(stale(&dir.join("none"), SUBLINK, "net", &[])
             .unwrap()
             .is_empty());
@@ -202,8 +226,8 @@ mod tests {
     fn a_record_under_another_attachments_name_is_not_trusted() {
         let dir = tempfile::tempdir().unwrap();
         assert!(write(dir.path(), SUBLINK, &record("a")).unwrap());
-        let a = path(dir.path(), &record("a").tag());
-        let b = path(dir.path(), &record("b").tag());
+        let a = path(dir.path(), &record("a").id);
+        let b = path(dir.path(), &record("b").id);
         std::fs::rename(&a, &b).unwrap();
         assert!(stale(dir.path(), SUBLINK, "net", &[]).unwrap().is_empty());
     }

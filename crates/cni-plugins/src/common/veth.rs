@@ -4,9 +4,9 @@
 //! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it
 //! (containernetworking/plugins issue #805),
 //! and it carries its attachment as its interface alias (the nft comment of
-//! [`AttachmentTag`]). The kernel ignores an alias given at creation, so the pair is made in
+//! [`AttachmentId`]). The kernel ignores an alias given at creation, so the pair is made in
 //! one request with the container end directly in the container's namespace and the host end
-//! under a temporary name derived from the attachment ([`AttachmentTag::temp_link_name`]),
+//! under a temporary name derived from the attachment ([`AttachmentId::temp_link_name`]),
 //! then renamed to Go's random name, tagged and set up (and, for a bridge port, enslaved) in a
 //! second one: a killed ADD leaves a host
 //! veth that is either tagged or named after its attachment. (Making the pair in the
@@ -14,13 +14,13 @@
 //! kernel ~20 ms under the RTNL lock.) DEL finds the host end by tag or temporary name when
 //! the namespace is gone, and GC removes both kinds for attachments that are not valid.
 
+use cni_attribution::{recognise, AttachmentId};
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
 use cni_plugin::ResultExt;
-use cni_types::{CniError, GcAttachment};
+use cni_types::CniError;
 use ipnet::IpNet;
 
-use super::nft_tag::AttachmentTag;
 use super::random;
 use super::undo::Undo;
 
@@ -38,7 +38,7 @@ pub struct ContainerEnd<'a> {
     pub mac: Option<MacAddr>,
     /// The attachment the pair belongs to, written as the host end's alias so that DEL and
     /// GC find it without the container's namespace. Only for [`Target::Netns`].
-    pub owner: Option<&'a AttachmentTag>,
+    pub owner: Option<&'a AttachmentId>,
 }
 
 /// Both ends of a new pair, as read back after creation.
@@ -135,7 +135,7 @@ pub fn create_tagged_host_end(
     host: &mut Handle,
     container_ns: &NetNs,
     end: &ContainerEnd<'_>,
-    owner: &AttachmentTag,
+    owner: &AttachmentId,
     master: Option<u32>,
 ) -> Result<Link, CniError> {
     let container = LinkSpec {
@@ -173,7 +173,7 @@ fn create_tagged(
     container: &LinkSpec,
     mtu: Option<u32>,
     mac: Option<MacAddr>,
-    owner: &AttachmentTag,
+    owner: &AttachmentId,
 ) -> Result<Link, CniError> {
     let temp = LinkSpec {
         name: owner.temp_link_name(),
@@ -253,7 +253,7 @@ fn create_untagged(
 
 /// The host veths in `h`'s namespace that are `owner`'s (normally one): tagged with its alias,
 /// or still under its temporary name.
-pub fn owned_by(h: &mut Handle, owner: &AttachmentTag) -> Result<Vec<Link>, CniError> {
+pub fn owned_by(h: &mut Handle, owner: &AttachmentId) -> Result<Vec<Link>, CniError> {
     let prefix = owner.prefix();
     let temp = owner.temp_link_name();
     host_veths(h, |link| match &link.alias {
@@ -266,32 +266,14 @@ pub fn owned_by(h: &mut Handle, owner: &AttachmentTag) -> Result<Vec<Link>, CniE
 pub fn stale_in_network(
     h: &mut Handle,
     network: &str,
-    valid: &[GcAttachment],
+    valid: &[AttachmentId],
 ) -> Result<Vec<Link>, CniError> {
-    let net_prefix = AttachmentTag::network_prefix(network);
-    let temp_prefix = AttachmentTag::temp_link_network_prefix(network);
-    let valid: Vec<AttachmentTag> = valid
-        .iter()
-        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname))
-        .collect();
-    let keep: Vec<String> = valid.iter().map(AttachmentTag::prefix).collect();
-    let keep_temp: Vec<String> = valid.iter().map(AttachmentTag::temp_link_name).collect();
+    let keep_temp: Vec<String> = valid.iter().map(AttachmentId::temp_link_name).collect();
     host_veths(h, |link| match &link.alias {
         Some(alias) => {
-            alias.starts_with(&net_prefix) && !keep.iter().any(|k| alias.starts_with(k.as_str()))
+            recognise::is_of_network(alias, network) && !valid.iter().any(|a| a.owns(alias))
         }
-        None => is_temp_name(&link.name, &temp_prefix) && !keep_temp.contains(&link.name),
-    })
-}
-
-/// True for a temporary host veth name of the network with `temp_prefix`: the prefix, then
-/// nine lowercase hex digits.
-fn is_temp_name(name: &str, temp_prefix: &str) -> bool {
-    name.strip_prefix(temp_prefix).is_some_and(|rest| {
-        rest.len() == 9
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        None => recognise::is_temp_link_of(&link.name, network) && !keep_temp.contains(&link.name),
     })
 }
 
@@ -306,7 +288,7 @@ fn host_veths(h: &mut Handle, select: impl Fn(&Link) -> bool) -> Result<Vec<Link
 
 /// Deletes the host veths tagged as `owner`'s (their container ends go with them), for DEL
 /// when the container's namespace is gone or its interface was never named.
-pub fn delete_owned(owner: &AttachmentTag) -> Result<(), CniError> {
+pub fn delete_owned(owner: &AttachmentId) -> Result<(), CniError> {
     let mut h = Handle::new().or_internal("cannot open netlink")?;
     for link in owned_by(&mut h, owner)? {
         delete(&mut h, &link.name).map_err(CniError::internal)?;
@@ -324,7 +306,7 @@ pub fn gc_for(args: &cni_plugin::CmdArgs) -> Result<(), CniError> {
 }
 
 /// GC: deletes the host veths of `network` whose attachment is not in `valid`.
-pub fn gc(network: &str, valid: &[GcAttachment]) -> Result<(), CniError> {
+pub fn gc(network: &str, valid: &[AttachmentId]) -> Result<(), CniError> {
     let mut h = Handle::new().or_internal("cannot open netlink")?;
     let mut errors = Vec::new();
     for link in stale_in_network(&mut h, network, valid)? {

@@ -15,9 +15,11 @@ use super::client::{schedule, Client, ClientError, Identity};
 use super::conf::{client_id, LeaseParams};
 use super::lease::Lease;
 use super::maintain::{next_step, now_unix, retry_after_failure, sleep_or_stop, Step};
-use super::store::{AttachmentKey, LeaseRecord, Store};
+use cni_attribution::AttachmentId;
+
+use super::store::{LeaseRecord, Store};
 use super::transport::{attachment_present, UdpTransport};
-use super::wire::{Attachment, Request, Response};
+use super::wire::{LeaseRequest, Request, Response};
 use crate::common::random;
 
 /// Tunables of a daemon.
@@ -62,9 +64,9 @@ struct Entry {
 pub struct Daemon {
     store: Store,
     settings: Settings,
-    leases: Mutex<HashMap<AttachmentKey, Entry>>,
+    leases: Mutex<HashMap<AttachmentId, Entry>>,
     /// Serializes operations on one attachment (two ADDs of one container, ADD against DEL).
-    key_locks: Mutex<HashMap<AttachmentKey, Arc<Mutex<()>>>>,
+    key_locks: Mutex<HashMap<AttachmentId, Arc<Mutex<()>>>>,
     generations: AtomicU64,
 }
 
@@ -120,7 +122,7 @@ impl Daemon {
         }
     }
 
-    fn key_lock(&self, key: &AttachmentKey) -> Arc<Mutex<()>> {
+    fn key_lock(&self, key: &AttachmentId) -> Arc<Mutex<()>> {
         let mut locks = self
             .key_locks
             .lock()
@@ -128,12 +130,12 @@ impl Daemon {
         locks.entry(key.clone()).or_default().clone()
     }
 
-    fn held(&self, key: &AttachmentKey) -> Option<LeaseRecord> {
+    fn held(&self, key: &AttachmentId) -> Option<LeaseRecord> {
         let leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
         leases.get(key).map(|e| e.record.clone())
     }
 
-    fn allocate(self: &Arc<Self>, a: Attachment) -> Result<Lease, CniError> {
+    fn allocate(self: &Arc<Self>, a: LeaseRequest) -> Result<Lease, CniError> {
         let lock = self.key_lock(&a.key);
         let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(record) = self.held(&a.key) {
@@ -189,7 +191,7 @@ impl Daemon {
         Ok(lease)
     }
 
-    fn check(&self, a: &Attachment) -> Result<Lease, CniError> {
+    fn check(&self, a: &LeaseRequest) -> Result<Lease, CniError> {
         match self.held(&a.key) {
             Some(r) if r.lease.expires_at() > now_unix() => Ok(r.lease),
             Some(r) => Err(internal(format!(
@@ -204,7 +206,7 @@ impl Daemon {
         }
     }
 
-    fn release(&self, key: &AttachmentKey) -> Result<(), CniError> {
+    fn release(&self, key: &AttachmentId) -> Result<(), CniError> {
         let lock = self.key_lock(key);
         let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.release_locked(key);
@@ -227,7 +229,7 @@ impl Daemon {
     }
 
     /// Stops maintenance and sends DHCPRELEASE (best effort: the interface may be gone).
-    fn release_locked(&self, key: &AttachmentKey) {
+    fn release_locked(&self, key: &AttachmentId) {
         let entry = {
             let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
             leases.remove(key)
@@ -255,17 +257,13 @@ impl Daemon {
         let _ = self.store.remove(key);
     }
 
-    fn gc(&self, network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
-        let stale: Vec<AttachmentKey> = {
+    fn gc(&self, network: &str, valid: &[AttachmentId]) -> Result<(), CniError> {
+        let stale: Vec<AttachmentId> = {
             let leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
             leases
                 .keys()
                 .filter(|k| k.network == network)
-                .filter(|k| {
-                    !valid
-                        .iter()
-                        .any(|(c, i)| *c == k.container_id && *i == k.ifname)
-                })
+                .filter(|k| !valid.contains(k))
                 .cloned()
                 .collect()
         };
@@ -297,7 +295,7 @@ impl Daemon {
     }
 
     /// The maintenance loop of one lease (see `maintain.rs`).
-    fn maintain(&self, key: &AttachmentKey, generation: u64, stop: &mpsc::Receiver<()>) {
+    fn maintain(&self, key: &AttachmentId, generation: u64, stop: &mpsc::Receiver<()>) {
         let mut retry_at = None;
         loop {
             let Some(record) = self.held(key) else { return };
@@ -370,7 +368,7 @@ impl Daemon {
     }
 
     /// Who the client is for an attachment.
-    fn identity(&self, key: &AttachmentKey, mac: [u8; 6], params: &LeaseParams) -> Identity {
+    fn identity(&self, key: &AttachmentId, mac: [u8; 6], params: &LeaseParams) -> Identity {
         Identity {
             mac,
             client_id: client_id(&key.container_id, &key.network, &key.ifname),
@@ -400,7 +398,7 @@ impl Daemon {
     }
 
     /// Stores a renewed lease, if the entry is still this thread's.
-    fn update(&self, key: &AttachmentKey, generation: u64, lease: Lease) {
+    fn update(&self, key: &AttachmentId, generation: u64, lease: Lease) {
         let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = leases.get_mut(key).filter(|e| e.generation == generation) {
             entry.record.lease = lease;
@@ -411,7 +409,7 @@ impl Daemon {
     }
 
     /// Drops a lease whose maintenance ended on its own, if the entry is still this thread's.
-    fn forget(&self, key: &AttachmentKey, generation: u64, why: &str) {
+    fn forget(&self, key: &AttachmentId, generation: u64, why: &str) {
         let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
         if leases.get(key).is_some_and(|e| e.generation == generation) {
             log::info!("dhcp: {}: maintenance stops: {why}", describe(key));
@@ -432,7 +430,7 @@ fn set_link_down(netns: &str, ifname: &str) {
     });
 }
 
-fn describe(key: &AttachmentKey) -> String {
+fn describe(key: &AttachmentId) -> String {
     format!("{}/{}/{}", key.container_id, key.network, key.ifname)
 }
 
@@ -443,11 +441,7 @@ mod tests {
 
     fn record(cid: &str, bound_at: u64) -> LeaseRecord {
         LeaseRecord {
-            key: AttachmentKey {
-                container_id: cid.into(),
-                network: "n".into(),
-                ifname: "eth0".into(),
-            },
+            key: AttachmentId::new("n", cid, "eth0"),
             netns: "/nonexistent/rcni-test-netns".into(),
             mac: [2, 0, 0, 0, 0, 1],
             params: LeaseParams::default(),
@@ -466,7 +460,7 @@ mod tests {
         }
     }
 
-    fn key(cid: &str) -> AttachmentKey {
+    fn key(cid: &str) -> AttachmentId {
         record(cid, 0).key
     }
 
@@ -494,7 +488,7 @@ mod tests {
             .collect();
         assert_eq!(stored, ["live"]);
         // CHECK answers the resumed lease; release forgets it.
-        let a = Attachment {
+        let a = LeaseRequest {
             key: key("live"),
             netns: "/nonexistent/rcni-test-netns".into(),
             params: LeaseParams::default(),
@@ -529,7 +523,7 @@ mod tests {
     fn unknown_attachments_check_fails_release_and_gc_succeed() {
         let dir = tempfile::tempdir().unwrap();
         let daemon = Daemon::start(Store::open(dir.path()).unwrap(), settings()).unwrap();
-        let a = Attachment {
+        let a = LeaseRequest {
             key: key("none"),
             netns: "/x".into(),
             params: LeaseParams::default(),
@@ -569,7 +563,7 @@ mod tests {
         let daemon = Daemon::start(store.clone(), Settings::default()).unwrap();
         let r = daemon.handle(Request::Gc {
             network: "n".into(),
-            valid: vec![("keep".into(), "eth0".into())],
+            valid: vec![AttachmentId::new("n", "keep", "eth0")],
         });
         assert!(matches!(r, Response::Ok { .. }), "{r:?}");
         assert!(daemon.held(&key("keep")).is_some());

@@ -7,21 +7,12 @@ use cni_types::{code, CniError, CniResult};
 
 use super::conf::DhcpConf;
 use super::lease::Lease;
-use super::store::AttachmentKey;
-use super::wire::{call, Attachment, CallError, Request, Response};
-
-fn key(args: &CmdArgs) -> AttachmentKey {
-    AttachmentKey {
-        container_id: args.container_id.clone(),
-        network: args.conf.name.clone(),
-        ifname: args.ifname.clone(),
-    }
-}
+use super::wire::{call, CallError, LeaseRequest, Request, Response};
 
 /// The attachment of an ADD or CHECK, whose namespace must exist (code 3 when it is gone,
 /// 8 when the path is not a network namespace), checked here so the daemon is never asked to
 /// enter something else.
-fn attachment(args: &CmdArgs, conf: &DhcpConf) -> Result<Attachment, CniError> {
+fn attachment(args: &CmdArgs, conf: &DhcpConf) -> Result<LeaseRequest, CniError> {
     crate::netns::open_required(&args.netns)?;
     // The daemon may run in another working directory.
     let netns = std::path::absolute(&args.netns).map_err(|e| {
@@ -30,8 +21,8 @@ fn attachment(args: &CmdArgs, conf: &DhcpConf) -> Result<Attachment, CniError> {
             format!("cannot make {:?} an absolute path: {e}", args.netns),
         )
     })?;
-    Ok(Attachment {
-        key: key(args),
+    Ok(LeaseRequest {
+        key: args.id(),
         netns: netns.to_string_lossy().into_owned(),
         params: conf.params.clone(),
     })
@@ -59,7 +50,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
     ask(
         &conf.socket,
-        &Request::Release { key: key(args) },
+        &Request::Release { key: args.id() },
         code::TRY_AGAIN_LATER,
     )
     .map(drop)
@@ -92,14 +83,9 @@ pub fn status(args: &CmdArgs) -> Result<(), CniError> {
 
 pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
     let conf = DhcpConf::parse(&args.conf.raw, &args.args)?;
-    let valid = args
-        .valid_attachments()
-        .iter()
-        .map(|a| (a.container_id.clone(), a.ifname.clone()))
-        .collect();
     let request = Request::Gc {
         network: args.conf.name.clone(),
-        valid,
+        valid: args.valid_attachments().to_vec(),
     };
     ask(&conf.socket, &request, code::TRY_AGAIN_LATER).map(drop)
 }

@@ -18,7 +18,7 @@ use super::store::Store;
 use super::wire::{read_message, Request, Response};
 
 /// Where leases are persisted unless `--state-dir` says otherwise.
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/rcni/dhcp";
+pub use cni_attribution::names::DHCP_STATE_DIR as DEFAULT_STATE_DIR;
 
 const USAGE: &str = "usage: rcni-plugins dhcp daemon [--socket PATH] [--state-dir DIR] \
 [--pidfile PATH] [--hostprefix PREFIX] [--timeout SECS] [--resendmax SECS] [--broadcast] \

@@ -8,28 +8,20 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use cni_attribution::AttachmentId;
 use cni_persist::{DirRule, Durability, TempName};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::conf::LeaseParams;
 use super::lease::Lease;
-
-/// Which attachment a lease belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AttachmentKey {
-    pub container_id: String,
-    pub network: String,
-    pub ifname: String,
-}
 
 /// Everything needed to answer, renew and release a lease after a restart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRecord {
-    pub key: AttachmentKey,
+    /// Which attachment the lease belongs to (serialized as `AttachmentId` is).
+    pub key: AttachmentId,
     /// The container's netns path, as the runtime gave it.
     pub netns: String,
     /// The interface's MAC when the lease was acquired (chaddr).
@@ -58,19 +50,9 @@ impl Store {
         &self.dir
     }
 
-    /// The file of an attachment: a hash of its key, since container IDs and network names
-    /// may hold characters a file name cannot. The content names the attachment.
-    fn path(&self, key: &AttachmentKey) -> PathBuf {
-        let mut h = Sha256::new();
-        for part in [&key.container_id, &key.network, &key.ifname] {
-            h.update(part.as_bytes());
-            h.update([0]);
-        }
-        let hex: String = h.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        self.dir.join(format!("lease-{hex}.json"))
+    /// The file of an attachment ([`AttachmentId::dhcp_lease_file_name`]).
+    fn path(&self, key: &AttachmentId) -> PathBuf {
+        self.dir.join(key.dhcp_lease_file_name())
     }
 
     /// Writes (or replaces) the record of its attachment.
@@ -81,7 +63,7 @@ impl Store {
     }
 
     /// Removes the record of an attachment; a missing one is fine.
-    pub fn remove(&self, key: &AttachmentKey) -> io::Result<()> {
+    pub fn remove(&self, key: &AttachmentId) -> io::Result<()> {
         match fs::remove_file(self.path(key)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -129,11 +111,7 @@ mod tests {
 
     fn record(cid: &str) -> LeaseRecord {
         LeaseRecord {
-            key: AttachmentKey {
-                container_id: cid.into(),
-                network: "net/with/slashes".into(),
-                ifname: "eth0".into(),
-            },
+            key: AttachmentId::new("net/with/slashes", cid, "eth0"),
             netns: "/run/netns/x".into(),
             mac: [2, 0, 0, 0, 0, 1],
             params: LeaseParams::default(),

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conf::LeaseParams;
 use super::lease::Lease;
-use super::store::AttachmentKey;
+use cni_attribution::AttachmentId;
 
 /// Longest request or response accepted.
 const MAX_MESSAGE: u64 = 1 << 20;
@@ -25,8 +25,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// An attachment and what its lease is acquired with.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Attachment {
-    pub key: AttachmentKey,
+pub struct LeaseRequest {
+    pub key: AttachmentId,
     pub netns: String,
     pub params: LeaseParams,
 }
@@ -36,17 +36,17 @@ pub struct Attachment {
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum Request {
     /// ADD: the attachment's lease, acquired now unless the daemon holds one.
-    Allocate(Attachment),
+    Allocate(LeaseRequest),
     /// CHECK: the lease the daemon holds for the attachment, an error when none.
-    Check(Attachment),
+    Check(LeaseRequest),
     /// DEL: stop maintenance, DHCPRELEASE, forget.
-    Release { key: AttachmentKey },
+    Release { key: AttachmentId },
     /// STATUS: is the daemon there.
     Status,
-    /// GC: release every lease of `network` whose (container ID, ifname) is not in `valid`.
+    /// GC: release every lease of `network` whose attachment is not in `valid`.
     Gc {
         network: String,
-        valid: Vec<(String, String)>,
+        valid: Vec<AttachmentId>,
     },
 }
 
@@ -111,10 +111,13 @@ mod tests {
     fn requests_round_trip() {
         let r = Request::Gc {
             network: "n".into(),
-            valid: vec![("c".into(), "eth0".into())],
+            valid: vec![AttachmentId::new("n", "c", "eth0")],
         };
         let s = serde_json::to_string(&r).unwrap();
-        assert_eq!(s, r#"{"op":"gc","network":"n","valid":[["c","eth0"]]}"#);
+        assert_eq!(
+            s,
+            r#"{"op":"gc","network":"n","valid":[{"containerId":"c","network":"n","ifname":"eth0"}]}"#
+        );
         assert!(matches!(
             serde_json::from_str::<Request>(&s).unwrap(),
             Request::Gc { .. }

@@ -6,7 +6,7 @@ use cni_types::{CniError, NetConf};
 use crate::common::conf::{field, warn_not_honoured};
 
 /// Go's default admin chain.
-pub const DEFAULT_ADMIN_CHAIN: &str = "CNI-ADMIN";
+pub use cni_attribution::names::firewall_iptables::DEFAULT_ADMIN_CHAIN;
 
 /// Bridge isolation (`ingressPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 //! * The two jumps are inserted at the top of their chain when no rule jumps there yet (Go's
 //!   own jumps count, whoever wrote them), and never removed, like Go. Chains are created if
 //!   missing; an existing `FORWARD` chain is never redeclared, so its policy is untouched.
-//! * The per-address rules carry the attachment's [`AttachmentTag`] as their comment (userdata,
+//! * The per-address rules carry the attachment's [`AttachmentId`] as their comment (userdata,
 //!   which iptables-nft shows as `-m comment`), so DEL and GC remove exactly this attachment's
 //!   rules and never Go's or an administrator's. Go's own per-address rules have no comment.
 //! * Encoding: native payload/cmp, the conntrack state as iptables-nft's `conntrack` x_tables
@@ -29,13 +29,9 @@ use ipnet::IpNet;
 use cni_nft::{ct_state, xt, Batch, Chain, Family, Nft, Rule};
 
 use super::conf::FirewallConf;
-use crate::common::nft_tag::AttachmentTag;
+use cni_attribution::AttachmentId;
 
-pub const TABLE: &str = "filter";
-pub const FORWARD: &str = "FORWARD";
-pub const CNI_FORWARD: &str = "CNI-FORWARD";
-/// The chains holding per-attachment rules.
-pub const RULE_CHAINS: [&str; 1] = [CNI_FORWARD];
+pub use cni_attribution::names::firewall_iptables::{CNI_FORWARD, FORWARD, RULE_CHAINS, TABLE};
 /// Both families' tables, for DEL and GC.
 pub const TABLES: [(Family, &str); 2] = [(Family::Ip, TABLE), (Family::Ip6, TABLE)];
 
@@ -157,7 +153,7 @@ fn jump(family: Family, chain: &str, target: &str, comment: &str) -> Result<Rule
 }
 
 /// The attachment's three rules per address, in `CNI-FORWARD` of the address's family.
-pub fn attachment_rules(tag: &AttachmentTag, addrs: &[IpNet]) -> Result<Vec<Rule>, cni_nft::Error> {
+pub fn attachment_rules(tag: &AttachmentId, addrs: &[IpNet]) -> Result<Vec<Rule>, cni_nft::Error> {
     let comment = tag.comment();
     let mut out = Vec::new();
     for addr in addrs {
@@ -208,7 +204,7 @@ mod tests {
 
     #[test]
     fn three_rules_per_address_in_its_family() {
-        let tag = AttachmentTag::new("n", "c", "eth0");
+        let tag = AttachmentId::new("n", "c", "eth0");
         let addrs: Vec<IpNet> = vec![
             "198.18.0.2/24".parse().unwrap(),
             "2001:2::2/64".parse().unwrap(),

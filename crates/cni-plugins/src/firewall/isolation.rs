@@ -4,7 +4,7 @@
 //!
 //! * base chain `forward` (filter, forward, priority filter, policy accept) with the constant
 //!   rule `jump isolation_stage1`, written when missing or not as expected;
-//! * per attachment, tagged with its [`AttachmentTag`]: in `isolation_stage1`
+//! * per attachment, tagged with its [`AttachmentId`]: in `isolation_stage1`
 //!   `iifname <br> oifname != <br> jump isolation_stage2` (plus, when isolated,
 //!   `iifname <br> oifname <br> drop`) and in `isolation_stage2` `oifname <br> drop`.
 //!   Attachments on one bridge each own a copy, so the bridge's isolation goes away with its
@@ -17,19 +17,12 @@ use cni_nft::{Batch, Chain, Family, Rule};
 
 use super::conf::{FirewallConf, IngressPolicy};
 use crate::common::nft_skeleton::Skeleton;
-use crate::common::nft_tag::AttachmentTag;
+use cni_attribution::AttachmentId;
 
 pub const FAMILY: Family = Family::Inet;
-pub const TABLE: &str = "cni_firewall";
-pub const FORWARD: &str = "forward";
-pub const STAGE1: &str = "isolation_stage1";
-pub const STAGE2: &str = "isolation_stage2";
-/// The chain of earlier rcni versions' accept rules, cleaned by DEL and GC.
-const OLD_ACCEPTS: &str = "cni_forward";
-/// The chains holding per-attachment rules.
-pub const RULE_CHAINS: [&str; 2] = [STAGE1, STAGE2];
-/// The chains DEL and GC clean.
-pub const CLEANED_CHAINS: [&str; 3] = [STAGE1, STAGE2, OLD_ACCEPTS];
+pub use cni_attribution::names::firewall_isolation::{
+    CLEANED_CHAINS, FORWARD, RULE_CHAINS, STAGE1, STAGE2, TABLE,
+};
 
 /// The comment on the fixed rule of `forward`.
 const MARKER: &str = "rcni firewall v2";
@@ -66,7 +59,7 @@ pub fn skeleton(b: &mut Batch) -> Result<(), cni_nft::Error> {
 /// The attachment's isolation rules (none for `open` or without a bridge).
 pub fn attachment_rules(
     conf: &FirewallConf,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     bridge: Option<&str>,
 ) -> Result<Vec<Rule>, cni_nft::Error> {
     let (Some(br), IngressPolicy::SameBridge | IngressPolicy::Isolated) =
@@ -114,7 +107,7 @@ mod tests {
 
     #[test]
     fn isolation_rules_per_policy() {
-        let tag = AttachmentTag::new("n", "c", "eth0");
+        let tag = AttachmentId::new("n", "c", "eth0");
         let n = |p, br| attachment_rules(&conf(p), &tag, br).unwrap();
         assert!(n(IngressPolicy::Open, Some("br0")).is_empty());
         let r = n(IngressPolicy::SameBridge, Some("br0"));

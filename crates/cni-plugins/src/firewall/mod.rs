@@ -37,17 +37,18 @@ use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult, SpecVersion};
 
 use crate::common::nft_tag::{
-    delete_selected, nft_error, open_host, owned_rules, retry_transient, stale_in_network,
-    AttachmentTag,
+    delete_selected, nft_error, open_host, owned_rules, owns_rule, retry_transient,
+    stale_in_network,
 };
+use cni_attribution::AttachmentId;
 use conf::{FirewallConf, IngressPolicy};
 
 /// The firewall plugin.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Firewall;
 
-fn tag_of(args: &CmdArgs) -> AttachmentTag {
-    AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname)
+fn tag_of(args: &CmdArgs) -> AttachmentId {
+    args.id()
 }
 
 fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
@@ -60,7 +61,7 @@ fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
 struct Plan<'a> {
     conf: FirewallConf,
     prev: &'a CniResult,
-    tag: AttachmentTag,
+    tag: AttachmentId,
     families: Vec<Family>,
     accepts: Vec<Rule>,
     isolation: Vec<Rule>,
@@ -231,7 +232,7 @@ impl Plugin for Firewall {
         FirewallConf::parse(&args.conf)?;
         let tag = tag_of(args);
         let mut nft = open_host("firewall")?;
-        cleaned(&mut nft, &|r| tag.owns(r))
+        cleaned(&mut nft, &|r| owns_rule(&tag, r))
             .map(drop)
             .map_err(|e| nft_error("firewall: removing rules", e))
     }

@@ -10,7 +10,7 @@ use cni_types::{CniError, NetConf};
 use crate::common::conf::{field, nested_string};
 
 /// Where the restore records live unless `dataDir` says otherwise.
-pub const DEFAULT_DATA_DIR: &str = "/run/cni/rcni-host-device";
+pub use cni_attribution::names::HOST_DEVICE_DATA_DIR as DEFAULT_DATA_DIR;
 
 /// How the device is named in the config (exactly one).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,10 @@ pub struct Saved {
 }
 
 pub fn path(dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
-    dir.join(format!("{container_id}_{ifname}.json"))
+    dir.join(cni_attribution::names::backup_file_name(
+        container_id,
+        ifname,
+    ))
 }
 
 impl Saved {

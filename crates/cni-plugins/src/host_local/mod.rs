@@ -82,11 +82,7 @@ impl Plugin for HostLocal {
         // The skeleton refuses a GC without a valid list before this runs.
         let valid = args.conf.valid_attachments.as_deref().unwrap_or_default();
         let config = load(args, ArgsUse::Ignore)?;
-        let valid: Vec<(String, String)> = valid
-            .iter()
-            .map(|a| (a.container_id.clone(), a.ifname.clone()))
-            .collect();
-        let released = store(&config)?.gc(&valid).map_err(ipam_error)?;
+        let released = store(&config)?.gc(valid).map_err(ipam_error)?;
         for lease in &released {
             log::info!("GC released {} ({:?})", lease.ip, lease.owner);
         }

@@ -15,7 +15,7 @@
 //!   is needed. Hash sets, not one interval set: deleting from the kernel's interval-concat
 //!   backend (pipapo) costs time that grows with the set (13 ms at 2,000 elements here).
 //!
-//! Every element carries its attachment's [`AttachmentTag`] comment, and the attachment's
+//! Every element carries its attachment's [`AttachmentId`] comment, and the attachment's
 //! entry in the index set `rcni_index` lists its keys (see [`super::index`]): DEL reads that
 //! entry and deletes elements by key, never listing what other attachments own. Elements
 //! are added exclusively, so each key has one owner; a key another attachment already owns
@@ -38,7 +38,7 @@ use cni_nft::{
 
 use super::conf::{PortMapConf, PortMapping, DEFAULT_MARK_BIT};
 use super::rules::TABLE;
-use crate::common::nft_tag::AttachmentTag;
+use cni_attribution::AttachmentId;
 
 pub const HOSTPORTS_MAP: &str = "rcni_hostports";
 pub const HOSTIP_MAP: &str = "rcni_hostip_hostports";
@@ -522,7 +522,7 @@ pub(super) fn by_set(
 pub fn add_entries(
     b: &mut Batch,
     f: Family,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     entries: &[Entry],
 ) -> Result<(), cni_nft::Error> {
     let comment = tag.comment();
@@ -547,7 +547,7 @@ pub enum Found {
 pub fn probe(
     nft: &mut Nft,
     f: Family,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     e: &Entry,
 ) -> Result<Found, cni_nft::Error> {
     let Some(el) = nft.get_concat_element(&e.key.set(f), &e.key.bytes(), None)? else {

@@ -1,6 +1,6 @@
 //! How an attachment finds its own elements: the index set `rcni_index` of each family's
 //! `cni_hostport` table (a hash set, `type ipv6_addr . mark`), keyed by
-//! `<attachment id> . <slot>`. The attachment id is the 16 bytes its [`AttachmentTag`]
+//! `<attachment id> . <slot>`. The attachment id is the 16 bytes its [`AttachmentId`]
 //! prefix spells in hex (a hash of the network, then of `ifname:containerID`), so the key
 //! itself says whose it is. Slot 0 is the header, comment
 //! `<prefix> n=<slots> rules=<0|1>, net: .., if: .., id: ..`; slots 1..=n each name one
@@ -20,7 +20,7 @@ use cni_nft::{concat, fit_comment, Batch, ConcatElement, ConcatSet, Family, Nft,
 
 use super::elements::{self, Entry, Key};
 use super::rules::TABLE;
-use crate::common::nft_tag::AttachmentTag;
+use cni_attribution::AttachmentId;
 
 pub const INDEX_SET: &str = "rcni_index";
 
@@ -59,7 +59,7 @@ impl IndexId {
         Some(IndexId(id))
     }
 
-    pub fn of(tag: &AttachmentTag) -> Result<IndexId, cni_nft::Error> {
+    pub fn of(tag: &AttachmentId) -> Result<IndexId, cni_nft::Error> {
         let prefix = tag.prefix();
         Self::from_prefix(&prefix)
             .ok_or_else(|| cni_nft::Error::Invalid(format!("attachment prefix {prefix}")))
@@ -67,7 +67,7 @@ impl IndexId {
 
     /// The first 8 bytes of the ids of `network`'s attachments.
     pub fn network_bytes(network: &str) -> Option<[u8; 8]> {
-        let prefix = AttachmentTag::network_prefix(network);
+        let prefix = AttachmentId::network_prefix(network);
         hex_bytes(prefix.strip_suffix('-')?)
     }
 
@@ -223,7 +223,7 @@ pub fn remove(b: &mut Batch, f: Family, id: IndexId, index: &Index) -> Result<()
 pub fn add(
     b: &mut Batch,
     f: Family,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     entries: &[Entry],
     rules: bool,
 ) -> Result<(), cni_nft::Error> {
@@ -270,7 +270,7 @@ pub fn legacy_chains(
     f: Family,
     network: &str,
 ) -> Result<Vec<IndexId>, cni_nft::Error> {
-    let net_prefix = AttachmentTag::network_prefix(network);
+    let net_prefix = AttachmentId::network_prefix(network);
     Ok(nft
         .list_chains(f, TABLE)?
         .into_iter()
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn ids_round_trip_through_prefixes_and_keys() {
-        let tag = AttachmentTag::new("net", "ctr", "eth0");
+        let tag = AttachmentId::new("net", "ctr", "eth0");
         let id = IndexId::of(&tag).unwrap();
         assert_eq!(id.prefix(), tag.prefix());
         assert_eq!(IndexId::of_key(&id.key(7)), Some(id));

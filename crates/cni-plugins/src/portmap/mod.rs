@@ -33,19 +33,20 @@ use cni_plugin::{CmdArgs, Plugin};
 use cni_types::{CniError, CniResult};
 
 use crate::common::nft_tag::{
-    delete_selected, nft_error, open_host, retry_transient, stale_in_network, AttachmentTag,
+    delete_selected, nft_error, open_host, owns_rule, retry_transient, stale_in_network,
 };
+use cni_attribution::AttachmentId;
 use conf::{container_addresses, port_mappings, PortMapConf, PortMapping};
 use elements::{Entry, Found};
 use index::IndexId;
-use rules::{family, Attachment, TABLE};
+use rules::{family, MappedAttachment, TABLE};
 
 /// The portmap plugin.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Portmap;
 
-fn tag_of(args: &CmdArgs) -> AttachmentTag {
-    AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname)
+fn tag_of(args: &CmdArgs) -> AttachmentId {
+    args.id()
 }
 
 fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
@@ -58,7 +59,7 @@ fn prev_result(args: &CmdArgs) -> Result<&CniResult, CniError> {
 
 /// Replaces the attachment's per-mapping rules of one family (listing afresh on each
 /// attempt): the layout for what elements cannot express.
-fn install_rules(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Error> {
+fn install_rules(nft: &mut Nft, att: &MappedAttachment<'_>) -> Result<(), cni_nft::Error> {
     let f = family(att.addr.addr().is_ipv6());
     retry_transient(|| {
         let stale = rules::owned_rules(nft, f, att.tag)?;
@@ -73,7 +74,7 @@ fn install_rules(nft: &mut Nft, att: &Attachment<'_>) -> Result<(), cni_nft::Err
 fn write_entries(
     nft: &mut Nft,
     f: Family,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     entries: &[Entry],
     rules: bool,
 ) -> Result<(), cni_nft::Error> {
@@ -107,13 +108,13 @@ fn write_entries(
 fn install(
     nft: &mut Nft,
     conf: &PortMapConf,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     addr: IpNet,
     mappings: &[PortMapping],
 ) -> Result<(), cni_nft::Error> {
     let ipv6 = addr.addr().is_ipv6();
     let f = family(ipv6);
-    let att = |mappings| Attachment {
+    let att = |mappings| MappedAttachment {
         conf,
         tag,
         addr,
@@ -181,13 +182,15 @@ fn remove_entries(nft: &mut Nft, f: Family, id: IndexId) -> Result<(usize, bool)
 /// Removes everything of the attachment in one family: elements, then per-mapping rules
 /// (including those of rcni versions before the keyed layout) unless its index rules them
 /// out.
-fn remove_family(nft: &mut Nft, ipv6: bool, tag: &AttachmentTag) -> Result<usize, cni_nft::Error> {
+fn remove_family(nft: &mut Nft, ipv6: bool, tag: &AttachmentId) -> Result<usize, cni_nft::Error> {
     let f = family(ipv6);
     let (keys, may_have_rules) = remove_entries(nft, f, IndexId::of(tag)?)?;
     if !may_have_rules {
         return Ok(keys);
     }
-    let rules = delete_selected(nft, &[(f, TABLE)], &rules::RULE_CHAINS, &|r| tag.owns(r))?;
+    let rules = delete_selected(nft, &[(f, TABLE)], &rules::RULE_CHAINS, &|r| {
+        owns_rule(tag, r)
+    })?;
     Ok(keys + rules)
 }
 
@@ -196,7 +199,7 @@ fn remove_family(nft: &mut Nft, ipv6: bool, tag: &AttachmentTag) -> Result<usize
 fn check_family(
     nft: &mut Nft,
     conf: &PortMapConf,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
     addr: IpNet,
     mappings: &[PortMapping],
 ) -> Result<(), String> {
@@ -240,7 +243,7 @@ fn check_family(
     } else {
         as_rules = mappings.to_vec();
     }
-    let att = Attachment {
+    let att = MappedAttachment {
         conf,
         tag,
         addr,
@@ -390,7 +393,7 @@ impl Plugin for Portmap {
         let keep: Vec<IndexId> = valid
             .iter()
             .filter_map(|a| {
-                IndexId::of(&AttachmentTag::new(
+                IndexId::of(&AttachmentId::new(
                     &args.conf.name,
                     &a.container_id,
                     &a.ifname,

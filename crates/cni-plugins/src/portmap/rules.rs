@@ -7,7 +7,7 @@
 //!   add in the same batch) on every ADD, so concurrent ADDs always leave one copy;
 //! * base chain `masquerading` (nat, postrouting, srcnat).
 //!
-//! Per attachment, every rule commented with its [`AttachmentTag`]:
+//! Per attachment, every rule commented with its [`AttachmentId`]:
 //! * with `snat`, before each DNAT rule a mark rule (`meta mark set mark | 1<<markMasqBit`)
 //!   for hairpin sources: the container's subnet (Go's iptables backend, PR #469) and, for
 //!   IPv4, 127.0.0.1; with `masqAll`, every source;
@@ -27,16 +27,11 @@ use cni_nft::{
 
 use super::conf::{PortMapConf, PortMapping};
 use crate::common::nft_skeleton::Skeleton;
-use crate::common::nft_tag::AttachmentTag;
+use cni_attribution::AttachmentId;
 
-pub const TABLE: &str = "cni_hostport";
-pub const HOSTPORTS: &str = "hostports";
-pub const HOSTIP_HOSTPORTS: &str = "hostip_hostports";
-pub const PREROUTING: &str = "prerouting";
-pub const OUTPUT: &str = "output";
-pub const MASQUERADING: &str = "masquerading";
-/// The chains holding per-attachment rules.
-pub const RULE_CHAINS: [&str; 3] = [HOSTPORTS, HOSTIP_HOSTPORTS, MASQUERADING];
+pub use cni_attribution::names::portmap::{
+    HOSTIP_HOSTPORTS, HOSTPORTS, MASQUERADING, OUTPUT, PREROUTING, RULE_CHAINS, TABLE,
+};
 /// Both tables.
 pub const TABLES: [(Family, &str); 2] = [(Family::Ip, TABLE), (Family::Ip6, TABLE)];
 
@@ -119,16 +114,16 @@ fn or_mark(b: RuleBuilder, bit: u32) -> RuleBuilder {
     })
 }
 
-/// What one attachment needs in one family.
-pub struct Attachment<'a> {
+/// What one attachment needs in one family: its identity (`tag`) with its mappings.
+pub struct MappedAttachment<'a> {
     pub conf: &'a PortMapConf,
-    pub tag: &'a AttachmentTag,
+    pub tag: &'a AttachmentId,
     /// The container address with its prefix (the prefix gives the hairpin subnet).
     pub addr: IpNet,
     pub mappings: &'a [PortMapping],
 }
 
-impl Attachment<'_> {
+impl MappedAttachment<'_> {
     fn ipv6(&self) -> bool {
         self.addr.addr().is_ipv6()
     }
@@ -221,7 +216,7 @@ impl Attachment<'_> {
 /// The ADD batch of one family: the skeleton when `with_skeleton`, removal of the attachment's
 /// earlier rules (`stale`, listed by the caller), then the new rules.
 pub fn add_batch(
-    att: &Attachment<'_>,
+    att: &MappedAttachment<'_>,
     stale: &[RuleInfo],
     with_skeleton: bool,
 ) -> Result<Batch, cni_nft::Error> {
@@ -243,7 +238,7 @@ pub fn add_batch(
 pub fn owned_rules(
     nft: &mut Nft,
     f: Family,
-    tag: &AttachmentTag,
+    tag: &AttachmentId,
 ) -> Result<Vec<RuleInfo>, cni_nft::Error> {
     crate::common::nft_tag::owned_rules(nft, f, TABLE, &RULE_CHAINS, tag)
 }
@@ -256,13 +251,13 @@ mod tests {
     #[test]
     fn ipv4_with_snat_marks_subnet_and_localhost() {
         let c = conf(true, false);
-        let tag = AttachmentTag::new("n", "c", "eth0");
+        let tag = AttachmentId::new("n", "c", "eth0");
         let maps = [
             mapping(8080, None),
             mapping(8080, Some("198.18.145.1")),
             mapping(8080, Some("fd00::1")),
         ];
-        let att = Attachment {
+        let att = MappedAttachment {
             conf: &c,
             tag: &tag,
             addr: "198.19.128.5/20".parse().unwrap(),
@@ -283,9 +278,9 @@ mod tests {
     #[test]
     fn ipv6_without_snat_only_dnats() {
         let c = conf(false, false);
-        let tag = AttachmentTag::new("n", "c", "eth0");
+        let tag = AttachmentId::new("n", "c", "eth0");
         let maps = [mapping(8080, None), mapping(8080, Some("198.18.145.1"))];
-        let att = Attachment {
+        let att = MappedAttachment {
             conf: &c,
             tag: &tag,
             addr: "fd00::5/64".parse().unwrap(),
@@ -294,7 +289,7 @@ mod tests {
         assert_eq!(att.rules().unwrap().len(), 1);
         assert_eq!(att.expected_counts(), (1, 0));
         let c = conf(true, true);
-        let att = Attachment { conf: &c, ..att };
+        let att = MappedAttachment { conf: &c, ..att };
         assert_eq!(att.rules().unwrap().len(), 3);
     }
 

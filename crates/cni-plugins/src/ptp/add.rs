@@ -17,7 +17,6 @@ use super::PtpConf;
 use crate::common::iface_config::{configure_iface, ConfigureOptions};
 use crate::common::link_info::interface_of;
 use crate::common::masquerade;
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::step;
 use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, Target};
@@ -64,7 +63,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .map_err(|e| CniError::internal(format!("Could not enable IP forwarding: {e}")))?;
 
     let mut host = Handle::new().or_internal("cannot open netlink")?;
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     let pair = veth::create_pair(
         &mut host,
         Target::Netns(&netns, &mut in_container),

@@ -10,7 +10,6 @@ use cni_types::CniError;
 use super::PtpConf;
 use crate::common::errors::combine;
 use crate::common::masquerade;
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::veth::{self, delete_in_container};
 use crate::netns::{self, Opened};
 
@@ -40,7 +39,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
         }
     }
     // The host end of a pair whose container side is gone or was never named (a killed ADD).
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     if let Err(e) = veth::delete_owned(&owner) {
         errors.push(e);
     }

@@ -15,12 +15,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use cni_attribution::AttachmentId;
 use cni_linux::rtnl::link::Link;
 use cni_linux::{Handle, MacAddr};
-use cni_types::GcAttachment;
 
 use super::conf::TuningConf;
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::state_file::{self, Contents, Existing};
 
 /// A backup is a few hundred bytes; anything past this is not one.
@@ -40,7 +39,7 @@ pub struct Backup {
     pub allmulti: Option<bool>,
     #[serde(rename = "txQLen", default, skip_serializing_if = "Option::is_none")]
     pub tx_qlen: Option<u32>,
-    /// The attachment's tag ([`AttachmentTag::prefix`]); empty in backups Go wrote.
+    /// The attachment's tag ([`AttachmentId::prefix`]); empty in backups Go wrote.
     #[serde(
         rename = "rcniOwner",
         default,
@@ -55,7 +54,7 @@ fn is_zero(n: &u32) -> bool {
 
 impl Backup {
     /// The current values of exactly the attributes `conf` changes, owned by `owner`.
-    pub fn of(link: &Link, conf: &TuningConf, owner: &AttachmentTag) -> Backup {
+    pub fn of(link: &Link, conf: &TuningConf, owner: &AttachmentId) -> Backup {
         Backup {
             owner: owner.prefix(),
             mac: match (conf.mac, link.mac) {
@@ -102,7 +101,10 @@ impl Backup {
 
 /// The backup file of one attachment.
 pub fn path(data_dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
-    data_dir.join(format!("{container_id}_{ifname}.json"))
+    data_dir.join(cni_attribution::names::backup_file_name(
+        container_id,
+        ifname,
+    ))
 }
 
 /// What the directory's checks call its files.
@@ -157,23 +159,20 @@ pub fn remove(file: &Path) -> std::io::Result<()> {
 }
 
 /// Removes the temp files a killed ADD of `owner` left in `dir`.
-pub fn remove_temps(dir: &Path, owner: &AttachmentTag) -> std::io::Result<()> {
+pub fn remove_temps(dir: &Path, owner: &AttachmentId) -> std::io::Result<()> {
     state_file::remove_temps(dir, &owner.prefix())
 }
 
 /// GC: removes the backups and temp files in `dir` that belong to `network` (by their
 /// `rcniOwner` tag or temp name) but to no attachment in `valid`; returns the names removed.
 /// Backups without a tag (written by Go) or that do not decode are not attributable and stay.
-pub fn gc(dir: &Path, network: &str, valid: &[GcAttachment]) -> std::io::Result<Vec<String>> {
+pub fn gc(dir: &Path, network: &str, valid: &[AttachmentId]) -> std::io::Result<Vec<String>> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         _ => check_dir(dir)?,
     }
-    let net_prefix = AttachmentTag::network_prefix(network);
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|a| AttachmentTag::new(network, &a.container_id, &a.ifname).prefix())
-        .collect();
+    let net_prefix = AttachmentId::network_prefix(network);
+    let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let stale = |owner: &str| owner.starts_with(&net_prefix) && !keep.iter().any(|k| k == owner);
     let mut removed = Vec::new();
     for name in state_file::entries(dir)? {
@@ -242,7 +241,7 @@ mod tests {
 
     #[test]
     fn the_owner_tag_is_an_extra_key_go_ignores() {
-        let tag = AttachmentTag::new("net", "cid", "eth0");
+        let tag = AttachmentId::new("net", "cid", "eth0");
         let b = Backup {
             mtu: 1500,
             owner: tag.prefix(),

@@ -14,7 +14,7 @@ use cni_types::{go_decode, CniArgs, CniError, NetConf, RawObject};
 use crate::common::conf::{field, nested_string};
 
 /// Go's default backup directory.
-pub const DEFAULT_DATA_DIR: &str = "/run/cni/tuning";
+pub use cni_attribution::names::TUNING_DATA_DIR as DEFAULT_DATA_DIR;
 
 /// What ADD changes and CHECK verifies.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -39,10 +39,10 @@ use cni_linux::{Handle, NetlinkError, NsError};
 use cni_plugin::{CmdArgs, Plugin, ResultExt};
 use cni_types::{CniError, CniResult};
 
-use crate::common::nft_tag::AttachmentTag;
 use crate::common::undo::Undo;
 use crate::netns::{self, Opened};
 use backup::{Backup, Saved};
+use cni_attribution::AttachmentId;
 use conf::TuningConf;
 use sysctl::SysctlTarget;
 
@@ -100,7 +100,7 @@ impl Request {
 fn apply(
     req: &Request,
     ifname: &str,
-    owner: &AttachmentTag,
+    owner: &AttachmentId,
     backup_file: &Path,
 ) -> Result<(), CniError> {
     // A backup of this attachment means it is tuned already (or a killed ADD left it): a
@@ -272,7 +272,7 @@ fn del(args: &CmdArgs) -> Result<(), CniError> {
     if dir.exists() {
         backup::check_dir(&dir).map_err(|e| CniError::io(format!("tuning: {e}")))?;
     }
-    let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+    let owner = args.id();
     backup::remove_temps(&dir, &owner).map_err(|e| {
         CniError::io(format!(
             "tuning: cannot remove temp files in {}: {e}",
@@ -325,7 +325,7 @@ impl Plugin for Tuning {
         sysctl::check_allowed(req.conf.sysctl.iter().map(|(k, _)| k.as_str()))?;
         let ns = netns::open_required(&args.netns)?;
         let file = backup::path(&req.conf.data_dir, &args.container_id, &args.ifname);
-        let owner = AttachmentTag::new(&args.conf.name, &args.container_id, &args.ifname);
+        let owner = args.id();
         ns.run(|| apply(&req, &args.ifname, &owner, &file))
             .map_err(ns_error)??;
         let mut result = req.prev;

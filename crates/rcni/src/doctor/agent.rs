@@ -3,8 +3,8 @@
 //! reach or authenticate to etcd says why in its status file (the endpoint and the cause);
 //! `rcni doctor` reports it with that reason, read the way the plugins' STATUS reads it.
 
-use cni_plugins::common::node_status;
 use cni_runtime::Network;
+use cni_types::node_agent;
 
 use super::Problem;
 
@@ -13,7 +13,7 @@ pub fn problems(networks: &[Network]) -> Vec<Problem> {
     let mut out: Vec<Problem> = Vec::new();
     for net in networks {
         for plugin in net.plugins() {
-            if let Err(e) = node_status::check(plugin) {
+            if let Err(e) = node_agent::check(plugin) {
                 let why = format!("STATUS {}: {}", e.code, e.msg);
                 if !out.iter().any(|p| p.why == why) {
                     out.push(Problem {

@@ -16,15 +16,19 @@
 //!   would have made: reported, never removed by `--fix` (Go's DEL removes it only with the
 //!   pod's netns, and no GC of Go 1.1.1 knows it).
 //!
-//! Reading the node (`Snapshot::read`) is kept apart from judging it (`judge`), so the rules
-//! are unit-tested without a kernel. Nothing here changes the node; `fix.rs` does.
+//! Every name and tag is cni-attribution's (`AttachmentId` derives them, `recognise` reads
+//! them back). Reading the node (`Snapshot::read`) is kept apart from judging it (`judge`), so
+//! the rules are unit-tested without a kernel. Nothing here changes the node; `fix.rs` does.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use cni_plugins::common::nft_tag::AttachmentTag;
+use cni_attribution::recognise::{
+    is_temp_link_of, looks_like_temp_link, network_in_comment, tag_prefix,
+};
+use cni_attribution::{names, AttachmentId};
 use cni_runtime::{CacheEntry, Network};
 
 /// One leaked object.
@@ -41,13 +45,12 @@ pub struct Finding {
     pub remedy: String,
 }
 
-/// A lease file: `<dataDir>/<network>/<ip>` holding `<containerID>\r\n<ifname>`.
+/// A host-local lease file: `<dataDir>/<network>/<ip>`, and the attachment it names (the
+/// interface name is empty in leases of old Go versions, which hold the container ID alone).
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub path: PathBuf,
-    pub network: String,
-    pub container_id: String,
-    pub ifname: String,
+    pub owner: AttachmentId,
 }
 
 /// A host link with its rcni attribution.
@@ -69,16 +72,11 @@ pub struct TaggedRule {
     pub comment: String,
 }
 
-/// A tuning backup file `<dir>/<containerID>_<ifname>.json`. Both parts may contain `_`, so
-/// it is matched against the names the cached attachments would have, not split.
+/// A tuning backup file ([`names::backup_file_name`]). Both parts may contain `_`, so it is
+/// matched against the names the cached attachments would have, not split.
 #[derive(Debug, Clone)]
 pub struct Backup {
     pub path: PathBuf,
-}
-
-/// The backup file name of an attachment (the Go plugin's and rcni's).
-fn backup_name(container_id: &str, ifname: &str) -> String {
-    format!("{container_id}_{ifname}.json")
 }
 
 /// What the node holds.
@@ -92,44 +90,6 @@ pub struct Snapshot {
     pub backups: Vec<Backup>,
     /// Names of chains shaped like the Go plugins' ipMasq chains.
     pub go_masq_chains: Vec<String>,
-}
-
-/// The Go plugins' ipMasq chain of an attachment (`utils.FormatChainName`): `CNI-` and the
-/// first 24 hex digits of SHA-512 over the network name and container ID.
-pub fn go_masq_chain(network: &str, container_id: &str) -> String {
-    format!("CNI-{}", &go_chain_hash(network, container_id)[..24])
-}
-
-/// Hex SHA-512 over network name and container ID: the Go plugins name an attachment's
-/// iptables chains with its first digits (`CNI-` + 24 for ipMasq, `CNI-DN-` + 21 for portmap).
-pub fn go_chain_hash(network: &str, container_id: &str) -> String {
-    use sha2::{Digest, Sha512};
-    Sha512::digest(format!("{network}{container_id}").as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// `CNI-` and exactly 24 lowercase hex digits.
-pub fn is_go_masq_chain(name: &str) -> bool {
-    name.strip_prefix("CNI-").is_some_and(|h| {
-        h.len() == 24
-            && h.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
-/// The network named in a tag comment (`<prefix>, net: <name>, if: ..., id: ...`).
-fn network_in_comment(comment: &str) -> Option<String> {
-    let rest = comment.split(", net: ").nth(1)?;
-    Some(rest.split(", if: ").next()?.to_string())
-}
-
-/// `<16 hex>-<16 hex>` at the start of a comment or alias.
-fn tag_prefix(text: &str) -> Option<&str> {
-    let p = text.get(..33)?;
-    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
-    (p.as_bytes()[16] == b'-' && hex(&p[..16]) && hex(&p[17..])).then_some(p)
 }
 
 fn gc_remedy(network: &Option<String>) -> String {
@@ -204,32 +164,13 @@ fn untagged_veth(link: &HostLink, named: &BTreeSet<String>, s: &Snapshot) -> Opt
 
 /// Judges the snapshot.
 pub fn judge(s: &Snapshot) -> Vec<Finding> {
-    let live: BTreeSet<(String, String, String)> = s
-        .cache
+    let live: BTreeSet<AttachmentId> = s.cache.iter().map(CacheEntry::id).collect();
+    let live_backups: BTreeSet<String> = live
         .iter()
-        .map(|e| {
-            (
-                e.network_name.clone(),
-                e.container_id.clone(),
-                e.ifname.clone(),
-            )
-        })
+        .map(|a| names::backup_file_name(&a.container_id, &a.ifname))
         .collect();
-    let live_backups: BTreeSet<String> = s
-        .cache
-        .iter()
-        .map(|e| backup_name(&e.container_id, &e.ifname))
-        .collect();
-    let tags: BTreeSet<String> = s
-        .cache
-        .iter()
-        .map(|e| AttachmentTag::new(&e.network_name, &e.container_id, &e.ifname).prefix())
-        .collect();
-    let temp_names: BTreeSet<String> = s
-        .cache
-        .iter()
-        .map(|e| AttachmentTag::new(&e.network_name, &e.container_id, &e.ifname).temp_link_name())
-        .collect();
+    let tags: BTreeSet<String> = live.iter().map(AttachmentId::prefix).collect();
+    let temp_names: BTreeSet<String> = live.iter().map(AttachmentId::temp_link_name).collect();
     let known = |net: &str| s.networks.iter().any(|n| n.name() == net);
     let named_by_results: BTreeSet<String> = s
         .cache
@@ -257,14 +198,14 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
         }
     }
     for l in &s.leases {
-        if live.contains(&(l.network.clone(), l.container_id.clone(), l.ifname.clone())) {
+        if live.contains(&l.owner) {
             continue;
         }
-        let network = known(&l.network).then(|| l.network.clone());
+        let network = known(&l.owner.network).then(|| l.owner.network.clone());
         let remedy = match &network {
             Some(n) => format!(
                 "rcni doctor --fix (GC of network {n:?} keeping every cached attachment; below spec 1.1.0, DEL of container {:?} interface {:?})",
-                l.container_id, l.ifname
+                l.owner.container_id, l.owner.ifname
             ),
             None => gc_remedy(&network),
         };
@@ -273,7 +214,7 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             object: l.path.display().to_string(),
             why: format!(
                 "held for container {:?} interface {:?}, which has no cached attachment",
-                l.container_id, l.ifname
+                l.owner.container_id, l.owner.ifname
             ),
             remedy,
             network,
@@ -283,7 +224,7 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
         let network = match link.alias.as_deref().and_then(tag_prefix) {
             Some(p) if tags.contains(p) => continue,
             Some(_) => link.alias.as_deref().and_then(network_in_comment),
-            None if link.name.len() != 15 || !link.name.starts_with("rc") => {
+            None if !looks_like_temp_link(&link.name) => {
                 if let Some(f) = untagged_veth(link, &named_by_results, s) {
                     out.push(f);
                 }
@@ -291,12 +232,10 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             }
             None => {
                 // A temporary creation name: `rc<hash4(net)><hash9>` of a killed ADD.
-                let of_network = s.networks.iter().find(|n| {
-                    link.name.len() == 15
-                        && link
-                            .name
-                            .starts_with(&AttachmentTag::temp_link_network_prefix(n.name()))
-                });
+                let of_network = s
+                    .networks
+                    .iter()
+                    .find(|n| is_temp_link_of(&link.name, n.name()));
                 match of_network {
                     Some(n) if !temp_names.contains(&link.name) => Some(n.name().to_string()),
                     _ => continue,
@@ -331,11 +270,7 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             network,
         });
     }
-    let live_chains: BTreeSet<String> = s
-        .cache
-        .iter()
-        .map(|e| go_masq_chain(&e.network_name, &e.container_id))
-        .collect();
+    let live_chains: BTreeSet<String> = live.iter().map(AttachmentId::go_masq_chain).collect();
     for chain in s
         .go_masq_chains
         .iter()
@@ -345,11 +280,11 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
         let owner = s
             .leases
             .iter()
-            .find(|l| go_masq_chain(&l.network, &l.container_id) == *chain)
+            .find(|l| l.owner.go_masq_chain() == *chain)
             .map(|l| {
                 format!(
                     " (network {:?}, container {:?}, from its lease)",
-                    l.network, l.container_id
+                    l.owner.network, l.owner.container_id
                 )
             })
             .unwrap_or_default();
@@ -489,23 +424,19 @@ mod tests {
 
     #[test]
     fn only_objects_without_a_cached_attachment_are_leaks() {
-        let live = AttachmentTag::new("n", "c1", "eth0");
-        let dead = AttachmentTag::new("n", "c2", "eth0");
+        let live = AttachmentId::new("n", "c1", "eth0");
+        let dead = AttachmentId::new("n", "c2", "eth0");
         let s = Snapshot {
             cache: vec![entry("n", "c1", "eth0", "/proc/self/ns/net")],
             networks: vec![net("n")],
             leases: vec![
                 Lease {
                     path: "/l/n/198.18.0.2".into(),
-                    network: "n".into(),
-                    container_id: "c1".into(),
-                    ifname: "eth0".into(),
+                    owner: AttachmentId::new("n", "c1", "eth0"),
                 },
                 Lease {
                     path: "/l/n/198.18.0.3".into(),
-                    network: "n".into(),
-                    container_id: "c2".into(),
-                    ifname: "eth0".into(),
+                    owner: AttachmentId::new("n", "c2", "eth0"),
                 },
             ],
             links: vec![
@@ -553,30 +484,21 @@ mod tests {
     }
 
     #[test]
-    fn go_masq_chains_are_named_as_go_names_them() {
-        // Go 1.1.1's bridge made this chain for network "tqnet", container "tqcid".
-        assert_eq!(
-            go_masq_chain("tqnet", "tqcid"),
-            "CNI-ffee140d57bae23f4cbb0442"
-        );
-        assert!(is_go_masq_chain("CNI-ffee140d57bae23f4cbb0442"));
-        assert!(!is_go_masq_chain("CNI-DN-ffee140d57bae23f4cbb0"));
-        assert!(!is_go_masq_chain("CNI-HOSTPORT-DNAT"));
+    fn a_go_masq_chain_no_cached_attachment_would_make_is_reported() {
+        let chain = |cid: &str| AttachmentId::new("n", cid, "eth0").go_masq_chain();
         let s = Snapshot {
             cache: vec![entry("n", "live", "eth0", "/proc/self/ns/net")],
             leases: vec![Lease {
                 path: "/l/n/198.18.0.9".into(),
-                network: "n".into(),
-                container_id: "gone".into(),
-                ifname: "eth0".into(),
+                owner: AttachmentId::new("n", "gone", "eth0"),
             }],
-            go_masq_chains: vec![go_masq_chain("n", "live"), go_masq_chain("n", "gone")],
+            go_masq_chains: vec![chain("live"), chain("gone")],
             ..Default::default()
         };
         let all = judge(&s);
         let f: Vec<&Finding> = all.iter().filter(|f| f.kind == "go-masq-chain").collect();
         assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(f[0].object, format!("nat/{}", go_masq_chain("n", "gone")));
+        assert_eq!(f[0].object, format!("nat/{}", chain("gone")));
         assert!(f[0].why.contains("container \"gone\""), "{}", f[0].why);
         assert!(f[0].network.is_none());
     }
@@ -598,9 +520,7 @@ mod tests {
         let s = Snapshot {
             leases: vec![Lease {
                 path: "/l/x/1".into(),
-                network: "x".into(),
-                container_id: "c".into(),
-                ifname: "eth0".into(),
+                owner: AttachmentId::new("x", "c", "eth0"),
             }],
             ..Default::default()
         };

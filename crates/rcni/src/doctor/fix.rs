@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use cni_runtime::{Attachment, GcAttachment, Network, Runtime};
+use cni_runtime::{Attachment, AttachmentId, Network, Runtime};
 
 use super::audit::{Finding, Snapshot};
 
@@ -60,15 +60,12 @@ pub fn apply(rt: &Runtime, snap: &Snapshot, findings: &[Finding]) -> Vec<Applied
         let Some(net) = network(snap, name) else {
             continue;
         };
-        let valid: Vec<GcAttachment> = rt
+        let valid: Vec<AttachmentId> = rt
             .cache
             .attachments(None)
-            .into_iter()
+            .iter()
             .filter(|e| e.network_name == name)
-            .map(|e| GcAttachment {
-                container_id: e.container_id,
-                ifname: e.ifname,
-            })
+            .map(|e| e.id())
             .collect();
         let action = format!(
             "GC of {name} keeping its {} cached attachment(s)",
@@ -111,18 +108,17 @@ fn del_leased(rt: &Runtime, snap: &Snapshot, findings: &[Finding], net: &Network
         else {
             continue;
         };
-        if lease.ifname.is_empty()
-            || !seen.insert((lease.container_id.clone(), lease.ifname.clone()))
-        {
+        let owner = &lease.owner;
+        if owner.ifname.is_empty() || !seen.insert(owner.clone()) {
             continue;
         }
-        let att = Attachment::new(&lease.container_id, "", &lease.ifname);
+        let att = Attachment::new(&owner.container_id, "", &owner.ifname);
         done.push(Applied {
             action: format!(
                 "DEL of {} container {} interface {} (no netns), named by lease {}",
                 net.name(),
-                lease.container_id,
-                lease.ifname,
+                owner.container_id,
+                owner.ifname,
                 f.object
             ),
             error: rt.del(net, &att).err().map(|e| e.to_string()),

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use cni_runtime::Runtime;
 
-pub use audit::{go_chain_hash, judge, Finding, Snapshot};
+pub use audit::{judge, Finding, Snapshot};
 pub use explain::{explain, Explanation};
 
 /// A problem with the configs or plugins (not a leak).

@@ -1,12 +1,14 @@
 //! Reading a node's CNI state for the audit, in the calling thread's network namespace:
 //! the result cache, the configs, host-local's lease directories (the default one and every
 //! `dataDir` a config names), the host links, the nf_tables tables rcni and the Go plugins
-//! write tagged rules into, and tuning's backup directories. Read-only.
+//! write tagged rules into, and tuning's backup directories. Read-only. Every name read here
+//! is cni-attribution's.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use cni_attribution::{names, recognise, AttachmentId};
 use cni_linux::rtnl::link::Link;
 use cni_linux::{Handle, NetNs};
 use cni_nft::{Family, Nft};
@@ -14,18 +16,6 @@ use cni_runtime::{CacheEntry, Network, ResultCache};
 use cni_types::RawObject;
 
 use super::audit::{Backup, HostLink, Lease, Snapshot, TaggedRule};
-
-/// The tables whose rules carry attachment tags.
-fn tagged_tables() -> Vec<(Family, &'static str)> {
-    use cni_plugins::{common::masquerade, firewall, portmap};
-    let mut t = vec![
-        (Family::Inet, masquerade::TABLE),
-        (firewall::isolation::FAMILY, firewall::isolation::TABLE),
-    ];
-    t.extend(portmap::rules::TABLES);
-    t.extend(firewall::iptables::TABLES);
-    t
-}
 
 /// A string key of a plugin's `ipam` object, or of the plugin itself.
 fn key_of(plugin: &RawObject, ipam: bool, key: &str) -> Option<String> {
@@ -82,15 +72,10 @@ fn leases_in(dir: &Path) -> Vec<Lease> {
             let Ok(content) = std::fs::read_to_string(f.path()) else {
                 continue;
             };
-            // `<id>\r\n<ifname>`; leases of old Go versions hold the ID alone.
-            let mut parts = content.splitn(2, "\r\n");
-            let container_id = parts.next().unwrap_or_default().trim().to_string();
-            let ifname = parts.next().unwrap_or_default().trim().to_string();
+            let (container_id, ifname) = recognise::host_local_lease(&content);
             out.push(Lease {
                 path: f.path(),
-                network: network.clone(),
-                container_id,
-                ifname,
+                owner: AttachmentId::new(&network, container_id, ifname.unwrap_or_default()),
             });
         }
     }
@@ -103,9 +88,8 @@ fn backups_in(dir: &Path) -> Vec<Backup> {
             rd.flatten()
                 .map(|e| e.path())
                 .filter(|p| {
-                    p.extension().is_some_and(|x| x == "json")
-                        && p.file_name()
-                            .is_some_and(|f| f.to_string_lossy().contains('_'))
+                    p.file_name()
+                        .is_some_and(|f| recognise::looks_like_backup_file(&f.to_string_lossy()))
                 })
                 .map(|path| Backup { path })
                 .collect()
@@ -113,22 +97,18 @@ fn backups_in(dir: &Path) -> Vec<Backup> {
         .unwrap_or_default()
 }
 
-/// Namespace ids of this namespace mapped to their names under /run/netns (`ip netns
-/// list-id`: iproute2 resolves each named namespace's id; cni-linux has no RTM_GETNSID).
+/// Namespace ids of this namespace mapped to their names under /run/netns: each named
+/// namespace's id asked by RTM_GETNSID (what `ip netns list-id` shows). Namespaces without
+/// an id here are left out.
 fn named_nsids() -> BTreeMap<i32, String> {
-    let out = std::process::Command::new("ip")
-        .args(["-j", "netns", "list-id"])
-        .output();
-    let v: serde_json::Value = out
-        .ok()
-        .and_then(|o| serde_json::from_slice(&o.stdout).ok())
-        .unwrap_or_default();
-    v.as_array()
+    let entries = std::fs::read_dir("/run/netns")
         .into_iter()
         .flatten()
+        .flatten();
+    entries
         .filter_map(|e| {
-            let id = i32::try_from(e.get("nsid")?.as_i64()?).ok()?;
-            Some((id, e.get("name")?.as_str()?.to_string()))
+            let id = NetNs::open(e.path()).ok()?.id().ok()??;
+            Some((id, e.file_name().to_string_lossy().into_owned()))
         })
         .collect()
 }
@@ -206,7 +186,8 @@ fn host_links(cache: &[CacheEntry]) -> Result<Vec<HostLink>, String> {
 fn tagged_rules() -> Result<Vec<TaggedRule>, String> {
     let mut nft = Nft::new().map_err(|e| format!("nf_tables: {e}"))?;
     let mut out = Vec::new();
-    for (family, table) in tagged_tables() {
+    for (family, table) in names::tagged_tables() {
+        let family = Family::from(family);
         if !nft.table_exists(family, table).unwrap_or(false) {
             continue;
         }
@@ -237,17 +218,20 @@ fn go_masq_chains() -> Result<Vec<String>, String> {
     let mut nft = Nft::new().map_err(|e| format!("nf_tables: {e}"))?;
     let mut out = Vec::new();
     for family in [Family::Ip, Family::Ip6] {
-        if !nft.table_exists(family, "nat").unwrap_or(false) {
+        if !nft
+            .table_exists(family, names::GO_NAT_TABLE)
+            .unwrap_or(false)
+        {
             continue;
         }
         let chains = nft
-            .list_chains(family, "nat")
+            .list_chains(family, names::GO_NAT_TABLE)
             .map_err(|e| format!("listing {family:?} nat: {e}"))?;
         out.extend(
             chains
                 .into_iter()
                 .map(|c| c.name)
-                .filter(|n| super::audit::is_go_masq_chain(n)),
+                .filter(|n| recognise::is_go_masq_chain(n)),
         );
     }
     out.sort();
@@ -264,13 +248,8 @@ impl Snapshot {
             .unwrap_or_default();
         let cache = ResultCache::new(cache_dir).attachments(None);
         let lease_dirs =
-            dirs_from_configs(&networks, cni_ipam::DEFAULT_DATA_DIR, "host-local", true);
-        let backup_dirs = dirs_from_configs(
-            &networks,
-            cni_plugins::tuning::conf::DEFAULT_DATA_DIR,
-            "tuning",
-            false,
-        );
+            dirs_from_configs(&networks, names::HOST_LOCAL_DATA_DIR, "host-local", true);
+        let backup_dirs = dirs_from_configs(&networks, names::TUNING_DATA_DIR, "tuning", false);
         Ok(Snapshot {
             leases: lease_dirs.iter().flat_map(|d| leases_in(d)).collect(),
             backups: backup_dirs.iter().flat_map(|d| backups_in(d)).collect(),

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use cni_plugins::common::nft_tag::AttachmentTag;
+use cni_attribution::AttachmentId;
 
 use super::evidence::Record;
 use super::report::{Layer, Report, Verdict};
@@ -44,9 +44,10 @@ impl Identities {
                 continue;
             }
             let ifname = c.env.get("CNI_IFNAME").map(String::as_str).unwrap_or("");
+            let id = AttachmentId::new(network, &c.container_id, ifname);
             out.push(c.container_id.clone());
-            out.push(AttachmentTag::new(network, &c.container_id, ifname).prefix());
-            out.push(crate::doctor::go_chain_hash(network, &c.container_id)[..21].to_string());
+            out.push(id.prefix());
+            out.push(id.go_chain_hash()[..21].to_string());
         }
         out.sort();
         out.dedup();
@@ -157,12 +158,13 @@ mod tests {
 
     #[test]
     fn only_what_names_no_attachment_is_shared() {
+        let id = AttachmentId::new("n", "cid1", "eth0");
         let ids = Identities(vec![
             "cid1".into(),
-            AttachmentTag::new("n", "cid1", "eth0").prefix(),
-            crate::doctor::go_chain_hash("n", "cid1")[..21].to_string(),
+            id.prefix(),
+            id.go_chain_hash()[..21].to_string(),
         ]);
-        let go_chain = format!("CNI-{}", &crate::doctor::go_chain_hash("n", "cid1")[..24]);
+        let go_chain = id.go_masq_chain();
         let (bridge, nft, other) = classify(
             vec![
                 change("address", "br0", "198.18.0.1/24 on br0"),
@@ -173,7 +175,7 @@ mod tests {
                     "",
                     &format!(
                         "table inet t / chain c / accept comment \"{}\"",
-                        AttachmentTag::new("n", "cid1", "eth0").comment()
+                        id.comment()
                     ),
                 ),
                 change("link", "veth1", "veth1 kind=veth master=- mac=x"),

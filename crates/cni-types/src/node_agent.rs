@@ -1,4 +1,4 @@
-//! The node agent's health, as a plugin of the agent's conflist sees it: the config names the
+//! The node agent's health, as a plugin of the agent's conflist and `rcni doctor` see it: the config names the
 //! status file `rcni-node` keeps (`"rcniNodeStatus": "/run/rcni/node-status.json"`) and the node
 //! (`"rcniNodeName"`). The agent is down when the file is missing or unreadable, says
 //! `"healthy": false`, or has expired (`"until"`, unix seconds, exclusive, is not in the future:
@@ -13,10 +13,15 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cni_types::{code, CniError, RawObject};
 use serde::Deserialize;
 
-use super::conf::field;
+use crate::{code, CniError, RawObject};
+
+/// A string key of the config; a value of another type is a config error.
+fn field(raw: &RawObject, key: &str) -> Result<Option<String>, CniError> {
+    raw.decode::<String>(key)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {key}: {e}")))
+}
 
 /// The config key naming the status file.
 pub const KEY: &str = "rcniNodeStatus";
@@ -65,10 +70,10 @@ fn unix_now() -> u64 {
 /// Why the agent named by the config is not serving the node at `now`; `None` when it is (or
 /// when the config names no status file).
 fn agent_down(raw: &RawObject, now: u64) -> Result<Option<String>, CniError> {
-    let Some(path) = field::<String>(raw, KEY)? else {
+    let Some(path) = field(raw, KEY)? else {
         return Ok(None);
     };
-    let configured = field::<String>(raw, NODE_KEY)?;
+    let configured = field(raw, NODE_KEY)?;
     let on = |node: Option<&str>| {
         let node = node.or(configured.as_deref()).unwrap_or("this node");
         format!("rcni-node on {node}")
