@@ -162,24 +162,58 @@ fn untagged_veth(link: &HostLink, named: &BTreeSet<String>, s: &Snapshot) -> Opt
     })
 }
 
+/// What the result cache says is alive, in the forms the objects on the node carry.
+struct Live<'a> {
+    ids: BTreeSet<AttachmentId>,
+    backups: BTreeSet<String>,
+    tags: BTreeSet<String>,
+    temp_names: BTreeSet<String>,
+    named_by_results: BTreeSet<String>,
+    networks: &'a [Network],
+}
+
+impl<'a> Live<'a> {
+    fn of(s: &'a Snapshot) -> Live<'a> {
+        let ids: BTreeSet<AttachmentId> = s.cache.iter().map(CacheEntry::id).collect();
+        Live {
+            backups: ids
+                .iter()
+                .map(|a| names::backup_file_name(&a.container_id, &a.ifname))
+                .collect(),
+            tags: ids.iter().map(AttachmentId::prefix).collect(),
+            temp_names: ids.iter().map(AttachmentId::temp_link_name).collect(),
+            named_by_results: s
+                .cache
+                .iter()
+                .filter_map(|e| e.result.as_ref())
+                .flat_map(host_interfaces)
+                .collect(),
+            ids,
+            networks: &s.networks,
+        }
+    }
+
+    /// A network the node's config dir defines.
+    fn known(&self, net: &str) -> bool {
+        self.networks.iter().any(|n| n.name() == net)
+    }
+}
+
 /// Judges the snapshot.
 pub fn judge(s: &Snapshot) -> Vec<Finding> {
-    let live: BTreeSet<AttachmentId> = s.cache.iter().map(CacheEntry::id).collect();
-    let live_backups: BTreeSet<String> = live
-        .iter()
-        .map(|a| names::backup_file_name(&a.container_id, &a.ifname))
-        .collect();
-    let tags: BTreeSet<String> = live.iter().map(AttachmentId::prefix).collect();
-    let temp_names: BTreeSet<String> = live.iter().map(AttachmentId::temp_link_name).collect();
-    let known = |net: &str| s.networks.iter().any(|n| n.name() == net);
-    let named_by_results: BTreeSet<String> = s
-        .cache
-        .iter()
-        .filter_map(|e| e.result.as_ref())
-        .flat_map(host_interfaces)
-        .collect();
-    let mut out = Vec::new();
+    let live = Live::of(s);
+    let mut out = stale_cache_entries(s);
+    out.extend(stale_leases(s, &live));
+    out.extend(stale_links(s, &live));
+    out.extend(stale_rules(s, &live));
+    out.extend(stale_go_masq_chains(s, &live));
+    out.extend(stale_backups(s, &live));
+    out
+}
 
+/// Cache entries whose netns is gone: the runtime never ran DEL.
+fn stale_cache_entries(s: &Snapshot) -> Vec<Finding> {
+    let mut out = Vec::new();
     for e in &s.cache {
         if !e.netns.is_empty() && !Path::new(&e.netns).exists() {
             out.push(Finding {
@@ -197,11 +231,19 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             });
         }
     }
+    out
+}
+
+/// Leases of attachments the cache does not know.
+fn stale_leases(s: &Snapshot, live: &Live) -> Vec<Finding> {
+    let mut out = Vec::new();
     for l in &s.leases {
-        if live.contains(&l.owner) {
+        if live.ids.contains(&l.owner) {
             continue;
         }
-        let network = known(&l.owner.network).then(|| l.owner.network.clone());
+        let network = live
+            .known(&l.owner.network)
+            .then(|| l.owner.network.clone());
         let remedy = match &network {
             Some(n) => format!(
                 "rcni doctor --fix (GC of network {n:?} keeping every cached attachment; below spec 1.1.0, DEL of container {:?} interface {:?})",
@@ -220,12 +262,18 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             network,
         });
     }
+    out
+}
+
+/// Tagged or temporarily named links of attachments the cache does not know, and veths nothing attributes.
+fn stale_links(s: &Snapshot, live: &Live) -> Vec<Finding> {
+    let mut out = Vec::new();
     for link in &s.links {
         let network = match link.alias.as_deref().and_then(tag_prefix) {
-            Some(p) if tags.contains(p) => continue,
+            Some(p) if live.tags.contains(p) => continue,
             Some(_) => link.alias.as_deref().and_then(network_in_comment),
             None if !looks_like_temp_link(&link.name) => {
-                if let Some(f) = untagged_veth(link, &named_by_results, s) {
+                if let Some(f) = untagged_veth(link, &live.named_by_results, s) {
                     out.push(f);
                 }
                 continue;
@@ -237,12 +285,12 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
                     .iter()
                     .find(|n| is_temp_link_of(&link.name, n.name()));
                 match of_network {
-                    Some(n) if !temp_names.contains(&link.name) => Some(n.name().to_string()),
+                    Some(n) if !live.temp_names.contains(&link.name) => Some(n.name().to_string()),
                     _ => continue,
                 }
             }
         };
-        let network = network.filter(|n| known(n));
+        let network = network.filter(|n| live.known(n));
         out.push(Finding {
             kind: "veth",
             object: link.name.clone(),
@@ -251,14 +299,20 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             network,
         });
     }
+    out
+}
+
+/// nf_tables rules tagged for attachments the cache does not know.
+fn stale_rules(s: &Snapshot, live: &Live) -> Vec<Finding> {
+    let mut out = Vec::new();
     for r in &s.rules {
         let Some(p) = tag_prefix(&r.comment) else {
             continue;
         };
-        if tags.contains(p) {
+        if live.tags.contains(p) {
             continue;
         }
-        let network = network_in_comment(&r.comment).filter(|n| known(n));
+        let network = network_in_comment(&r.comment).filter(|n| live.known(n));
         out.push(Finding {
             kind: "nft-rule",
             object: r.place.clone(),
@@ -270,7 +324,13 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             network,
         });
     }
-    let live_chains: BTreeSet<String> = live.iter().map(AttachmentId::go_masq_chain).collect();
+    out
+}
+
+/// Go ipMasq chains no cached attachment would have made.
+fn stale_go_masq_chains(s: &Snapshot, live: &Live) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let live_chains: BTreeSet<String> = live.ids.iter().map(AttachmentId::go_masq_chain).collect();
     for chain in s
         .go_masq_chains
         .iter()
@@ -298,13 +358,19 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
             ),
         });
     }
+    out
+}
+
+/// Tuning backups no cached attachment would have written.
+fn stale_backups(s: &Snapshot, live: &Live) -> Vec<Finding> {
+    let mut out = Vec::new();
     for b in &s.backups {
         let file = b
             .path
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if live_backups.contains(&file) {
+        if live.backups.contains(&file) {
             continue;
         }
         let network = s
