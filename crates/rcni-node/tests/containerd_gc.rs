@@ -370,6 +370,13 @@ fn forgotten_sandboxes_are_reclaimed(plugins: Plugins) {
         let since_restart = restarted.elapsed();
         (maker.join().unwrap(), took.map(|_| since_restart))
     });
+    // The round logs its reclaims when it ends, a moment after the last object is gone.
+    let logged = |log: &str| {
+        forgotten
+            .iter()
+            .all(|w| log.contains(&format!("reclaimed {} eth0", w.pod.id)))
+    };
+    let _ = wait_for(Duration::from_secs(10), || logged(&c.nodes[0].agent_log()));
     let log = c.nodes[0].agent_log();
     let Some(took) = reclaim_took else {
         let left: Vec<_> = forgotten.iter().map(|w| w.holdings(&c)).collect();
