@@ -384,9 +384,10 @@ pub fn delete(h: &mut Handle, name: &str) -> Result<(), String> {
 }
 
 /// Deletes `ifname` inside `ns`; a missing link is success. Returns true when that deleted
-/// `owner`'s host end too: `ifname` was a veth whose peer, looked up by index in the calling
-/// thread's namespace, is tagged as `owner`'s and points back at it (an index alone is no
-/// proof: another namespace's link can have the same one).
+/// `owner`'s host end too: `ifname` was a veth, the link at its peer's index in the calling
+/// thread's namespace was tagged as `owner`'s before the deletion and is gone after it. (An
+/// index alone proves nothing: the peer may live in another namespace where a link has the
+/// same index.) Two `RTM_GETLINK`s by index instead of listing the host's links.
 pub fn delete_in_container(
     ns: &cni_linux::NetNs,
     ifname: &str,
@@ -403,7 +404,8 @@ pub fn delete_in_container(
             )))
         }
     };
-    let host_end = owned_peer(&link, owner)?;
+    let mut host = Handle::new().or_internal("cannot open netlink")?;
+    let peer = owned_peer(&mut host, &link, owner)?;
     match h.delete_link(link.index) {
         Ok(()) => {}
         Err(e) if e.is_not_found() => {}
@@ -413,32 +415,46 @@ pub fn delete_in_container(
             )))
         }
     }
-    Ok(host_end.is_some())
+    match peer {
+        Some(peer) => is_gone(&mut host, &peer),
+        None => Ok(false),
+    }
 }
 
-/// The host end of the container veth `container` when it is `owner`'s: the link at the
-/// peer's index in the calling thread's namespace, tagged as `owner`'s and whose own peer index
-/// is the container end's. One `RTM_GETLINK` by index.
-fn owned_peer(container: &Link, owner: &AttachmentTag) -> Result<Option<Link>, CniError> {
-    let (Some("veth"), Some(peer), Some(_)) = (
-        container.kind.as_deref(),
-        container.link,
-        container.link_netnsid,
-    ) else {
+/// The link at the peer index of the container veth `container` in `host`'s namespace, when
+/// it is a veth tagged as `owner`'s (whether it really is the peer is known only once the
+/// container end is deleted: see [`is_gone`]).
+fn owned_peer(
+    host: &mut Handle,
+    container: &Link,
+    owner: &AttachmentTag,
+) -> Result<Option<Link>, CniError> {
+    let (Some("veth"), Some(index)) = (container.kind.as_deref(), container.link) else {
         return Ok(None);
     };
-    let mut host = Handle::new().or_internal("cannot open netlink")?;
-    let candidate = match host.link_by_index(peer) {
+    let candidate = match host.link_by_index(index) {
         Ok(link) => link,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => {
             return Err(CniError::internal(format!(
-                "failed to look up index {peer}: {e}"
+                "failed to look up index {index}: {e}"
             )))
         }
     };
-    let points_back = candidate.link == Some(container.index) && candidate.link_netnsid.is_some();
     let owned = candidate.kind.as_deref() == Some("veth")
         && is_owned(&candidate, &owner.prefix(), &owner.temp_link_name());
-    Ok((points_back && owned).then_some(candidate))
+    Ok(owned.then_some(candidate))
+}
+
+/// True when `link` no longer exists in `host`'s namespace (its index is free, or reused by a
+/// link of another name).
+fn is_gone(host: &mut Handle, link: &Link) -> Result<bool, CniError> {
+    match host.link_by_index(link.index) {
+        Ok(now) => Ok(now.name != link.name),
+        Err(e) if e.is_not_found() => Ok(true),
+        Err(e) => Err(CniError::internal(format!(
+            "failed to look up {:?}: {e}",
+            link.name
+        ))),
+    }
 }
