@@ -1,4 +1,5 @@
-//! Route operations: add (appending duplicates, as the Go plugins do), replace, delete, list.
+//! Route operations: add (appending duplicates, as the Go plugins do), replace, delete, list,
+//! and the kernel's route look-up for one address.
 
 use std::net::IpAddr;
 
@@ -221,6 +222,31 @@ impl Handle {
                 _ => None,
             })
             .collect())
+    }
+
+    /// The route the kernel picks for traffic to `addr`, as `ip route get` shows it: one
+    /// `RTM_GETROUTE` request, however many routes the namespace holds. `None` when `addr` is
+    /// unreachable.
+    pub fn route_get(&mut self, addr: IpAddr) -> Result<Option<Route>, Error> {
+        let (family, len) = match addr {
+            IpAddr::V4(_) => (AddressFamily::Inet, 32),
+            IpAddr::V6(_) => (AddressFamily::Inet6, 128),
+        };
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family;
+        msg.header.destination_prefix_length = len;
+        msg.attributes
+            .push(RouteAttribute::Destination(route_address(addr, family)?));
+        let replies = match self.get(RouteNetlinkMessage::GetRoute(msg)) {
+            Err(e) if matches!(e.errno(), Some(libc::ENETUNREACH | libc::EHOSTUNREACH)) => {
+                return Ok(None)
+            }
+            other => other?,
+        };
+        Ok(replies.into_iter().find_map(|reply| match reply {
+            RouteNetlinkMessage::NewRoute(msg) => Route::from_message(msg),
+            _ => None,
+        }))
     }
 
     /// Unicast routes of one family in every table.
