@@ -122,11 +122,15 @@ fn del_is_not_fooled_by_a_peer_index_from_another_namespace() {
     // c1's pair now has its container end in another namespace, and the pod's eth0 is a veth
     // whose peer lives in a third namespace under the same index as c1's host end: following
     // the index alone would reach c1's host end and wrongly count it deleted.
+    // The new eth0 also takes the old one's index, so even the host end's own peer index
+    // points back at it.
     ip_in(
         &s,
         &s.pod.name,
         &["link", "set", "eth0", "netns", &elsewhere.name],
     );
+    let moved = link(&elsewhere.name, "eth0").unwrap().unwrap();
+    let old_index = moved["ifindex"].as_u64().unwrap().to_string();
     let index = index.to_string();
     ip_in(
         &s,
@@ -142,10 +146,14 @@ fn del_is_not_fooled_by_a_peer_index_from_another_namespace() {
             "peer",
             "name",
             "eth0",
+            "index",
+            &old_index,
             "netns",
             &s.pod.name,
         ],
     );
+    let eth0 = link(&s.pod.name, "eth0").unwrap().unwrap();
+    assert_eq!(eth0["ifindex"].as_u64().unwrap().to_string(), old_index);
 
     run(&s, "DEL", "c1", Some(&s.pod));
 
