@@ -120,10 +120,9 @@ fn del_is_not_fooled_by_a_peer_index_from_another_namespace() {
     run(&s, "ADD", "c1", Some(&s.pod));
     let (host_end, index) = ports(&s).remove(0);
     // c1's pair now has its container end in another namespace, and the pod's eth0 is a veth
-    // whose peer lives in a third namespace under the same index as c1's host end: following
-    // the index alone would reach c1's host end and wrongly count it deleted.
-    // The new eth0 also takes the old one's index, so even the host end's own peer index
-    // points back at it.
+    // whose peer lives in a third namespace under the same index as c1's host end, and which
+    // has the old eth0's index, so that c1's host end even points back at it: following the
+    // indexes alone would count c1's host end deleted with the pod's eth0.
     ip_in(
         &s,
         &s.pod.name,
