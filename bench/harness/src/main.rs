@@ -7,6 +7,7 @@
 mod chain;
 mod churn;
 mod configs;
+mod density;
 mod exec;
 mod floor;
 mod hostlocal_scale;
@@ -174,6 +175,10 @@ const STEPS: &[Step] = &[
         name: "portmap-scale",
         figures: &[portmap_scale::FIGURE],
     },
+    Step {
+        name: "density",
+        figures: &[density::FIGURE],
+    },
 ];
 
 /// The step names of an `--only` value: comma-separated step or figure names, spaces and
@@ -280,6 +285,9 @@ fn run() -> Result<()> {
     }
     if step("portmap-scale") {
         portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
+    }
+    if step("density") {
+        density::measure(&mut report, &rcni, &go, o.quick, &work.0)?;
     }
     let leftovers = ns::links_with_prefix("veth");
     let took = started.elapsed().as_secs_f64();

@@ -1,4 +1,5 @@
-//! Route operations: add (appending duplicates, as the Go plugins do), replace, delete, list.
+//! Route operations: add (appending duplicates, as the Go plugins do), replace, delete, list,
+//! and the kernel's route look-up for one address.
 
 use std::net::IpAddr;
 
@@ -205,12 +206,26 @@ impl Handle {
         &mut self,
         ipv6: bool,
     ) -> Result<Vec<RouteMessage>, Error> {
+        self.unicast_route_messages_in(ipv6, None)
+    }
+
+    /// [`Self::unicast_route_messages`] of one table when `table` is given: the kernel then
+    /// dumps only that table (`RTA_TABLE` in a strictly checked request), so the routes of
+    /// other tables never cross the socket.
+    fn unicast_route_messages_in(
+        &mut self,
+        ipv6: bool,
+        table: Option<u32>,
+    ) -> Result<Vec<RouteMessage>, Error> {
         let mut msg = RouteMessage::default();
         msg.header.address_family = if ipv6 {
             AddressFamily::Inet6
         } else {
             AddressFamily::Inet
         };
+        if let Some(table) = table {
+            msg.attributes.push(RouteAttribute::Table(table));
+        }
         let replies = self.dump(RouteNetlinkMessage::GetRoute(msg))?;
         Ok(replies
             .into_iter()
@@ -221,6 +236,31 @@ impl Handle {
                 _ => None,
             })
             .collect())
+    }
+
+    /// The route the kernel picks for traffic to `addr`, as `ip route get` shows it: one
+    /// `RTM_GETROUTE` request, however many routes the namespace holds. `None` when `addr` is
+    /// unreachable.
+    pub fn route_get(&mut self, addr: IpAddr) -> Result<Option<Route>, Error> {
+        let (family, len) = match addr {
+            IpAddr::V4(_) => (AddressFamily::Inet, 32),
+            IpAddr::V6(_) => (AddressFamily::Inet6, 128),
+        };
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family;
+        msg.header.destination_prefix_length = len;
+        msg.attributes
+            .push(RouteAttribute::Destination(route_address(addr, family)?));
+        let replies = match self.get(RouteNetlinkMessage::GetRoute(msg)) {
+            Err(e) if matches!(e.errno(), Some(libc::ENETUNREACH | libc::EHOSTUNREACH)) => {
+                return Ok(None)
+            }
+            other => other?,
+        };
+        Ok(replies.into_iter().find_map(|reply| match reply {
+            RouteNetlinkMessage::NewRoute(msg) => Route::from_message(msg),
+            _ => None,
+        }))
     }
 
     /// Unicast routes of one family in every table.
@@ -236,9 +276,15 @@ impl Handle {
     /// `ipv6` picks the family.
     pub fn routes(&mut self, ipv6: bool, table: Option<u32>) -> Result<Vec<Route>, Error> {
         let table = table.unwrap_or(RT_TABLE_MAIN);
-        Ok(self
-            .routes_in_all_tables(ipv6)?
+        // The kernel refuses to filter by a table that does not exist (yet): no routes.
+        let messages = match self.unicast_route_messages_in(ipv6, Some(table)) {
+            Err(e) if e.errno() == Some(libc::ENOENT) => return Ok(Vec::new()),
+            other => other?,
+        };
+        // Checked here too: a kernel that ignores the filter sends every table.
+        Ok(messages
             .into_iter()
+            .filter_map(Route::from_message)
             .filter(|r| r.table == Some(table))
             .collect())
     }

@@ -573,3 +573,64 @@ fn an_undecodable_single_reply_or_truncated_datagram_is_an_error() {
     fake.push_raw(truncated);
     assert!(matches!(h.links(), Err(Error::Decode(_))));
 }
+
+#[test]
+fn links_of_kind_asks_the_kernel_to_filter_and_checks_the_kind_itself() {
+    let (mut h, fake) = handle();
+    let mut bridge = LinkMessage::default();
+    bridge.header.index = 3;
+    bridge.attributes = vec![
+        LinkAttribute::IfName("br0".to_string()),
+        LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Bridge)]),
+    ];
+    // A kernel that ignores the filter sends every link; only the veth comes back.
+    fake.push_dump(vec![
+        link_reply(2, "veth1"),
+        RouteNetlinkMessage::NewLink(bridge),
+    ]);
+    let links = h.links_of_kind("veth").unwrap();
+    assert_eq!(links.len(), 1);
+    assert_eq!(links[0].name, "veth1");
+    let (header, msg) = only_request(&fake);
+    assert_eq!(header.flags, NLM_F_REQUEST | NLM_F_DUMP);
+    let RouteNetlinkMessage::GetLink(req) = msg else {
+        panic!("not a GETLINK: {msg:?}");
+    };
+    assert_eq!(
+        req.attributes,
+        vec![LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+            InfoKind::Veth
+        )])]
+    );
+}
+
+#[test]
+fn route_get_is_one_getroute_for_the_full_length_address() {
+    let (mut h, fake) = handle();
+    let mut reply = netlink_packet_route::route::RouteMessage::default();
+    reply.header.address_family = AddressFamily::Inet;
+    reply.header.destination_prefix_length = 32;
+    reply.attributes = vec![
+        RouteAttribute::Destination(RouteAddress::Inet("198.18.5.9".parse().unwrap())),
+        RouteAttribute::Oif(7),
+    ];
+    fake.push_reply(RouteNetlinkMessage::NewRoute(reply));
+    let route = h.route_get("198.18.5.9".parse().unwrap()).unwrap().unwrap();
+    assert_eq!(route.oif, Some(7));
+    let (header, msg) = only_request(&fake);
+    assert_eq!(header.flags, NLM_F_REQUEST);
+    let RouteNetlinkMessage::GetRoute(req) = msg else {
+        panic!("not a GETROUTE: {msg:?}");
+    };
+    assert_eq!(req.header.destination_prefix_length, 32);
+    assert_eq!(
+        req.attributes,
+        vec![RouteAttribute::Destination(RouteAddress::Inet(
+            "198.18.5.9".parse().unwrap()
+        ))]
+    );
+
+    let (mut h, fake) = handle();
+    fake.push_errno(libc::ENETUNREACH);
+    assert_eq!(h.route_get("198.18.5.9".parse().unwrap()).unwrap(), None);
+}

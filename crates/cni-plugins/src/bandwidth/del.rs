@@ -41,15 +41,16 @@ pub(super) fn gc(args: &CmdArgs) -> Result<(), CniError> {
     let net_prefix = AttachmentId::network_prefix(network);
     let keep: Vec<String> = valid.iter().map(|a| a.prefix()).collect();
     let mut host = host_handle()?;
-    let links = host.links().map_err(|e| netlink_error("list links", e))?;
+    let links = host
+        .links_of_kind("ifb")
+        .map_err(|e| netlink_error("list ifb links", e))?;
     let mut errors = Vec::new();
     for link in links {
         let Some(alias) = link.alias.as_deref() else {
             continue;
         };
-        let stale = link.kind.as_deref() == Some("ifb")
-            && alias.starts_with(&net_prefix)
-            && !keep.iter().any(|k| alias.starts_with(k.as_str()));
+        let stale =
+            alias.starts_with(&net_prefix) && !keep.iter().any(|k| alias.starts_with(k.as_str()));
         if stale {
             if let Err(e) = host.delete_link_by_name(&link.name) {
                 errors.push(netlink_error(&format!("delete {}", link.name), e));

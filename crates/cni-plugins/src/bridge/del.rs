@@ -12,7 +12,7 @@ use cni_types::CniError;
 
 use super::conf::BridgeConf;
 use crate::common::errors::combine;
-use crate::common::veth::{self, delete_in_container};
+use crate::common::veth;
 use crate::common::{masquerade, phase_trace, spoofcheck};
 use crate::netns::{self, Opened};
 
@@ -38,22 +38,16 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
 /// Everything of the DEL but masquerading; returns the errors of the steps that failed.
 fn delete_links_and_lease(args: &CmdArgs, conf: &BridgeConf) -> Vec<CniError> {
     let mut errors: Vec<CniError> = Vec::new();
+    let mut ns = None;
     if !args.netns.is_empty() {
         match netns::open(&args.netns) {
-            Ok(Opened::Ns(ns)) => {
-                if let Err(e) = delete_in_container(&ns, &args.ifname) {
-                    errors.push(e);
-                }
-            }
+            Ok(Opened::Ns(opened)) => ns = Some(opened),
             Ok(Opened::Gone(e)) => log::info!("DEL: {e}; only releasing the IPAM lease"),
             Err(e) => errors.push(e),
         }
     }
-    // The host end of a pair whose container side is gone or was never named (a killed ADD).
     let owner = args.id();
-    if let Err(e) = veth::delete_owned(&owner) {
-        errors.push(e);
-    }
+    errors.extend(veth::delete_attachment(ns.as_ref(), &args.ifname, &owner));
     phase_trace::mark("links");
 
     if conf.layer3 {

@@ -19,7 +19,6 @@ use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
 use cni_plugin::ResultExt;
 use cni_types::CniError;
-use ipnet::IpNet;
 
 use super::random;
 use super::undo::Undo;
@@ -252,14 +251,23 @@ fn create_untagged(
 }
 
 /// The host veths in `h`'s namespace that are `owner`'s (normally one): tagged with its alias,
-/// or still under its temporary name.
+/// or still under its temporary name. DEL comes here only when the container's end could not
+/// be followed to its peer (see [`delete_in_container`]), so the namespace's veths are listed:
+/// the kernel cannot select links by alias. The dump is one per call and kernel-filtered to
+/// veths.
 pub fn owned_by(h: &mut Handle, owner: &AttachmentId) -> Result<Vec<Link>, CniError> {
     let prefix = owner.prefix();
     let temp = owner.temp_link_name();
-    host_veths(h, |link| match &link.alias {
-        Some(alias) => alias.starts_with(&prefix),
+    host_veths(h, |link| is_owned(link, &prefix, &temp))
+}
+
+/// True for a host veth tagged with the attachment prefix `prefix`, or untagged and still
+/// under the attachment's temporary name `temp`.
+fn is_owned(link: &Link, prefix: &str, temp: &str) -> bool {
+    match &link.alias {
+        Some(alias) => alias.starts_with(prefix),
         None => link.name == temp,
-    })
+    }
 }
 
 /// The host veths of `network` whose attachment is not in `valid` (for GC).
@@ -278,12 +286,10 @@ pub fn stale_in_network(
 }
 
 fn host_veths(h: &mut Handle, select: impl Fn(&Link) -> bool) -> Result<Vec<Link>, CniError> {
-    let links = h.links().or_internal("failed to list links")?;
-    Ok(links
-        .into_iter()
-        .filter(|l| l.kind.as_deref() == Some("veth"))
-        .filter(|l| select(l))
-        .collect())
+    let links = h
+        .links_of_kind("veth")
+        .or_internal("failed to list veths")?;
+    Ok(links.into_iter().filter(|l| select(l)).collect())
 }
 
 /// Deletes the host veths tagged as `owner`'s (their container ends go with them), for DEL
@@ -294,6 +300,31 @@ pub fn delete_owned(owner: &AttachmentId) -> Result<(), CniError> {
         delete(&mut h, &link.name).map_err(CniError::internal)?;
     }
     Ok(())
+}
+
+/// DEL of a veth attachment: deletes the container end `ifname` in `netns` (when given) and
+/// then, unless that took `owner`'s host end with it, the host veths tagged as `owner`'s.
+/// Returns the errors of the steps that failed.
+pub fn delete_attachment(
+    netns: Option<&cni_linux::NetNs>,
+    ifname: &str,
+    owner: &AttachmentId,
+) -> Vec<CniError> {
+    let mut errors = Vec::new();
+    let mut host_end_gone = false;
+    if let Some(ns) = netns {
+        match delete_in_container(ns, ifname, owner) {
+            Ok(gone) => host_end_gone = gone,
+            Err(e) => errors.push(e),
+        }
+    }
+    // The host end of a pair whose container side is gone or was never named (a killed ADD).
+    if !host_end_gone {
+        if let Err(e) = delete_owned(owner) {
+            errors.push(e);
+        }
+    }
+    errors
 }
 
 /// GC of a veth plugin: without a valid list (a request that is not a GC of spec 1.1) nothing
@@ -334,23 +365,29 @@ pub fn delete(h: &mut Handle, name: &str) -> Result<(), String> {
         .map_err(|e| format!("failed to delete {name:?}: {e}"))
 }
 
-/// Deletes `ifname` inside `ns` and returns its global unicast addresses; a missing link is
-/// success with no addresses.
-pub fn delete_in_container(ns: &cni_linux::NetNs, ifname: &str) -> Result<Vec<IpNet>, CniError> {
+/// Deletes `ifname` inside `ns`; a missing link is success. Returns true when that deleted
+/// `owner`'s host end too: `ifname` was a veth, the link at its peer's index in the calling
+/// thread's namespace was tagged as `owner`'s before the deletion and is gone after it. (An
+/// index alone proves nothing: the peer may live in another namespace where a link has the
+/// same index.) Two `RTM_GETLINK`s by index instead of listing the host's links.
+pub fn delete_in_container(
+    ns: &cni_linux::NetNs,
+    ifname: &str,
+    owner: &AttachmentId,
+) -> Result<bool, CniError> {
     let mut h =
         Handle::in_netns(ns).or_internal("cannot open netlink in the container namespace")?;
     let link = match h.link_by_name(ifname) {
         Ok(link) => link,
-        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) if e.is_not_found() => return Ok(false),
         Err(e) => {
             return Err(CniError::internal(format!(
                 "failed to lookup {ifname:?}: {e}"
             )))
         }
     };
-    let addrs = h.addresses(Some(link.index)).map_err(|e| {
-        CniError::internal(format!("failed to get IP addresses for {ifname:?}: {e}"))
-    })?;
+    let mut host = Handle::new().or_internal("cannot open netlink")?;
+    let peer = owned_peer(&mut host, &link, owner)?;
     match h.delete_link(link.index) {
         Ok(()) => {}
         Err(e) if e.is_not_found() => {}
@@ -360,49 +397,46 @@ pub fn delete_in_container(ns: &cni_linux::NetNs, ifname: &str) -> Result<Vec<Ip
             )))
         }
     }
-    Ok(addrs
-        .into_iter()
-        .map(|a| a.addr)
-        .filter(|a| is_global_unicast(a.addr()))
-        .collect())
-}
-
-/// Go's `IP.IsGlobalUnicast`: not unspecified, loopback, multicast, link-local or broadcast.
-fn is_global_unicast(ip: std::net::IpAddr) -> bool {
-    match ip {
-        std::net::IpAddr::V4(a) => {
-            !(a.is_unspecified()
-                || a.is_loopback()
-                || a.is_multicast()
-                || a.is_link_local()
-                || a.is_broadcast())
-        }
-        std::net::IpAddr::V6(a) => {
-            !(a.is_unspecified()
-                || a.is_loopback()
-                || a.is_multicast()
-                || a.is_unicast_link_local())
-        }
+    match peer {
+        Some(peer) => is_gone(&mut host, &peer),
+        None => Ok(false),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn global_unicast() {
-        // Classification data, not test addresses: private and ULA addresses count as global
-        // unicast, as in Go's net.IP.IsGlobalUnicast.
-        for (ip, want) in [
-            ("10.0.0.1", true),
-            ("fd00::1", true),
-            ("fe80::1", false),
-            ("127.0.0.1", false),
-            ("169.254.1.1", false),
-            ("224.0.0.1", false),
-        ] {
-            assert_eq!(is_global_unicast(ip.parse().unwrap()), want, "{ip}");
+/// The link at the peer index of the container veth `container` in `host`'s namespace, when
+/// it is a veth tagged as `owner`'s (whether it really is the peer is known only once the
+/// container end is deleted: see [`is_gone`]).
+fn owned_peer(
+    host: &mut Handle,
+    container: &Link,
+    owner: &AttachmentId,
+) -> Result<Option<Link>, CniError> {
+    let (Some("veth"), Some(index)) = (container.kind.as_deref(), container.link) else {
+        return Ok(None);
+    };
+    let candidate = match host.link_by_index(index) {
+        Ok(link) => link,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => {
+            return Err(CniError::internal(format!(
+                "failed to look up index {index}: {e}"
+            )))
         }
+    };
+    let owned = candidate.kind.as_deref() == Some("veth")
+        && is_owned(&candidate, &owner.prefix(), &owner.temp_link_name());
+    Ok(owned.then_some(candidate))
+}
+
+/// True when `link` no longer exists in `host`'s namespace (its index is free, or reused by a
+/// link of another name).
+fn is_gone(host: &mut Handle, link: &Link) -> Result<bool, CniError> {
+    match host.link_by_index(link.index) {
+        Ok(now) => Ok(now.name != link.name),
+        Err(e) if e.is_not_found() => Ok(true),
+        Err(e) => Err(CniError::internal(format!(
+            "failed to look up {:?}: {e}",
+            link.name
+        ))),
     }
 }

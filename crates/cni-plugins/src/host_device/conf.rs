@@ -137,6 +137,8 @@ pub fn find_device(h: &mut Handle, selector: &Selector) -> Result<Link, CniError
     };
     match selector {
         Selector::Device(name) => by_name(h, name),
+        // The kernel selects links by name or index only, so a MAC means listing them (one
+        // dump, and only for this selector).
         Selector::HwAddr(mac) => h
             .links()
             .or_internal("failed to list links")?

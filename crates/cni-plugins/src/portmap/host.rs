@@ -12,17 +12,13 @@ use cni_types::CniError;
 
 use super::conf::PortMapping;
 
-/// The interface of the most specific main-table route to `addr` (what `ip route get`
-/// would pick for a directly connected container).
+/// The interface the kernel routes `addr` through (`ip route get`): one route look-up,
+/// where listing the routes grew with the node (a ptp node has a route per pod).
 fn route_interface(h: &mut Handle, addr: IpAddr) -> Result<Option<String>, CniError> {
-    let routes = h
-        .routes(addr.is_ipv6(), None)
-        .or_internal("cannot list routes")?;
-    let best = routes
-        .iter()
-        .filter(|r| r.oif.is_some() && r.dst.contains(&addr))
-        .max_by_key(|r| r.dst.prefix_len());
-    let Some(oif) = best.and_then(|r| r.oif) else {
+    let route = h
+        .route_get(addr)
+        .or_internal("cannot look up the route to the container")?;
+    let Some(oif) = route.and_then(|r| r.oif) else {
         return Ok(None);
     };
     let link = h

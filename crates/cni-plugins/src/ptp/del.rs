@@ -9,8 +9,8 @@ use cni_types::CniError;
 
 use super::PtpConf;
 use crate::common::errors::combine;
-use crate::common::masquerade;
-use crate::common::veth::{self, delete_in_container};
+use crate::common::veth;
+use crate::common::{masquerade, phase_trace};
 use crate::netns::{self, Opened};
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
@@ -24,25 +24,22 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
             Err(e) => errors.push(e),
         }
     }
+    phase_trace::mark("masq");
     if let Err(e) = ipam::ipam_del(args) {
         errors.push(e);
     }
+    phase_trace::mark("ipam");
+    let mut ns = None;
     if !args.netns.is_empty() {
         match netns::open(&args.netns) {
-            Ok(Opened::Ns(ns)) => {
-                if let Err(e) = delete_in_container(&ns, &args.ifname) {
-                    errors.push(e);
-                }
-            }
+            Ok(Opened::Ns(opened)) => ns = Some(opened),
             Ok(Opened::Gone(e)) => log::info!("DEL: {e}; nothing to delete in it"),
             Err(e) => errors.push(e),
         }
     }
-    // The host end of a pair whose container side is gone or was never named (a killed ADD).
     let owner = args.id();
-    if let Err(e) = veth::delete_owned(&owner) {
-        errors.push(e);
-    }
+    errors.extend(veth::delete_attachment(ns.as_ref(), &args.ifname, &owner));
+    phase_trace::mark("links");
     drop(masq_teardown);
     combine(errors)
 }

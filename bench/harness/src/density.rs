@@ -1,0 +1,361 @@
+//! Figure "density": one fresh attachment's ADD and DEL on a node that already holds N
+//! attachments, for rcni, Go and the iproute2 floor alternating in the same rounds.
+//!
+//! The node is a namespace of its own (entered by the thread that runs the figure, so every
+//! process it starts lives there) with N filler pairs made by `ip -batch`: a host veth on the
+//! bridge (bridge) or with a /32 route (ptp), its peer in one filler namespace. The counts rise
+//! 0 → 250 → 500 → 1,000, fillers being added between them. The floor is the same attachment
+//! made by iproute2 alone: `ip -batch` in the node (veth with its peer created in the pod,
+//! bridge port or host address and route, up) and `ip -n POD -batch` (address, up, default
+//! route); its DEL is `ip -n POD link del eth0`. Plugins are executed directly, each
+//! implementation with its own subnet and lease directory.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::chain::Impl;
+use crate::exec::{run, Call};
+use crate::ns::{self, NamedNs};
+use crate::report::{Report, Series};
+use crate::stats::{median, ms};
+use crate::stop;
+
+pub const FIGURE: &str = "density";
+const BRIDGE: &str = "rcnibd";
+/// The fillers' pod ends (ptp routes to them).
+const FILLER_BASE: Ipv4Addr = Ipv4Addr::new(198, 19, 128, 0);
+/// The one subnet and gateway of the measured attachments. rcni, Go and the floor share the
+/// bridge (a bridge takes one IPv4 gateway address) and the subnet; only one attachment exists
+/// at a time, and each implementation keeps its own leases.
+const SUBNET: &str = "198.18.64.0/20";
+const GATEWAY: &str = "198.18.64.1";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bridge,
+    Ptp,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Bridge => "bridge",
+            Kind::Ptp => "ptp",
+        }
+    }
+}
+
+/// Attachment counts per plugin and timed rounds per count.
+fn plan(quick: bool) -> (Vec<(Kind, Vec<usize>)>, usize) {
+    if quick {
+        (
+            vec![(Kind::Bridge, vec![0, 250]), (Kind::Ptp, vec![0, 250])],
+            3,
+        )
+    } else {
+        (
+            vec![
+                (Kind::Bridge, vec![0, 250, 500, 1_000]),
+                (Kind::Ptp, vec![0, 1_000]),
+            ],
+            15,
+        )
+    }
+}
+
+/// The `ip` commands run with `-batch`, fed on stdin, in `netns` when given.
+fn ip_batch(netns: Option<&str>, lines: &str) -> Result<()> {
+    let mut cmd = Command::new("ip");
+    if let Some(ns) = netns {
+        cmd.args(["-n", ns]);
+    }
+    let mut child = cmd
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running ip -batch")?;
+    child
+        .stdin
+        .take()
+        .context("ip stdin")?
+        .write_all(lines.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("ip -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+fn filler_addr(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(FILLER_BASE) + 2 + i as u32)
+}
+
+/// Adds fillers `from..to`: host veth `dfI` with its peer in `filler_ns`, up, on the bridge or
+/// with a host route to its pod address.
+fn add_fillers(kind: Kind, filler_ns: &str, from: usize, to: usize) -> Result<()> {
+    let mut lines = String::new();
+    for i in from..to {
+        lines += &format!("link add df{i} type veth peer name p{i} netns {filler_ns}\n");
+        match kind {
+            Kind::Bridge => lines += &format!("link set df{i} master {BRIDGE}\n"),
+            Kind::Ptp => lines += &format!("route add {}/32 dev df{i}\n", filler_addr(i)),
+        }
+        lines += &format!("link set df{i} up\n");
+    }
+    // A route needs its device up: set up before routing, in a second pass for ptp.
+    if kind == Kind::Ptp {
+        let (ups, rest): (Vec<&str>, Vec<&str>) =
+            lines.lines().partition(|l| l.starts_with("link"));
+        lines = ups.join("\n") + "\n" + &rest.join("\n") + "\n";
+    }
+    if from < to {
+        ip_batch(None, &lines)?;
+    }
+    Ok(())
+}
+
+/// The plugin config of slot 0 (rcni) or 1 (Go), each with its own lease directory.
+fn config(kind: Kind, slot: u32, data_dir: &Path) -> Value {
+    let ipam = json!({
+        "type": "host-local",
+        "subnet": SUBNET,
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": data_dir.join(format!("{}-{slot}", kind.name())).display().to_string(),
+    });
+    let mut conf = json!({
+        "cniVersion": "1.0.0",
+        "name": format!("density-{}-{slot}", kind.name()),
+        "type": kind.name(),
+        "ipam": ipam,
+    });
+    if kind == Kind::Bridge {
+        conf["bridge"] = json!(BRIDGE);
+        conf["isGateway"] = json!(true);
+    }
+    conf
+}
+
+/// One plugin run of `imp`; its time in ms.
+fn plugin(
+    imp: &Impl,
+    kind: Kind,
+    command: &str,
+    cid: &str,
+    pod: &NamedNs,
+    conf: &[u8],
+) -> Result<f64> {
+    let bin = imp.plugin(kind.name());
+    let path = imp.dir.display().to_string();
+    let netns = pod.path.display().to_string();
+    let out = run(&Call {
+        bin: &bin,
+        command,
+        container_id: cid,
+        netns: &netns,
+        ifname: "eth0",
+        path: &path,
+        stdin: conf,
+    })?;
+    if !out.ok {
+        bail!(
+            "{} {} {command} failed: {}",
+            imp.label,
+            kind.name(),
+            out.describe()
+        );
+    }
+    Ok(ms(out.elapsed))
+}
+
+/// The floor's ADD and DEL of attachment `n` into `pod`; their times in ms.
+fn floor(kind: Kind, n: usize, pod: &NamedNs) -> Result<(f64, f64)> {
+    let host = format!("fl{n}");
+    let slot = n % 1_000;
+    let pod_ip = Ipv4Addr::new(198, 18, 64 + (slot / 250) as u8, (slot % 250 + 2) as u8);
+    let (node_lines, pod_lines) = match kind {
+        Kind::Bridge => (
+            format!(
+                "link add {host} type veth peer name eth0 netns {}\nlink set {host} master {BRIDGE}\nlink set {host} up\n",
+                pod.name
+            ),
+            format!(
+                "addr add {pod_ip}/20 dev eth0\nlink set eth0 up\nroute add default via {GATEWAY}\n"
+            ),
+        ),
+        Kind::Ptp => (
+            format!(
+                "link add {host} type veth peer name eth0 netns {}\nlink set {host} up\naddr add {GATEWAY}/32 dev {host}\nroute add {pod_ip}/32 dev {host}\n",
+                pod.name
+            ),
+            format!(
+                "addr add {pod_ip}/20 dev eth0\nlink set eth0 up\nroute add {GATEWAY}/32 dev eth0\nroute add default via {GATEWAY}\n"
+            ),
+        ),
+    };
+    let started = Instant::now();
+    ip_batch(None, &node_lines)?;
+    ip_batch(Some(&pod.name), &pod_lines)?;
+    let add = ms(started.elapsed());
+    let started = Instant::now();
+    let out = Command::new("ip")
+        .args(["-n", &pod.name, "link", "del", "eth0"])
+        .output()?;
+    let del = ms(started.elapsed());
+    if !out.status.success() {
+        bail!(
+            "ip link del: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok((add, del))
+}
+
+/// Samples of one count: [ADD, DEL] × [rcni, Go, floor].
+type Samples = [[Vec<f64>; 3]; 2];
+
+/// `rounds` rounds at the node's current count, the three alternating in order.
+fn rounds_at(
+    kind: Kind,
+    impls: [&Impl; 2],
+    confs: &[Vec<u8>; 2],
+    count: usize,
+    rounds: usize,
+) -> Result<Samples> {
+    let mut s: Samples = Default::default();
+    for r in 0..rounds {
+        stop::check()?;
+        for k in 0..3 {
+            let which = (k + r) % 3;
+            let pod = NamedNs::create("dp")?;
+            let (add, del) = if which == 2 {
+                floor(kind, count * 100 + r, &pod)?
+            } else {
+                let cid = format!("dens-{count}-{r}");
+                let conf = &confs[which];
+                let add = plugin(impls[which], kind, "ADD", &cid, &pod, conf)?;
+                let del = plugin(impls[which], kind, "DEL", &cid, &pod, conf)?;
+                (add, del)
+            };
+            s[0][which].push(add);
+            s[1][which].push(del);
+        }
+    }
+    Ok(s)
+}
+
+/// Adds the rows and series of one plugin's counts; returns the note on growth.
+fn report_kind(report: &mut Report, kind: Kind, counts: &[usize], all: Vec<Samples>) -> String {
+    let mut growth = Vec::new();
+    let mut own0 = [None, None];
+    for (&count, samples) in counts.iter().zip(all) {
+        for (op, [r, g, f]) in ["ADD", "DEL"].iter().zip(samples) {
+            let item = format!("{} {op} at {count} attachments", kind.name());
+            let (mr, mg, mf) = (median(&r), median(&g), median(&f));
+            let of = |v: Option<f64>| match (v, mf) {
+                (Some(v), Some(f)) if f > 0.0 => format!("{:.2}x", v / f),
+                _ => "n/a".into(),
+            };
+            let own = mr.zip(mf).map(|(r, f)| r - f);
+            let i = usize::from(*op == "DEL");
+            if own0[i].is_none() {
+                own0[i] = own;
+            }
+            if let (Some(o), Some(o0), true) = (own, own0[i], count != counts[0]) {
+                growth.push(format!("{op} at {count}: {:+.2} ms", o - o0));
+            }
+            let note = format!(
+                "floor {} ms; rcni {} of the floor, Go {}; rcni's own part {} ms",
+                mf.map_or("n/a".into(), |f| format!("{f:.2}")),
+                of(mr),
+                of(mg),
+                own.map_or("n/a".into(), |o| format!("{o:.2}")),
+            );
+            report.add_pair(FIGURE, &item, "ms", r, g, &note);
+            report.series.push(Series {
+                figure: FIGURE,
+                item,
+                implementation: "floor",
+                unit: "ms",
+                samples: f,
+            });
+        }
+    }
+    format!(
+        "{} growth of rcni's own part (rcni minus floor) from {} attachments: {}",
+        kind.name(),
+        counts[0],
+        growth.join(", ")
+    )
+}
+
+/// One plugin's counts on a fresh node namespace, entered by the calling thread.
+fn measure_kind(
+    kind: Kind,
+    counts: &[usize],
+    rounds: usize,
+    impls: [&Impl; 2],
+    work: &Path,
+) -> Result<Vec<Samples>> {
+    let node = NamedNs::create("node")?;
+    let fillers = NamedNs::create("fill")?;
+    ns::enter(&node)?;
+    if kind == Kind::Bridge {
+        ip_batch(
+            None,
+            &format!("link add {BRIDGE} type bridge\nlink set {BRIDGE} up\naddr add {GATEWAY}/20 dev {BRIDGE}\n"),
+        )?;
+    }
+    let confs =
+        [0, 1].map(|slot| serde_json::to_vec(&config(kind, slot, work)).unwrap_or_default());
+    let mut out = Vec::new();
+    let mut have = 0;
+    for &count in counts {
+        add_fillers(kind, &fillers.name, have, count)?;
+        have = count;
+        // Untimed warm-up at this count: page cache, lease directories, the bridge's state.
+        rounds_at(kind, impls, &confs, count + 50_000, 1)?;
+        out.push(rounds_at(kind, impls, &confs, count, rounds)?);
+    }
+    // The fillers' host ends go synchronously here, not in the kernel's deferred namespace
+    // cleanup while the next figure runs.
+    let dels: String = (0..have).map(|i| format!("link del df{i}\n")).collect();
+    ip_batch(None, &dels)?;
+    Ok(out)
+}
+
+pub fn measure(
+    report: &mut Report,
+    rcni: &Impl,
+    go: &Impl,
+    quick: bool,
+    work: &Path,
+) -> Result<()> {
+    let (plan, rounds) = plan(quick);
+    for (kind, counts) in plan {
+        let (impls, work) = ([rcni.clone(), go.clone()], work.to_path_buf());
+        let counts2 = counts.clone();
+        // A thread of its own enters the node namespace; the harness's threads stay put.
+        let samples = std::thread::spawn(move || {
+            measure_kind(kind, &counts2, rounds, [&impls[0], &impls[1]], &work)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("density thread panicked"))??;
+        let note = report_kind(report, kind, &counts, samples);
+        report.notes.push(note);
+    }
+    report.notes.push(format!(
+        "density: one fresh attachment's ADD and DEL with N attachments already on the node \
+         (iproute2-made veth pairs: bridge ports, or ptp-style host routes), {rounds} rounds per \
+         count, rcni, Go and the iproute2 floor (ip -batch, peer created in the pod) alternating \
+         in each round; plugins executed directly, times spawn to exit."
+    ));
+    Ok(())
+}
