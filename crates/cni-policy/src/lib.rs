@@ -13,6 +13,8 @@
 //!   policies selecting it, each rule's resolved peers (pod addresses, CIDRs with exceptions)
 //!   and ports; [`effective::allows`] decides one connection, the reference the dataplane's
 //!   tests compare the kernel with.
+//! - [`stored`]: the datastore layout of policies, namespaces and the pods each node
+//!   publishes, and reading a [`Cluster`] back from it.
 //! - [`nft`]: the nf_tables program enforcing the policies of a node's pods (verdict maps
 //!   dispatching to per-pod and per-policy chains, address sets per selector), built as one
 //!   atomic batch.
@@ -27,6 +29,7 @@ pub mod effective;
 pub mod nft;
 pub mod objects;
 pub mod selector;
+pub mod stored;
 pub mod validate;
 
 pub use cluster::{Cluster, Pod, Protocol};
