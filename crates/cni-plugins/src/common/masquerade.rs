@@ -163,6 +163,59 @@ fn try_setup(nft: &mut Nft, tag: &AttachmentTag, ips: &[IpNet]) -> Result<(), cn
     nft.commit(&batch)
 }
 
+/// What of one attachment's masquerade is missing from the kernel (table, chains and the
+/// constant rules, or its per-address rules), named for CHECK and repair; `None`: all there.
+pub fn missing_masquerade(
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+    ips: &[IpNet],
+) -> Result<Option<String>, CniError> {
+    let tag = AttachmentTag::new(network, container_id, ifname);
+    let mut nft = open_host("ipMasq check")?;
+    missing_with(&mut nft, &tag, ips).map_err(|e| nft_error("listing ipMasq rules", e))
+}
+
+fn missing_with(
+    nft: &mut Nft,
+    tag: &AttachmentTag,
+    ips: &[IpNet],
+) -> Result<Option<String>, cni_nft::Error> {
+    if !skeleton_in_place(nft)? {
+        return Ok(Some(format!(
+            "table {FAMILY} {TABLE} with chain {POSTROUTING_CHAIN} is missing or incomplete"
+        )));
+    }
+    let have = nft
+        .list_rules(FAMILY, TABLE, CHECKS_CHAIN)?
+        .iter()
+        .filter(|r| tag.owns(r))
+        .count();
+    Ok((have != ips.len()).then(|| {
+        format!(
+            "{FAMILY} {TABLE} {CHECKS_CHAIN} holds {have} of the {} masquerade rules of {}",
+            ips.len(),
+            tag.comment()
+        )
+    }))
+}
+
+/// Puts back one attachment's masquerade when any of it is missing, through ADD's own
+/// setup (which replaces the attachment's rules, so nothing is doubled); returns what was
+/// missing, `None` when nothing was (and nothing was changed).
+pub fn repair_masquerade(
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+    ips: &[IpNet],
+) -> Result<Option<String>, CniError> {
+    let missing = missing_masquerade(network, container_id, ifname, ips)?;
+    if missing.is_some() {
+        setup_masquerade(network, container_id, ifname, ips)?;
+    }
+    Ok(missing)
+}
+
 /// Removes every masquerade rule of one attachment; nothing to remove is success.
 pub fn teardown_masquerade(
     network: &str,

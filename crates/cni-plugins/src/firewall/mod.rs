@@ -40,6 +40,7 @@ use crate::common::nft_tag::{
     delete_selected, nft_error, open_host, owned_rules, retry_transient, stale_in_network,
     AttachmentTag,
 };
+use crate::repair::REPAIR_HINT;
 use conf::{FirewallConf, IngressPolicy};
 
 /// The firewall plugin.
@@ -173,7 +174,7 @@ fn verify(nft: &mut Nft, plan: &Plan<'_>, cid: &str) -> Result<(), CniError> {
         let present = iptables::survey(nft, *family, &plan.conf).map_err(listing)?;
         if !present.complete() {
             return Err(CniError::internal(format!(
-                "firewall: {family} filter lacks the jump FORWARD -> {} -> {}",
+                "firewall: {family} filter lacks the jump FORWARD -> {} -> {}; {REPAIR_HINT}",
                 iptables::CNI_FORWARD,
                 plan.conf.admin_chain
             )));
@@ -195,20 +196,19 @@ fn verify(nft: &mut Nft, plan: &Plan<'_>, cid: &str) -> Result<(), CniError> {
             .len();
         if have < want {
             return Err(CniError::internal(format!(
-                "firewall: missing rules for container {cid} in {family} {table} {chain}: found {have} of {want}"
+                "firewall: missing rules for container {cid} in {family} {table} {chain}: found {have} of {want}; {REPAIR_HINT}"
             )));
         }
     }
     Ok(())
 }
 
-impl Plugin for Firewall {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        let plan = planned(args)?;
-        refuse_legacy(&plan.families)?;
-        let mut nft = open_host("firewall")?;
+/// ADD's kernel work: the attachment's rules in one batch, then duplicate jumps removed.
+fn apply(plan: &Plan<'_>) -> Result<(), CniError> {
+    refuse_legacy(&plan.families)?;
+    let mut nft = open_host("firewall")?;
         retry_transient(|| {
-            let batch = add_batch(&mut nft, &plan)?;
+            let batch = add_batch(&mut nft, plan)?;
             nft.commit(&batch)
         })
         .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
@@ -222,7 +222,27 @@ impl Plugin for Firewall {
             }
             nft.commit(&b)
         })
-        .map_err(|e| nft_error("firewall: removing duplicate jumps", e))?;
+        .map_err(|e| nft_error("firewall: removing duplicate jumps", e))
+}
+
+impl Firewall {
+    /// Puts back the attachment's rules when CHECK finds any missing, through ADD's own
+    /// [`apply`] (which replaces them, so nothing is doubled); returns what was missing.
+    pub fn repair(&self, args: &CmdArgs) -> Result<Vec<String>, CniError> {
+        let plan = planned(args)?;
+        let mut nft = open_host("firewall")?;
+        let Err(missing) = verify(&mut nft, &plan, &args.container_id) else {
+            return Ok(Vec::new());
+        };
+        apply(&plan)?;
+        Ok(vec![missing.msg.replace(&format!("; {REPAIR_HINT}"), "")])
+    }
+}
+
+impl Plugin for Firewall {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        let plan = planned(args)?;
+        apply(&plan)?;
         Ok(plan.prev.clone())
     }
 

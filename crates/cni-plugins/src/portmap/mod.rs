@@ -328,6 +328,39 @@ impl Portmap {
     }
 }
 
+impl Portmap {
+    /// Puts back, per family, the mappings CHECK finds missing, through ADD's own install
+    /// (which replaces the attachment's elements and rules, so nothing is doubled), then
+    /// flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while the
+    /// mapping was gone made entries without the DNAT. Returns what was missing.
+    pub fn repair(&self, args: &CmdArgs) -> Result<Vec<String>, CniError> {
+        let conf = PortMapConf::parse(&args.conf)?;
+        let mappings = port_mappings(&args.conf)?;
+        let prev = prev_result(args)?;
+        let tag = tag_of(args);
+        let (v4, v6) = container_addresses(prev, &args.ifname);
+        let mut nft = open_host("portmap")?;
+        let mut restored = Vec::new();
+        for (ipv6, addr) in [(false, v4), (true, v6)] {
+            let Some(addr) = addr.filter(|_| mappings.iter().any(|m| m.applies_to(ipv6))) else {
+                continue;
+            };
+            let Err(why) = check_family(&mut nft, &conf, &tag, addr, &mappings) else {
+                continue;
+            };
+            install(&mut nft, &conf, &tag, addr, &mappings).map_err(|e| {
+                nft_error(
+                    &format!("portmap: restoring {} port mappings", family_name(ipv6)),
+                    e,
+                )
+            })?;
+            host::flush_udp_conntrack(&mut nft, ipv6, &mappings);
+            restored.push(format!("portmap {}: {why}", family_name(ipv6)));
+        }
+        Ok(restored)
+    }
+}
+
 impl Plugin for Portmap {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
         let conf = PortMapConf::parse(&args.conf)?;
@@ -376,9 +409,10 @@ impl Plugin for Portmap {
             let Some(addr) = addr else { continue };
             check_family(&mut nft, &conf, &tag, addr, &mappings).map_err(|why| {
                 CniError::internal(format!(
-                    "portmap: missing {} hostport mappings for container {}: {why}",
+                    "portmap: missing {} hostport mappings for container {}: {why}; {}",
                     family_name(ipv6),
-                    args.container_id
+                    args.container_id,
+                    crate::repair::REPAIR_HINT
                 ))
             })?;
         }
