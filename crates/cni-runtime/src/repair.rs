@@ -46,8 +46,8 @@ pub struct AttachmentRepair {
     pub container_id: String,
     pub ifname: String,
     pub netns: String,
-    /// `None`: the netns is gone (nothing was repaired). Else each rule-owning plugin of the
-    /// chain, with its type, in chain order.
+    /// `None`: the netns is gone (nothing was repaired). Else, in chain order with their
+    /// types, each rcni plugin that can own rules and each plugin that is not rcni's.
     pub plugins: Option<Vec<(String, PluginRepair)>>,
 }
 
@@ -79,7 +79,7 @@ pub fn is_rcni_plugin(path: &Path) -> bool {
 
 impl Runtime {
     /// Repairs every cached attachment, or those of `network`, in cache order. `owns_rules`
-    /// says which plugin types can own rules (others are not looked at and not reported).
+    /// says which rcni plugin types can own rules (the others are not asked).
     pub fn repair(
         &self,
         network: Option<&str>,
@@ -124,11 +124,9 @@ impl Runtime {
         let mut plugins = Vec::new();
         for plugin in net.plugins() {
             let kind = plugin_type(plugin);
-            if !owns_rules(&kind) {
-                continue;
-            }
             let outcome = match self.rcni_path(&kind) {
                 Err(path) => PluginRepair::NotRcni(path),
+                Ok(()) if !owns_rules(&kind) => continue,
                 Ok(()) => attachment_request(
                     plugin,
                     net.name(),

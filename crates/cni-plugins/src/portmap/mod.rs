@@ -10,7 +10,9 @@
 //! - DEL: removes the elements its index (see [`index`]) lists, and, when the index says it
 //!   may have some or there is no index, every rule carrying the attachment's tag, in both
 //!   families; it needs neither `portMappings` nor `prevResult` nor the netns (the Go
-//!   plugin does nothing without mappings, upstream #683/#752).
+//!   plugin does nothing without mappings, upstream #683/#752). With the mappings, it also
+//!   flushes their UDP conntrack entries, which would keep a sending client DNATed to the
+//!   gone container.
 //! - CHECK: the attachment's elements (or rules) exist for each family it has an address in
 //!   (IPv4-only attachments pass, unlike Go, upstream #819).
 //! - GC: removes this network's index entries (and index chains of the previous layout),
@@ -379,7 +381,7 @@ impl Plugin for Portmap {
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
         // The config is decoded like ADD's, so every command refuses the same configs.
         PortMapConf::parse(&args.conf)?;
-        port_mappings(&args.conf)?;
+        let mappings = port_mappings(&args.conf)?;
         let tag = tag_of(args);
         let mut nft = open_host("portmap")?;
         let mut errors = Vec::new();
@@ -387,6 +389,8 @@ impl Plugin for Portmap {
             if let Err(e) = remove_family(&mut nft, ipv6, &tag) {
                 errors.push(format!("{}: {e}", family_name(ipv6)));
             }
+            // A UDP client that keeps sending would stay DNATed to the gone container.
+            host::flush_udp_conntrack(&mut nft, ipv6, &mappings);
         }
         if errors.is_empty() {
             Ok(())
