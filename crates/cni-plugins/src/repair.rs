@@ -26,21 +26,38 @@ use crate::ptp::PtpConf;
 /// Repairs every cached attachment of `rt`'s cache (or of `network`): the one entry point of
 /// `rcni repair` and of rcni-node's automatic repair.
 pub fn repair_cached(rt: &Runtime, network: Option<&str>) -> Vec<AttachmentRepair> {
-    rt.repair(network, &owns_rules, &in_process)
+    rt.repair(network, &owns_rules, &|kind, stdin, att| {
+        in_process(kind, stdin, att, Mode::Repair)
+    })
+}
+
+/// What is missing for every cached attachment, changing nothing (`rcni doctor`).
+pub fn missing_cached(rt: &Runtime) -> Vec<AttachmentRepair> {
+    rt.repair(None, &owns_rules, &|kind, stdin, att| {
+        in_process(kind, stdin, att, Mode::Look)
+    })
 }
 
 /// [`repair`] of one plugin for the runtime: `stdin` is the request config it got at ADD.
-pub fn in_process(
+fn in_process(
     plugin_type: &str,
     stdin: &[u8],
     att: &Attachment,
+    mode: Mode,
 ) -> Result<Option<Vec<String>>, CniError> {
     let mut args = CmdArgs::new(Command::Check, stdin)?;
     args.container_id.clone_from(&att.container_id);
     args.netns.clone_from(&att.netns);
     args.ifname.clone_from(&att.ifname);
     args.args = att.args_env();
-    repair(plugin_type, &args)
+    repair(plugin_type, &args, mode)
+}
+
+/// Whether a repair puts back what is missing or only says what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Look,
+    Repair,
 }
 
 /// Appended to CHECK errors about missing rules: the command that puts them back.
@@ -48,15 +65,21 @@ pub const REPAIR_HINT: &str = "`rcni repair` puts the attachment's rules back";
 
 /// Repairs the rules `plugin_type` owns for the attachment of `args` (a CHECK-like request:
 /// config, `prevResult`, container ID, ifname, CNI_ARGS). `None`: this plugin owns no
-/// nf_tables rules. `Some(list)`: what was missing and is now restored (empty: nothing was).
-pub fn repair(plugin_type: &str, args: &CmdArgs) -> Result<Option<Vec<String>>, CniError> {
+/// nf_tables rules. `Some(list)`: what was missing and, with [`Mode::Repair`], is now
+/// restored (empty: nothing was).
+pub fn repair(
+    plugin_type: &str,
+    args: &CmdArgs,
+    mode: Mode,
+) -> Result<Option<Vec<String>>, CniError> {
+    let fix = mode == Mode::Repair;
     Ok(Some(match plugin_type {
-        "portmap" => Portmap.repair(args)?,
-        "firewall" => Firewall.repair(args)?,
-        "bridge" => bridge(args)?,
+        "portmap" => Portmap.repair(args, fix)?,
+        "firewall" => Firewall.repair(args, fix)?,
+        "bridge" => bridge(args, fix)?,
         "ptp" => {
             let conf = PtpConf::parse(&args.conf)?;
-            masq(args, conf.ip_masq)?.into_iter().collect()
+            masq(args, conf.ip_masq, fix)?.into_iter().collect()
         }
         _ => return Ok(None),
     }))
@@ -78,27 +101,33 @@ fn addresses(prev: &CniResult) -> Vec<IpNet> {
 }
 
 /// bridge: `ipMasq` (layer-3 bridges only, as ADD) and `macspoofchk`.
-fn bridge(args: &CmdArgs) -> Result<Vec<String>, CniError> {
+fn bridge(args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
-    let mut restored: Vec<String> = masq(args, conf.layer3 && conf.ip_masq)?
+    let mut restored: Vec<String> = masq(args, conf.layer3 && conf.ip_masq, fix)?
         .into_iter()
         .collect();
     if conf.macspoofchk {
-        let (host_veth, mac) = spoofcheck_target(prev(args)?, &conf.bridge, &args.ifname)?;
-        let missing =
-            spoofcheck::repair_spoofcheck(&args.container_id, &args.ifname, host_veth, mac)?;
+        let (cid, ifname) = (&args.container_id, &args.ifname);
+        let (host_veth, mac) = spoofcheck_target(prev(args)?, &conf.bridge, ifname)?;
+        let missing = spoofcheck::missing_spoofcheck(cid, ifname)?;
+        if fix && missing.is_some() {
+            spoofcheck::setup_spoofcheck(cid, ifname, host_veth, mac)?;
+        }
         restored.extend(missing.map(|m| format!("macspoofchk: {m}")));
     }
     Ok(restored)
 }
 
-fn masq(args: &CmdArgs, enabled: bool) -> Result<Option<String>, CniError> {
+fn masq(args: &CmdArgs, enabled: bool, fix: bool) -> Result<Option<String>, CniError> {
     if !enabled {
         return Ok(None);
     }
     let ips = addresses(prev(args)?);
-    let missing =
-        masquerade::repair_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
+    let (net, cid, ifname) = (&args.conf.name, &args.container_id, &args.ifname);
+    let missing = masquerade::missing_masquerade(net, cid, ifname, &ips)?;
+    if fix && missing.is_some() {
+        masquerade::setup_masquerade(net, cid, ifname, &ips)?;
+    }
     Ok(missing.map(|m| format!("ipMasq: {m}")))
 }
 

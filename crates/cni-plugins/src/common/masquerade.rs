@@ -200,22 +200,6 @@ fn missing_with(
     }))
 }
 
-/// Puts back one attachment's masquerade when any of it is missing, through ADD's own
-/// setup (which replaces the attachment's rules, so nothing is doubled); returns what was
-/// missing, `None` when nothing was (and nothing was changed).
-pub fn repair_masquerade(
-    network: &str,
-    container_id: &str,
-    ifname: &str,
-    ips: &[IpNet],
-) -> Result<Option<String>, CniError> {
-    let missing = missing_masquerade(network, container_id, ifname, ips)?;
-    if missing.is_some() {
-        setup_masquerade(network, container_id, ifname, ips)?;
-    }
-    Ok(missing)
-}
-
 /// Removes every masquerade rule of one attachment; nothing to remove is success.
 pub fn teardown_masquerade(
     network: &str,

@@ -172,21 +172,6 @@ fn missing_with(
     Ok(None)
 }
 
-/// Puts back one attachment's spoof check when any of it is missing, through ADD's own
-/// batch (which replaces the attachment's chains and jump); returns what was missing.
-pub fn repair_spoofcheck(
-    container_id: &str,
-    ifname: &str,
-    host_veth: &str,
-    container_mac: &str,
-) -> Result<Option<String>, CniError> {
-    let missing = missing_spoofcheck(container_id, ifname)?;
-    if missing.is_some() {
-        setup_spoofcheck(container_id, ifname, host_veth, container_mac)?;
-    }
-    Ok(missing)
-}
-
 /// Removes the spoof check of one attachment; nothing to remove is success.
 pub fn teardown_spoofcheck(container_id: &str, ifname: &str) -> Result<(), CniError> {
     let mut nft = open_host("macspoofchk teardown")?;

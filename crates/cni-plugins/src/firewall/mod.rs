@@ -226,15 +226,18 @@ fn apply(plan: &Plan<'_>) -> Result<(), CniError> {
 }
 
 impl Firewall {
-    /// Puts back the attachment's rules when CHECK finds any missing, through ADD's own
-    /// [`apply`] (which replaces them, so nothing is doubled); returns what was missing.
-    pub fn repair(&self, args: &CmdArgs) -> Result<Vec<String>, CniError> {
+    /// Puts back (with `fix`) the attachment's rules when CHECK finds any missing, through
+    /// ADD's own [`apply`] (which replaces them, so nothing is doubled); returns what was
+    /// missing.
+    pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
         let plan = planned(args)?;
         let mut nft = open_host("firewall")?;
         let Err(missing) = verify(&mut nft, &plan, &args.container_id) else {
             return Ok(Vec::new());
         };
-        apply(&plan)?;
+        if fix {
+            apply(&plan)?;
+        }
         Ok(vec![missing.msg.replace(&format!("; {REPAIR_HINT}"), "")])
     }
 }

@@ -331,11 +331,11 @@ impl Portmap {
 }
 
 impl Portmap {
-    /// Puts back, per family, the mappings CHECK finds missing, through ADD's own install
-    /// (which replaces the attachment's elements and rules, so nothing is doubled), then
-    /// flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while the
-    /// mapping was gone made entries without the DNAT. Returns what was missing.
-    pub fn repair(&self, args: &CmdArgs) -> Result<Vec<String>, CniError> {
+    /// Puts back (with `fix`), per family, the mappings CHECK finds missing, through ADD's own
+    /// install (which replaces the attachment's elements and rules, so nothing is doubled),
+    /// then flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while
+    /// the mapping was gone made entries without the DNAT. Returns what was missing.
+    pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
         let conf = PortMapConf::parse(&args.conf)?;
         let mappings = port_mappings(&args.conf)?;
         let prev = prev_result(args)?;
@@ -350,6 +350,10 @@ impl Portmap {
             let Err(why) = check_family(&mut nft, &conf, &tag, addr, &mappings) else {
                 continue;
             };
+            restored.push(format!("portmap {}: {why}", family_name(ipv6)));
+            if !fix {
+                continue;
+            }
             install(&mut nft, &conf, &tag, addr, &mappings).map_err(|e| {
                 nft_error(
                     &format!("portmap: restoring {} port mappings", family_name(ipv6)),
@@ -357,7 +361,6 @@ impl Portmap {
                 )
             })?;
             host::flush_udp_conntrack(&mut nft, ipv6, &mappings);
-            restored.push(format!("portmap {}: {why}", family_name(ipv6)));
         }
         Ok(restored)
     }
