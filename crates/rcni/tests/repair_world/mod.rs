@@ -200,6 +200,20 @@ impl World {
         (!out.status.success()).then(|| text(&out.stderr) + &text(&out.stdout))
     }
 
+    /// `rcni doctor --json`'s `missingRules`: the attachments it names.
+    pub fn doctor_missing(&self) -> Vec<String> {
+        let pods = self.sb.dir().join("pods").display().to_string();
+        let out = self.rcni(&["doctor", "--json", "--pod-state-dir", &pods]);
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("doctor: {e}: {}{}", text(&out.stdout), text(&out.stderr)));
+        v["missingRules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["attachment"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     /// `rcni repair --json`: the report.
     pub fn repair(&self) -> Value {
         let out = self.rcni(&["repair", "--json"]);
