@@ -5,7 +5,8 @@
 //! capability args as `runtimeConfig`, CNI_ARGS) through a [`Repairer`] running in this
 //! process (the host namespace), and never executes a plugin that is not rcni's.
 //!
-//! An attachment whose netns is gone is reported and left alone (GC's business).
+//! An attachment whose netns is gone is reported and left alone (GC's business), as is one
+//! whose ADD has not finished.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,7 @@ use cni_types::{CniError, CniResult, SpecVersion};
 
 use crate::attachment::Attachment;
 use crate::cache::CacheEntry;
+use crate::lock::NetworkLock;
 use crate::network::{plugin_type, Network};
 use crate::request::attachment_request;
 use crate::runtime::Runtime;
@@ -46,15 +48,18 @@ pub struct AttachmentRepair {
     pub container_id: String,
     pub ifname: String,
     pub netns: String,
-    /// `None`: the netns is gone (nothing was repaired). Else, in chain order with their
-    /// types, each rcni plugin that can own rules and each plugin that is not rcni's.
-    pub plugins: Option<Vec<(String, PluginRepair)>>,
+    /// Why the attachment was not looked at (its netns is gone, its ADD has not finished,
+    /// it was deleted meanwhile), if it was not.
+    pub skipped: Option<String>,
+    /// In chain order with their types: each rcni plugin that can own rules and each
+    /// plugin that is not rcni's.
+    pub plugins: Vec<(String, PluginRepair)>,
 }
 
 impl AttachmentRepair {
     /// Whether anything was restored.
     pub fn restored_any(&self) -> bool {
-        self.plugins.iter().flatten().any(|(_, p)| match p {
+        self.plugins.iter().any(|(_, p)| match p {
             PluginRepair::Restored(list) => !list.is_empty(),
             _ => false,
         })
@@ -64,7 +69,6 @@ impl AttachmentRepair {
     pub fn failed(&self) -> bool {
         self.plugins
             .iter()
-            .flatten()
             .any(|(_, p)| matches!(p, PluginRepair::Failed(_)))
     }
 }
@@ -79,7 +83,10 @@ pub fn is_rcni_plugin(path: &Path) -> bool {
 
 impl Runtime {
     /// Repairs every cached attachment, or those of `network`, in cache order. `owns_rules`
-    /// says which rcni plugin types can own rules (the others are not asked).
+    /// says which rcni plugin types can own rules (the others are not asked). Each
+    /// attachment is repaired holding its network's lock exclusively (as GC does), with its
+    /// entry read again under it, so no ADD or DEL of this runtime runs meanwhile and a
+    /// deleted attachment gets no rules back.
     pub fn repair(
         &self,
         network: Option<&str>,
@@ -104,23 +111,40 @@ impl Runtime {
             container_id: entry.container_id.clone(),
             ifname: entry.ifname.clone(),
             netns: entry.netns.clone(),
-            plugins: None,
+            skipped: None,
+            plugins: Vec::new(),
+        };
+        let _lock = match NetworkLock::exclusive(self.cache_dir(), &entry.network_name) {
+            Ok(lock) => lock,
+            Err(e) => {
+                report.plugins = vec![(String::new(), PluginRepair::Failed(e.to_string()))];
+                return report;
+            }
+        };
+        let att = entry.attachment();
+        let Ok(Some(entry)) = self.cache.load_entry(&entry.network_name, &att) else {
+            report.skipped = Some("deleted meanwhile".into());
+            return report;
         };
         if entry.netns.is_empty() || !Path::new(&entry.netns).exists() {
+            report.skipped = Some(format!("netns {:?} is gone", entry.netns));
             return report;
         }
-        let prepared = cached_network(entry).and_then(|net| {
-            let prev = cached_prev_result(entry, net.version)?;
+        if entry.result.as_ref().is_none_or(Value::is_null) {
+            report.skipped = Some("its ADD has not finished (no cached result)".into());
+            return report;
+        }
+        let prepared = cached_network(&entry).and_then(|net| {
+            let prev = cached_prev_result(&entry, net.version)?;
             Ok((net, prev))
         });
         let (net, prev) = match prepared {
             Ok(p) => p,
             Err(e) => {
-                report.plugins = Some(vec![(String::new(), PluginRepair::Failed(e))]);
+                report.plugins = vec![(String::new(), PluginRepair::Failed(e))];
                 return report;
             }
         };
-        let att = entry.attachment();
         let mut plugins = Vec::new();
         for plugin in net.plugins() {
             let kind = plugin_type(plugin);
@@ -142,7 +166,7 @@ impl Runtime {
             };
             plugins.push((kind, outcome));
         }
-        report.plugins = Some(plugins);
+        report.plugins = plugins;
         report
     }
 
@@ -175,11 +199,7 @@ fn cached_network(entry: &CacheEntry) -> Result<Network, String> {
 
 /// The cached result in the network's version.
 fn cached_prev_result(entry: &CacheEntry, version: SpecVersion) -> Result<Value, String> {
-    let raw = entry
-        .result
-        .as_ref()
-        .filter(|r| !r.is_null())
-        .ok_or("no cached result (an ADD that did not finish)")?;
+    let raw = entry.result.as_ref().unwrap_or(&Value::Null);
     CniResult::parse(raw, SpecVersion::V0_1_0)
         .and_then(|r| r.to_value(version))
         .map_err(|e| format!("cached result: {e}"))

@@ -126,7 +126,7 @@ pub fn round(cfg: &RuleRepairConfig) -> usize {
     }
     let rt = Runtime::new(vec![cfg.bin_dir.clone()], &cfg.cache_dir);
     for att in cni_plugins::repair::repair_cached(&rt, None) {
-        for (kind, outcome) in att.plugins.iter().flatten() {
+        for (kind, outcome) in &att.plugins {
             let who = format!("{} {} {}", att.network, att.container_id, att.ifname);
             match outcome {
                 cni_runtime::repair::PluginRepair::Restored(items) => {

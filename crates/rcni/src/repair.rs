@@ -33,10 +33,10 @@ pub fn run(g: &Global, a: &RepairArgs) -> Result<(), Failure> {
 
 fn print_text(r: &AttachmentRepair) {
     let who = format!("{} {} {}", r.network, r.container_id, r.ifname);
-    let Some(plugins) = &r.plugins else {
-        println!("{who}: netns {:?} is gone: not repaired", r.netns);
+    if let Some(why) = &r.skipped {
+        println!("{who}: not repaired: {why}");
         return;
-    };
+    }
     let verdict = if r.failed() {
         "repair failed"
     } else if r.restored_any() {
@@ -45,7 +45,7 @@ fn print_text(r: &AttachmentRepair) {
         "nothing missing"
     };
     println!("{who}: {verdict}");
-    for (kind, p) in plugins {
+    for (kind, p) in &r.plugins {
         match p {
             PluginRepair::Restored(list) => {
                 for item in list {
@@ -61,21 +61,21 @@ fn print_text(r: &AttachmentRepair) {
 }
 
 fn to_json(r: &AttachmentRepair) -> Value {
-    let plugins = r.plugins.as_ref().map(|list| {
-        list.iter()
-            .map(|(kind, p)| match p {
-                PluginRepair::Restored(items) => json!({"type": kind, "restored": items}),
-                PluginRepair::NotRcni(path) => json!({"type": kind, "leftAlone": path}),
-                PluginRepair::Failed(e) => json!({"type": kind, "error": e}),
-            })
-            .collect::<Vec<Value>>()
-    });
+    let plugins: Vec<Value> = r
+        .plugins
+        .iter()
+        .map(|(kind, p)| match p {
+            PluginRepair::Restored(items) => json!({"type": kind, "restored": items}),
+            PluginRepair::NotRcni(path) => json!({"type": kind, "leftAlone": path}),
+            PluginRepair::Failed(e) => json!({"type": kind, "error": e}),
+        })
+        .collect();
     json!({
         "network": r.network,
         "containerId": r.container_id,
         "ifName": r.ifname,
         "netns": r.netns,
-        "netnsGone": r.plugins.is_none(),
+        "skipped": r.skipped,
         "restoredAny": r.restored_any(),
         "plugins": plugins,
     })

@@ -304,3 +304,31 @@ fn repair_after_firewalld_start_and_reload() {
     assert_eq!(rcni_owned(&w.ruleset_counts()), counts, "after the second repair");
     assert!(!restored_any(&w.repair()), "a repair right after a repair restored something");
 }
+
+/// An attachment whose netns is gone is reported and gets no rules back; the others are
+/// repaired.
+#[test]
+fn an_attachment_whose_netns_is_gone_is_reported_not_repaired() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for network namespaces");
+        return;
+    }
+    let Some(w) = World::new() else { return };
+    let gone = w.sb.add_container().unwrap();
+    let path = gone.path.display().to_string();
+    w.add("other", &path, None);
+    w.sb.remove_container(&gone).unwrap();
+    w.host_sh("nft flush ruleset");
+    let report = w.repair();
+    let entry = attachments(&report)
+        .iter()
+        .find(|a| a["netns"] == path.as_str())
+        .expect("the attachment is reported");
+    assert!(
+        entry["skipped"].as_str().is_some_and(|s| s.contains("gone")),
+        "{entry:#}"
+    );
+    let cid = entry["containerId"].as_str().unwrap();
+    assert!(!w.host_sh("nft list ruleset").contains(cid), "rules of {cid} came back");
+    assert_eq!(w.probe(), Health::ALL, "the live attachments were repaired");
+}

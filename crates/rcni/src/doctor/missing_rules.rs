@@ -25,7 +25,6 @@ fn summary(r: &AttachmentRepair) -> Option<MissingRules> {
     let missing: Vec<String> = r
         .plugins
         .iter()
-        .flatten()
         .flat_map(|(kind, p)| match p {
             PluginRepair::Restored(items) => items.iter().map(|i| format!("{kind}: {i}")).collect(),
             PluginRepair::Failed(e) => vec![format!("{kind}: cannot tell: {e}")],

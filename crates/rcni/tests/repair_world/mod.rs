@@ -184,7 +184,7 @@ impl World {
             .unwrap()
     }
 
-    fn add(&self, net: &str, netns: &str, caps: Option<&str>) -> Value {
+    pub fn add(&self, net: &str, netns: &str, caps: Option<&str>) -> Value {
         let mut args = vec!["add", net, netns];
         if let Some(c) = caps {
             args.extend(["--capability-args", c]);
