@@ -42,7 +42,12 @@ impl RulesetMonitor {
         let first = match self.socket.recv(&mut &mut buf[..], 0) {
             Ok(_) => 1,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => 1,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
                 return Ok(0)
             }
             Err(e) => return Err(e),

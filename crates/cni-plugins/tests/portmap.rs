@@ -675,6 +675,24 @@ fn per_mapping_rules_are_replaced_by_add_and_removed_by_del() {
     );
 }
 
+/// A lab with the outside namespace and two pods on one bridge (no mapping yet).
+fn lab_with_two_pods(
+    a: &str,
+    b: &str,
+) -> (
+    Lab,
+    cni_testkit::Netns,
+    (cni_testkit::Netns, Value),
+    (cni_testkit::Netns, Value),
+) {
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
+    let pod_a = lab.add_pod(a, &conf);
+    let pod_b = lab.add_pod(b, &conf);
+    (lab, outside, pod_a, pod_b)
+}
+
 /// containernetworking/plugins#1209: a mapping, with or without `hostIP`, applies only to
 /// packets addressed to the host itself. Pod A is the target of a mapping of port 8081 (no
 /// hostIP) and of 8082 with `hostIP` set to the outside server's address (an address the host
@@ -686,11 +704,7 @@ fn mappings_capture_only_traffic_addressed_to_the_host() {
     if !pod_plugins_available() {
         return;
     }
-    let lab = Lab::new();
-    let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
-    let (pod_a, res_a) = lab.add_pod("pod-a", &conf);
-    let (pod_b, res_b) = lab.add_pod("pod-b", &conf);
+    let (lab, outside, (pod_a, res_a), (pod_b, res_b)) = lab_with_two_pods("pod-a", "pod-b");
     let _srv = http_server(&pod_a.name, [0, 0, 0, 0], 80).unwrap();
     let stdin = chained(
         NET,
@@ -701,8 +715,14 @@ fn mappings_capture_only_traffic_addressed_to_the_host() {
             { "hostPort": 8082, "containerPort": 80, "protocol": "tcp", "hostIP": OUTSIDE_IP4 }
         ])),
     );
-    lab.rcni("portmap", "ADD", "pod-a", &pod_a.path.display().to_string(), &stdin)
-        .assert_success();
+    lab.rcni(
+        "portmap",
+        "ADD",
+        "pod-a",
+        &pod_a.path.display().to_string(),
+        &stdin,
+    )
+    .assert_success();
     let live = eventually("outside -> hostIP:8081 reaches pod A", || {
         http_get(&outside.name, &format!("http://{HOST_IP4}:8081/"))
     });
@@ -751,11 +771,7 @@ fn a_udp_client_that_keeps_sending_follows_the_mapping_when_the_pod_is_replaced(
     if !pod_plugins_available() {
         return;
     }
-    let lab = Lab::new();
-    let outside = lab.add_outside();
-    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
-    let (pod1, res1) = lab.add_pod("pod-1", &conf);
-    let (pod2, res2) = lab.add_pod("pod-2", &conf);
+    let (lab, outside, (pod1, res1), (pod2, res2)) = lab_with_two_pods("pod-1", "pod-2");
     let any: SocketAddr = "0.0.0.0:5353".parse().unwrap();
     udp_tagged(&pod1, any, "pod-1");
     udp_tagged(&pod2, any, "pod-2");
@@ -763,8 +779,14 @@ fn a_udp_client_that_keeps_sending_follows_the_mapping_when_the_pod_is_replaced(
     let map = || mappings(json!([{ "hostPort": 5353, "containerPort": 5353, "protocol": "udp" }]));
     let portmap = |verb: &str, cid: &str, pod: &cni_testkit::Netns, res: &Value| {
         let stdin = chained(NET, portmap_keys(), Some(res), map());
-        lab.rcni("portmap", verb, cid, &pod.path.display().to_string(), &stdin)
-            .assert_success();
+        lab.rcni(
+            "portmap",
+            verb,
+            cid,
+            &pod.path.display().to_string(),
+            &stdin,
+        )
+        .assert_success();
     };
     portmap("ADD", "pod-1", &pod1, &res1);
 

@@ -57,7 +57,11 @@ pub fn spawn(
         .spawn(move || watch_and_repair(&cfg, &health, &shutdown))
 }
 
-fn watch_and_repair(cfg: &RuleRepairConfig, health: &SharedHealth, shutdown: &watch::Receiver<bool>) {
+fn watch_and_repair(
+    cfg: &RuleRepairConfig,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) {
     let mut monitor = match RulesetMonitor::open() {
         Ok(m) => Some(m),
         Err(e) => {
@@ -118,7 +122,10 @@ pub fn round(cfg: &RuleRepairConfig) -> usize {
     let mut restored = 0;
     match masq::install(&cfg.networks) {
         Ok(true) => {
-            log::info!("rule repair: the masquerade table {} was put back", masq::TABLE);
+            log::info!(
+                "rule repair: the masquerade table {} was put back",
+                masq::TABLE
+            );
             restored += 1;
         }
         Ok(false) => {}

@@ -29,7 +29,14 @@ const SECOND: &str = r#"{"cniVersion":"1.0.0","name":"second","plugins":[
 
 /// `rcni <verb> <net> <pod>` on the node with conf dir `conf`, the node's plugins and cache,
 /// and the hostPort mapping as capability args.
-fn rcni(c: &Cluster, i: usize, conf: &Path, verb: &str, net: &str, pod: &Netns) -> std::process::Output {
+fn rcni(
+    c: &Cluster,
+    i: usize,
+    conf: &Path,
+    verb: &str,
+    net: &str,
+    pod: &Netns,
+) -> std::process::Output {
     let node = &c.nodes[i];
     Command::new("ip")
         .args(["netns", "exec", &node.ns.name])
@@ -109,7 +116,11 @@ fn the_agent_restores_its_masquerade_and_the_pods_rules_without_a_command() {
     let conf = c.nodes[i].conf_dir();
     for (dir, net, pod) in [(&conf, "rcni", &p), (&second, "second", &q)] {
         let added = rcni(&c, i, dir, "add", net, pod);
-        assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+        assert!(
+            added.status.success(),
+            "{}",
+            String::from_utf8_lossy(&added.stderr)
+        );
     }
     let _srv = http_server(&p.name, [0, 0, 0, 0], 80).unwrap();
     let node_ip = c.nodes[i].ip;
@@ -151,11 +162,17 @@ fn the_agent_restores_its_masquerade_and_the_pods_rules_without_a_command() {
                 c.nodes[i].agent_log()
             )
         });
-        eprintln!("`{disruption}`: restored by the agent {} ms after it", took.as_millis());
+        eprintln!(
+            "`{disruption}`: restored by the agent {} ms after it",
+            took.as_millis()
+        );
         assert_eq!(works(&c), (true, true), "after `{disruption}`");
         assert!(checks_pass(&c), "CHECK after `{disruption}`");
         let counted = wait_for(Duration::from_secs(5), || repairs_total(&c, i) > before);
-        assert!(counted.is_some(), "`{disruption}`: the repair counter stayed at {before}");
+        assert!(
+            counted.is_some(),
+            "`{disruption}`: the repair counter stayed at {before}"
+        );
         assert_eq!(owned(&node_ns), all, "`{disruption}`: rules doubled");
     }
 }

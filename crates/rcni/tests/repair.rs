@@ -13,6 +13,7 @@ use cni_testkit::is_root;
 use serde_json::Value;
 
 mod repair_world;
+use repair_world::firewalld::Firewalld;
 use repair_world::{Health, World};
 
 /// The rcni networks and their pods, for CHECK.
@@ -37,7 +38,11 @@ fn disrupt_and_repair(label: &str, cmd: &str, broken: Health) {
     }
     let Some(w) = World::new() else { return };
     assert_eq!(w.probe(), Health::ALL, "{label}: before the disruption");
-    assert_eq!(w.doctor_missing(), Vec::<String>::new(), "{label}: doctor before");
+    assert_eq!(
+        w.doctor_missing(),
+        Vec::<String>::new(),
+        "{label}: doctor before"
+    );
     for (net, pod) in rcni_pods(&w) {
         assert_eq!(w.check(net, pod), None, "{label}: CHECK {net} before");
     }
@@ -49,14 +54,19 @@ fn disrupt_and_repair(label: &str, cmd: &str, broken: Health) {
     w.host_sh(cmd);
     let go_after = w.go_nat_chains();
     assert_eq!(w.probe(), broken, "{label}: after `{cmd}`");
-    let failed = w.check("web", &w.a).expect("CHECK passes after the disruption");
+    let failed = w
+        .check("web", &w.a)
+        .expect("CHECK passes after the disruption");
     assert!(failed.contains("rcni repair"), "{label}: {failed}");
     let missing = w.doctor_missing();
     assert!(
         missing.iter().any(|m| m.starts_with("web ")),
         "{label}: doctor lists {missing:?}"
     );
-    assert!(!missing.iter().any(|m| m.starts_with("gonet ")), "{label}: {missing:?}");
+    assert!(
+        !missing.iter().any(|m| m.starts_with("gonet ")),
+        "{label}: {missing:?}"
+    );
 
     let started = Instant::now();
     let report = w.repair();
@@ -85,21 +95,42 @@ fn disrupt_and_repair(label: &str, cmd: &str, broken: Health) {
         rcni_owned(&counts),
         "{label}: rcni's objects differ from before the disruption"
     );
-    assert_eq!(w.go_nat_chains(), go_after, "{label}: Go's rules were touched");
-    assert_eq!(w.untouchable(), kept, "{label}: links, leases or cache changed");
-    assert_eq!(w.doctor_missing(), Vec::<String>::new(), "{label}: doctor after repair");
+    assert_eq!(
+        w.go_nat_chains(),
+        go_after,
+        "{label}: Go's rules were touched"
+    );
+    assert_eq!(
+        w.untouchable(),
+        kept,
+        "{label}: links, leases or cache changed"
+    );
+    assert_eq!(
+        w.doctor_missing(),
+        Vec::<String>::new(),
+        "{label}: doctor after repair"
+    );
 
     let again = w.repair();
     assert!(!restored_any(&again), "{label}: second repair: {again:#}");
-    assert_eq!(w.ruleset_counts(), repaired, "{label}: the second repair changed rules");
+    assert_eq!(
+        w.ruleset_counts(),
+        repaired,
+        "{label}: the second repair changed rules"
+    );
 }
 
 /// The rule and element counts of the tables and iptables chains rcni's plugins write.
 fn rcni_owned(counts: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
     let ours = |k: &str| {
-        ["cni_hostport", "cni_plugins_masquerade", "cni_firewall", "\"bridge\" \"nat\""]
-            .iter()
-            .any(|t| k.contains(t))
+        [
+            "cni_hostport",
+            "cni_plugins_masquerade",
+            "cni_firewall",
+            "\"bridge\" \"nat\"",
+        ]
+        .iter()
+        .any(|t| k.contains(t))
             || (k.contains("\"filter\"") && (k.contains("CNI-") || k.contains("FORWARD")))
     };
     counts
@@ -111,16 +142,7 @@ fn rcni_owned(counts: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
 
 #[test]
 fn repair_after_nft_flush_ruleset() {
-    disrupt_and_repair(
-        "nft flush ruleset",
-        "nft flush ruleset",
-        Health {
-            host_port: false,
-            egress_masquerade: false,
-            isolation: false,
-            spoof_check: false,
-        },
-    );
+    disrupt_and_repair("nft flush ruleset", "nft flush ruleset", Health::NOTHING);
 }
 
 #[test]
@@ -130,12 +152,7 @@ fn repair_after_iptables_flush() {
     disrupt_and_repair(
         "iptables -F",
         "iptables -F; iptables -t nat -F",
-        Health {
-            host_port: false,
-            egress_masquerade: false,
-            isolation: true,
-            spoof_check: true,
-        },
+        Health::ACCEPTS_GONE,
     );
 }
 
@@ -145,113 +162,8 @@ fn repair_after_rcnis_tables_are_deleted() {
         "rcni's tables deleted",
         "nft delete table ip cni_hostport; nft delete table inet cni_plugins_masquerade; \
          nft delete table inet cni_firewall; nft delete table bridge nat",
-        Health {
-            host_port: false,
-            egress_masquerade: false,
-            isolation: false,
-            spoof_check: false,
-        },
+        Health::NOTHING,
     );
-}
-
-/// dbus-daemon and firewalld started by a test, killed by PID when dropped.
-struct Firewalld {
-    children: Vec<std::process::Child>,
-    bus: String,
-    host: String,
-}
-
-impl Drop for Firewalld {
-    fn drop(&mut self) {
-        // firewalld first (it talks to the bus on its way out), then its bus.
-        for child in self.children.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Firewalld {
-    /// A private system bus in the sandbox and Debian's firewalld (nftables backend, a copy
-    /// of /etc/firewalld as its system config) in the node's host namespace; `None` (skip)
-    /// when firewalld is not installed.
-    fn start(w: &World) -> Option<Firewalld> {
-        if !std::path::Path::new("/usr/sbin/firewalld").is_file() {
-            eprintln!("SKIPPED: firewalld is not installed (apt-get install firewalld)");
-            return None;
-        }
-        let dir = w.sb.dir().join("firewalld");
-        std::fs::create_dir_all(dir.join("etc")).unwrap();
-        w.host_sh(&format!("cp -r /etc/firewalld/. {}/etc/", dir.display()));
-        let socket = dir.join("bus");
-        std::fs::write(
-            dir.join("bus.conf"),
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>system</type><listen>unix:path={}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/>
-<allow receive_sender="*"/></policy></busconfig>"#,
-                socket.display()
-            ),
-        )
-        .unwrap();
-        let quiet = || std::process::Stdio::null();
-        let mut fw = Firewalld {
-            children: Vec::new(),
-            bus: format!("unix:path={}", socket.display()),
-            host: w.sb.host().name.clone(),
-        };
-        fw.children.push(
-            std::process::Command::new("dbus-daemon")
-                .arg(format!("--config-file={}", dir.join("bus.conf").display()))
-                .args(["--nofork", "--nopidfile"])
-                .stdout(quiet())
-                .stderr(quiet())
-                .spawn()
-                .unwrap(),
-        );
-        let up = (0..50).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            socket.exists()
-        });
-        assert!(up, "dbus-daemon did not listen on {}", socket.display());
-        fw.children.push(
-            std::process::Command::new("ip")
-                .args(["netns", "exec", &fw.host, "firewalld", "--nofork", "--nopid"])
-                .arg("--system-config")
-                .arg(dir.join("etc"))
-                .args(["--log-target", "file", "--log-file"])
-                .arg(dir.join("firewalld.log"))
-                .env("DBUS_SYSTEM_BUS_ADDRESS", &fw.bus)
-                .stdout(quiet())
-                .stderr(quiet())
-                .spawn()
-                .unwrap(),
-        );
-        let running = (0..100).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            fw.cmd(&["--state"]).is_ok_and(|s| s.trim() == "running")
-        });
-        assert!(running, "firewalld did not start");
-        Some(fw)
-    }
-
-    /// `firewall-cmd <args>` in the node: its stdout, or its output as the error.
-    fn cmd(&self, args: &[&str]) -> Result<String, String> {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.host, "firewall-cmd"])
-            .args(args)
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            Ok(text)
-        } else {
-            Err(text + &String::from_utf8_lossy(&out.stderr))
-        }
-    }
 }
 
 /// Debian's firewalld (nftables backend) running on the node. Its start and every
@@ -270,7 +182,9 @@ fn repair_after_firewalld_start_and_reload() {
     let Some(w) = World::new() else { return };
     assert_eq!(w.probe(), Health::ALL, "before firewalld");
     let counts = rcni_owned(&w.ruleset_counts());
-    let Some(fw) = Firewalld::start(&w) else { return };
+    let Some(fw) = Firewalld::start(&w) else {
+        return;
+    };
     for bridge in ["rp0", "rp1"] {
         for scope in [&[][..], &["--permanent"][..]] {
             let mut args = vec!["--zone=trusted", "--add-interface", bridge];
@@ -286,23 +200,50 @@ fn repair_after_firewalld_start_and_reload() {
         spoof_check: false,
     };
     assert_eq!(w.probe(), firewall_only, "after firewalld started");
-    assert!(w.check("web", &w.a).is_some_and(|e| e.contains("rcni repair")));
-    assert!(restored_any(&w.repair()), "nothing restored after firewalld's start");
-    assert_eq!(w.probe(), Health::ALL, "after repair with firewalld running");
-    assert_eq!(rcni_owned(&w.ruleset_counts()), counts, "after the first repair");
+    assert!(w
+        .check("web", &w.a)
+        .is_some_and(|e| e.contains("rcni repair")));
+    assert!(
+        restored_any(&w.repair()),
+        "nothing restored after firewalld's start"
+    );
+    assert_eq!(
+        w.probe(),
+        Health::ALL,
+        "after repair with firewalld running"
+    );
+    assert_eq!(
+        rcni_owned(&w.ruleset_counts()),
+        counts,
+        "after the first repair"
+    );
 
     let started = Instant::now();
     fw.cmd(&["--reload"]).unwrap();
     eprintln!("firewall-cmd --reload took {:?}", started.elapsed());
     assert_eq!(w.probe(), firewall_only, "after firewall-cmd --reload");
     let report = w.repair();
-    assert!(restored_any(&report), "nothing restored after the reload: {report:#}");
+    assert!(
+        restored_any(&report),
+        "nothing restored after the reload: {report:#}"
+    );
     assert_eq!(w.probe(), Health::ALL, "after repair following the reload");
     for (net, pod) in rcni_pods(&w) {
-        assert_eq!(w.check(net, pod), None, "CHECK {net} after the reload's repair");
+        assert_eq!(
+            w.check(net, pod),
+            None,
+            "CHECK {net} after the reload's repair"
+        );
     }
-    assert_eq!(rcni_owned(&w.ruleset_counts()), counts, "after the second repair");
-    assert!(!restored_any(&w.repair()), "a repair right after a repair restored something");
+    assert_eq!(
+        rcni_owned(&w.ruleset_counts()),
+        counts,
+        "after the second repair"
+    );
+    assert!(
+        !restored_any(&w.repair()),
+        "a repair right after a repair restored something"
+    );
 }
 
 /// An attachment whose netns is gone is reported and gets no rules back; the others are
@@ -325,10 +266,15 @@ fn an_attachment_whose_netns_is_gone_is_reported_not_repaired() {
         .find(|a| a["netns"] == path.as_str())
         .expect("the attachment is reported");
     assert!(
-        entry["skipped"].as_str().is_some_and(|s| s.contains("gone")),
+        entry["skipped"]
+            .as_str()
+            .is_some_and(|s| s.contains("gone")),
         "{entry:#}"
     );
     let cid = entry["containerId"].as_str().unwrap();
-    assert!(!w.host_sh("nft list ruleset").contains(cid), "rules of {cid} came back");
+    assert!(
+        !w.host_sh("nft list ruleset").contains(cid),
+        "rules of {cid} came back"
+    );
     assert_eq!(w.probe(), Health::ALL, "the live attachments were repaired");
 }

@@ -207,22 +207,22 @@ fn verify(nft: &mut Nft, plan: &Plan<'_>, cid: &str) -> Result<(), CniError> {
 fn apply(plan: &Plan<'_>) -> Result<(), CniError> {
     refuse_legacy(&plan.families)?;
     let mut nft = open_host("firewall")?;
-        retry_transient(|| {
-            let batch = add_batch(&mut nft, plan)?;
-            nft.commit(&batch)
-        })
-        .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
-        retry_transient(|| {
-            let mut b = Batch::new();
-            for family in &plan.families {
-                iptables::duplicate_jumps(&mut nft, &mut b, *family, &plan.conf)?;
-            }
-            if b.is_empty() {
-                return Ok(());
-            }
-            nft.commit(&b)
-        })
-        .map_err(|e| nft_error("firewall: removing duplicate jumps", e))
+    retry_transient(|| {
+        let batch = add_batch(&mut nft, plan)?;
+        nft.commit(&batch)
+    })
+    .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
+    retry_transient(|| {
+        let mut b = Batch::new();
+        for family in &plan.families {
+            iptables::duplicate_jumps(&mut nft, &mut b, *family, &plan.conf)?;
+        }
+        if b.is_empty() {
+            return Ok(());
+        }
+        nft.commit(&b)
+    })
+    .map_err(|e| nft_error("firewall: removing duplicate jumps", e))
 }
 
 impl Firewall {

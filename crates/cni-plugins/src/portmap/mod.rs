@@ -330,37 +330,58 @@ impl Portmap {
     }
 }
 
+/// What CHECK and repair compare with the kernel, and what they found missing.
+struct Audit {
+    conf: PortMapConf,
+    mappings: Vec<PortMapping>,
+    tag: AttachmentTag,
+    nft: Nft,
+    /// Per family with an address: (IPv6?, the container address, what is missing).
+    missing: Vec<(bool, IpNet, String)>,
+}
+
+fn audit(args: &CmdArgs) -> Result<Audit, CniError> {
+    let conf = PortMapConf::parse(&args.conf)?;
+    let mappings = port_mappings(&args.conf)?;
+    let tag = tag_of(args);
+    let (v4, v6) = container_addresses(prev_result(args)?, &args.ifname);
+    let mut nft = open_host("portmap")?;
+    let mut missing = Vec::new();
+    for (ipv6, addr) in [(false, v4), (true, v6)] {
+        let Some(addr) = addr else { continue };
+        if let Err(why) = check_family(&mut nft, &conf, &tag, addr, &mappings) {
+            missing.push((ipv6, addr, why));
+        }
+    }
+    Ok(Audit {
+        conf,
+        mappings,
+        tag,
+        nft,
+        missing,
+    })
+}
+
 impl Portmap {
     /// Puts back (with `fix`), per family, the mappings CHECK finds missing, through ADD's own
     /// install (which replaces the attachment's elements and rules, so nothing is doubled),
     /// then flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while
     /// the mapping was gone made entries without the DNAT. Returns what was missing.
     pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
-        let conf = PortMapConf::parse(&args.conf)?;
-        let mappings = port_mappings(&args.conf)?;
-        let prev = prev_result(args)?;
-        let tag = tag_of(args);
-        let (v4, v6) = container_addresses(prev, &args.ifname);
-        let mut nft = open_host("portmap")?;
+        let mut a = audit(args)?;
         let mut restored = Vec::new();
-        for (ipv6, addr) in [(false, v4), (true, v6)] {
-            let Some(addr) = addr.filter(|_| mappings.iter().any(|m| m.applies_to(ipv6))) else {
-                continue;
-            };
-            let Err(why) = check_family(&mut nft, &conf, &tag, addr, &mappings) else {
-                continue;
-            };
-            restored.push(format!("portmap {}: {why}", family_name(ipv6)));
+        for (ipv6, addr, why) in &a.missing {
+            restored.push(format!("portmap {}: {why}", family_name(*ipv6)));
             if !fix {
                 continue;
             }
-            install(&mut nft, &conf, &tag, addr, &mappings).map_err(|e| {
+            install(&mut a.nft, &a.conf, &a.tag, *addr, &a.mappings).map_err(|e| {
                 nft_error(
-                    &format!("portmap: restoring {} port mappings", family_name(ipv6)),
+                    &format!("portmap: restoring {} port mappings", family_name(*ipv6)),
                     e,
                 )
             })?;
-            host::flush_udp_conntrack(&mut nft, ipv6, &mappings);
+            host::flush_udp_conntrack(&mut a.nft, *ipv6, &a.mappings);
         }
         Ok(restored)
     }
@@ -406,24 +427,15 @@ impl Plugin for Portmap {
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let conf = PortMapConf::parse(&args.conf)?;
-        let mappings = port_mappings(&args.conf)?;
-        let prev = prev_result(args)?;
-        let tag = tag_of(args);
-        let (v4, v6) = container_addresses(prev, &args.ifname);
-        let mut nft = open_host("portmap")?;
-        for (ipv6, addr) in [(false, v4), (true, v6)] {
-            let Some(addr) = addr else { continue };
-            check_family(&mut nft, &conf, &tag, addr, &mappings).map_err(|why| {
-                CniError::internal(format!(
-                    "portmap: missing {} hostport mappings for container {}: {why}; {}",
-                    family_name(ipv6),
-                    args.container_id,
-                    crate::repair::REPAIR_HINT
-                ))
-            })?;
+        match audit(args)?.missing.first() {
+            None => Ok(()),
+            Some((ipv6, _, why)) => Err(CniError::internal(format!(
+                "portmap: missing {} hostport mappings for container {}: {why}; {}",
+                family_name(*ipv6),
+                args.container_id,
+                crate::repair::REPAIR_HINT
+            ))),
         }
-        Ok(())
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {

@@ -13,6 +13,8 @@
 
 #![allow(dead_code)]
 
+pub mod firewalld;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::ErrorKind;
@@ -57,6 +59,30 @@ impl Health {
         isolation: true,
         spoof_check: true,
     };
+    pub const NOTHING: Health = Health {
+        host_port: false,
+        egress_masquerade: false,
+        isolation: false,
+        spoof_check: false,
+    };
+    /// Forwarding through the host is dropped (the firewall plugin's accepts are gone).
+    pub const ACCEPTS_GONE: Health = Health {
+        host_port: false,
+        egress_masquerade: false,
+        isolation: true,
+        spoof_check: true,
+    };
+}
+
+/// What a repair must leave as it found it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Untouchable {
+    /// `ip -o link` of the host (ifindex, name, flags, MAC).
+    links: String,
+    /// host-local's lease files.
+    leases: Vec<String>,
+    /// The result cache's files and their bytes.
+    cache: Vec<(String, Vec<u8>)>,
 }
 
 pub struct World {
@@ -138,7 +164,9 @@ impl World {
         ));
         self.sh(
             o,
-            &format!("ip link set lo up && ip addr add {OUTSIDE_IP}/24 dev eth0 && ip link set eth0 up"),
+            &format!(
+                "ip link set lo up && ip addr add {OUTSIDE_IP}/24 dev eth0 && ip link set eth0 up"
+            ),
         );
     }
 
@@ -147,8 +175,12 @@ impl World {
         self._servers
             .push(http_server(&self.a.name, [0, 0, 0, 0], 80).unwrap());
         self._servers.push(
-            http_server(&self.outside.name, OUTSIDE_IP.parse::<std::net::Ipv4Addr>().unwrap(), 80)
-                .unwrap(),
+            http_server(
+                &self.outside.name,
+                OUTSIDE_IP.parse::<std::net::Ipv4Addr>().unwrap(),
+                80,
+            )
+            .unwrap(),
         );
         self.sh(
             &self.a.name,
@@ -176,10 +208,7 @@ impl World {
     /// `rcni <args>` in the host namespace, with both plugin directories (rcni's first).
     pub fn rcni(&self, args: &[&str]) -> Output {
         support::rcni_in_host(&self.sb, &self.confdir, &self.plugins, &self.cache, args)
-            .env(
-                "CNI_PATH",
-                format!("{}:{GO_DIR}", self.plugins.display()),
-            )
+            .env("CNI_PATH", format!("{}:{GO_DIR}", self.plugins.display()))
             .output()
             .unwrap()
     }
@@ -217,7 +246,12 @@ impl World {
     /// `rcni repair --json`: the report.
     pub fn repair(&self) -> Value {
         let out = self.rcni(&["repair", "--json"]);
-        assert!(out.status.success(), "repair: {}{}", text(&out.stderr), text(&out.stdout));
+        assert!(
+            out.status.success(),
+            "repair: {}{}",
+            text(&out.stderr),
+            text(&out.stdout)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
@@ -228,7 +262,9 @@ impl World {
         let egress = format!("http://{OUTSIDE_IP}/");
         let to_a = format!("http://{}/", self.a_ip);
         Health {
-            host_port: retry(&|| http_get(&self.outside.name, &hostport).is_ok_and(|b| b == HTTP_BODY)),
+            host_port: retry(&|| {
+                http_get(&self.outside.name, &hostport).is_ok_and(|b| b == HTTP_BODY)
+            }),
             egress_masquerade: retry(&|| http_get(&self.a.name, &egress).is_ok()),
             isolation: !retry(&|| http_get(&self.c.name, &to_a).is_ok()),
             spoof_check: !retry(&|| spoofed_reaches_gateway(&self.a)),
@@ -237,8 +273,8 @@ impl World {
 
     /// Links of the host (ifindex, name, MAC), the lease files and the cache files: what a
     /// repair must not touch.
-    pub fn untouchable(&self) -> (String, Vec<String>, Vec<(String, Vec<u8>)>) {
-        let links = self.host_sh("ip -o link show | sed 's/ state .*//'");
+    pub fn untouchable(&self) -> Untouchable {
+        let links = self.host_sh("ip -o link show | sed 's/ state [A-Z]* / /'");
         let mut leases = Vec::new();
         for net in ["web", "other", "gonet"] {
             leases.extend(support::lease_files(&self.ipam.join(net)));
@@ -246,10 +282,19 @@ impl World {
         let mut cache: Vec<(String, Vec<u8>)> = fs::read_dir(self.cache.join("results"))
             .unwrap()
             .flatten()
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), fs::read(e.path()).unwrap()))
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    fs::read(e.path()).unwrap(),
+                )
+            })
             .collect();
         cache.sort();
-        (links, leases, cache)
+        Untouchable {
+            links,
+            leases,
+            cache,
+        }
     }
 
     /// Rules per chain and elements per set of every table in the host namespace (rcni's
@@ -266,7 +311,12 @@ impl World {
                 let n = s["elem"].as_array().map_or(0, Vec::len);
                 counts.insert(key, n);
             } else if let Some(c) = item.get("chain") {
-                counts.entry(format!("chain {} {} {}", c["family"], c["table"], c["name"])).or_default();
+                counts
+                    .entry(format!(
+                        "chain {} {} {}",
+                        c["family"], c["table"], c["name"]
+                    ))
+                    .or_default();
             }
         }
         counts
@@ -285,7 +335,12 @@ impl World {
 /// bridge's address: the host's ICMP port-unreachable answer comes back as ECONNREFUSED.
 fn spoofed_reaches_gateway(pod: &Netns) -> bool {
     let probe = || -> std::io::Result<bool> {
-        let fd = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
         setsockopt(&fd, sockopt::BindToDevice, &OsString::from("sp0"))?;
         let sock = UdpSocket::from(fd);
         sock.set_read_timeout(Some(Duration::from_millis(700)))?;
