@@ -7,15 +7,19 @@
 //! left alone, so repeating a repair changes nothing.
 //!
 //! The runtime (`cni_runtime::repair`) decides which attachments and which plugins of their
-//! chains are repaired (rcni's own, not Go plugins) and calls [`repair`] in the host
-//! namespace with the request config each plugin got at ADD.
+//! chains are repaired (rcni's own, not Go plugins) and executes the `rcni-plugins` binary
+//! under its own name with `CNI_COMMAND` [`RCNI_REPAIR`] (or [`RCNI_REPAIR_LOOK`]), the
+//! attachment's CNI variables and, on stdin, the request config the plugin got at ADD
+//! ([`run_command`]). Plugins stay executed, never linked, as for every other command.
+
+use std::io::Read;
 
 use ipnet::IpNet;
+use serde_json::json;
 
+use cni_invoke::{RCNI_REPAIR, RCNI_REPAIR_LOOK};
 use cni_plugin::{CmdArgs, Command};
-use cni_runtime::repair::AttachmentRepair;
-use cni_runtime::{Attachment, Runtime};
-use cni_types::{CniError, CniResult};
+use cni_types::{pretty_json, CniError, CniResult, SpecVersion};
 
 use crate::bridge::conf::BridgeConf;
 use crate::common::{masquerade, spoofcheck};
@@ -23,41 +27,48 @@ use crate::firewall::Firewall;
 use crate::portmap::Portmap;
 use crate::ptp::PtpConf;
 
-/// Repairs every cached attachment of `rt`'s cache (or of `network`): the one entry point of
-/// `rcni repair` and of rcni-node's automatic repair.
-pub fn repair_cached(rt: &Runtime, network: Option<&str>) -> Vec<AttachmentRepair> {
-    rt.repair(network, &owns_rules, &|kind, stdin, att| {
-        in_process(kind, stdin, att, Mode::Repair)
-    })
-}
-
-/// What is missing for every cached attachment, changing nothing (`rcni doctor`).
-pub fn missing_cached(rt: &Runtime) -> Vec<AttachmentRepair> {
-    rt.repair(None, &owns_rules, &|kind, stdin, att| {
-        in_process(kind, stdin, att, Mode::Look)
-    })
-}
-
-/// [`repair`] of one plugin for the runtime: `stdin` is the request config it got at ADD.
-fn in_process(
-    plugin_type: &str,
-    stdin: &[u8],
-    att: &Attachment,
-    mode: Mode,
-) -> Result<Option<Vec<String>>, CniError> {
-    let mut args = CmdArgs::new(Command::Check, stdin)?;
-    args.container_id.clone_from(&att.container_id);
-    args.netns.clone_from(&att.netns);
-    args.ifname.clone_from(&att.ifname);
-    args.args = att.args_env();
-    repair(plugin_type, &args, mode)
-}
-
 /// Whether a repair puts back what is missing or only says what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Look,
     Repair,
+}
+
+/// The mode `CNI_COMMAND` asks for, if it is one of the repair commands.
+pub fn mode_of(command: &str) -> Option<Mode> {
+    match command {
+        RCNI_REPAIR => Some(Mode::Repair),
+        RCNI_REPAIR_LOOK => Some(Mode::Look),
+        _ => None,
+    }
+}
+
+/// The front end's repair command: the request from the environment and stdin, the answer
+/// (or a CNI error) on stdout. Returns the exit code.
+pub fn run_command(mode: Mode) -> i32 {
+    let answer = request_from_env().and_then(|args| repair(&args.conf.plugin_type, &args, mode));
+    let (code, out) = match answer {
+        Ok(Some(restored)) => (0, pretty_json(&json!({ "restored": restored }))),
+        Ok(None) => (0, pretty_json(&json!({ "ownsNoRules": true }))),
+        Err(e) => (1, e.to_json(SpecVersion::CURRENT)),
+    };
+    print!("{out}");
+    code
+}
+
+fn request_from_env() -> Result<CmdArgs, CniError> {
+    let mut stdin = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut stdin)
+        .map_err(|e| CniError::internal(format!("reading the request config: {e}")))?;
+    let mut args = CmdArgs::new(Command::Check, &stdin)?;
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    args.container_id = var("CNI_CONTAINERID");
+    args.netns = var("CNI_NETNS");
+    args.ifname = var("CNI_IFNAME");
+    args.args = var("CNI_ARGS");
+    args.path = var("CNI_PATH");
+    Ok(args)
 }
 
 /// Appended to CHECK errors about missing rules: the command that puts them back.
@@ -83,11 +94,6 @@ pub fn repair(
         }
         _ => return Ok(None),
     }))
-}
-
-/// What `plugin_type` can repair, for reports naming the plugins that were not asked.
-pub fn owns_rules(plugin_type: &str) -> bool {
-    matches!(plugin_type, "portmap" | "firewall" | "bridge" | "ptp")
 }
 
 fn prev(args: &CmdArgs) -> Result<&CniResult, CniError> {

@@ -1,9 +1,11 @@
 //! Repair of cached attachments: which attachments and which plugins of their chains get
 //! their nf_tables rules put back after the host's firewall removed them. The rules
-//! themselves are the plugins' business: the runtime hands each rcni plugin of the chain the
-//! request it got at ADD (the cached network config, the cached result as `prevResult`, the
-//! capability args as `runtimeConfig`, CNI_ARGS) through a [`Repairer`] running in this
-//! process (the host namespace), and never executes a plugin that is not rcni's.
+//! themselves are the plugins' business (`cni_plugins::repair`): for each plugin of the
+//! chain that is rcni's, the runtime executes the `rcni-plugins` binary it links to with
+//! `CNI_COMMAND` [`RCNI_REPAIR`] (or [`RCNI_REPAIR_LOOK`]), the attachment's CNI variables
+//! and the request the plugin got at ADD (the cached network config, the cached result as
+//! `prevResult`, the capability args as `runtimeConfig`). A plugin that is not rcni's (Go's)
+//! is never executed: it is named in the report as left alone.
 //!
 //! An attachment whose netns is gone is reported and left alone (GC's business), as is one
 //! whose ADD has not finished.
@@ -12,11 +14,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use cni_invoke::find_in_path;
-use cni_types::{CniError, CniResult, SpecVersion};
+use cni_invoke::{exec_raw, find_in_path, RCNI_REPAIR, RCNI_REPAIR_LOOK};
+use cni_types::{CniResult, RawObject, SpecVersion};
 
-use crate::attachment::Attachment;
 use crate::cache::CacheEntry;
+use crate::deadline::Deadline;
+use crate::error::Operation;
 use crate::lock::NetworkLock;
 use crate::network::{plugin_type, Network};
 use crate::request::attachment_request;
@@ -25,10 +28,33 @@ use crate::runtime::Runtime;
 /// The executable every rcni plugin name links to (`rcni-plugins install`).
 pub const RCNI_PLUGINS_EXE: &str = "rcni-plugins";
 
-/// Repairs one plugin's rules: (plugin type, its request config, the attachment) to
-/// `Ok(None)` when the plugin owns no rules, `Ok(Some(what was restored))` otherwise.
-pub type Repairer<'a> =
-    dyn Fn(&str, &[u8], &Attachment) -> Result<Option<Vec<String>>, CniError> + 'a;
+/// Whether a repair puts back what is missing or only says what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepairMode {
+    /// Only report what is missing (`rcni doctor`).
+    Look,
+    /// Put it back (`rcni repair`, rcni-node).
+    Repair,
+}
+
+impl RepairMode {
+    fn command(self) -> &'static str {
+        match self {
+            RepairMode::Look => RCNI_REPAIR_LOOK,
+            RepairMode::Repair => RCNI_REPAIR,
+        }
+    }
+}
+
+/// What the plugin answers.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer {
+    #[serde(default)]
+    restored: Vec<String>,
+    #[serde(default)]
+    owns_no_rules: bool,
+}
 
 /// What happened to one plugin of an attachment's chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,39 +99,28 @@ impl AttachmentRepair {
     }
 }
 
-/// Whether the executable at `path` is rcni's multi-call binary (the plugin name a link to it).
-pub fn is_rcni_plugin(path: &Path) -> bool {
+/// rcni's multi-call binary when the executable at `path` is (a link to) it.
+pub fn rcni_plugins_exe(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(path)
         .ok()
-        .and_then(|p| p.file_name().map(|n| n == RCNI_PLUGINS_EXE))
-        .unwrap_or(false)
+        .filter(|p| p.file_name().is_some_and(|n| n == RCNI_PLUGINS_EXE))
 }
 
 impl Runtime {
-    /// Repairs every cached attachment, or those of `network`, in cache order. `owns_rules`
-    /// says which rcni plugin types can own rules (the others are not asked). Each
+    /// Repairs (or with [`RepairMode::Look`] only inspects) every cached attachment, or
+    /// those of `network`, in cache order. Each
     /// attachment is repaired holding its network's lock exclusively (as GC does), with its
     /// entry read again under it, so no ADD or DEL of this runtime runs meanwhile and a
     /// deleted attachment gets no rules back.
-    pub fn repair(
-        &self,
-        network: Option<&str>,
-        owns_rules: &dyn Fn(&str) -> bool,
-        repairer: &Repairer<'_>,
-    ) -> Vec<AttachmentRepair> {
+    pub fn repair(&self, network: Option<&str>, mode: RepairMode) -> Vec<AttachmentRepair> {
         self.cached_attachments(None)
             .into_iter()
             .filter(|e| network.is_none_or(|n| e.network_name == n))
-            .map(|e| self.repair_entry(&e, owns_rules, repairer))
+            .map(|e| self.repair_entry(&e, mode))
             .collect()
     }
 
-    fn repair_entry(
-        &self,
-        entry: &CacheEntry,
-        owns_rules: &dyn Fn(&str) -> bool,
-        repairer: &Repairer<'_>,
-    ) -> AttachmentRepair {
+    fn repair_entry(&self, entry: &CacheEntry, mode: RepairMode) -> AttachmentRepair {
         let mut report = AttachmentRepair {
             network: entry.network_name.clone(),
             container_id: entry.container_id.clone(),
@@ -146,38 +161,61 @@ impl Runtime {
             }
         };
         let mut plugins = Vec::new();
+        let deadline = self.deadline(Operation::Check);
         for plugin in net.plugins() {
             let kind = plugin_type(plugin);
-            let outcome = match self.rcni_path(&kind) {
-                Err(path) => PluginRepair::NotRcni(path),
-                Ok(()) if !owns_rules(&kind) => continue,
-                Ok(()) => attachment_request(
-                    plugin,
-                    net.name(),
-                    net.version,
-                    Some(&prev),
-                    &att.capability_args,
-                )
-                .map_err(|e| e.to_string())
-                .and_then(|stdin| repairer(&kind, &stdin, &att).map_err(|e| e.msg))
-                .map_or_else(PluginRepair::Failed, |r| {
-                    PluginRepair::Restored(r.unwrap_or_default())
-                }),
+            let exe = match self.rcni_exe(&kind) {
+                Ok(exe) => exe,
+                Err(path) => {
+                    plugins.push((kind, PluginRepair::NotRcni(path)));
+                    continue;
+                }
             };
-            plugins.push((kind, outcome));
+            let answer = attachment_request(
+                plugin,
+                net.name(),
+                net.version,
+                Some(&prev),
+                &entry.capability_args,
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|stdin| self.ask(&exe, plugin, &entry, &stdin, mode, &deadline));
+            match answer {
+                Ok(a) if a.owns_no_rules => {}
+                Ok(a) => plugins.push((kind, PluginRepair::Restored(a.restored))),
+                Err(e) => plugins.push((kind, PluginRepair::Failed(e))),
+            }
         }
         report.plugins = plugins;
         report
     }
 
-    /// `Ok` when the plugin `kind` found on the search path is rcni's; else where it is (or
-    /// that it is not found).
-    fn rcni_path(&self, kind: &str) -> Result<(), String> {
+    /// rcni's executable when the plugin `kind` found on the search path links to it; else
+    /// where that plugin is (or that it is not found).
+    fn rcni_exe(&self, kind: &str) -> Result<PathBuf, String> {
         match find_in_path(kind, &self.plugin_paths) {
-            Ok(path) if is_rcni_plugin(&path) => Ok(()),
-            Ok(path) => Err(path.display().to_string()),
+            Ok(path) => rcni_plugins_exe(&path).ok_or_else(|| path.display().to_string()),
             Err(_) => Err(format!("{kind} not found in {}", self.search_path())),
         }
+    }
+
+    /// Runs one plugin's repair: its answer, or the failure as text.
+    fn ask(
+        &self,
+        exe: &Path,
+        plugin: &RawObject,
+        entry: &CacheEntry,
+        stdin: &[u8],
+        mode: RepairMode,
+        deadline: &Deadline,
+    ) -> Result<Answer, String> {
+        let mut inv = self.invocation(Operation::Check, Some(&entry.attachment()));
+        inv.command = mode.command().to_string();
+        let opts = self
+            .options(Operation::Check, plugin, deadline)
+            .map_err(|e| e.to_string())?;
+        let out = exec_raw(exe, &inv, stdin, &opts).map_err(|e| e.to_string())?;
+        serde_json::from_slice(&out).map_err(|e| format!("unreadable answer: {e}"))
     }
 
     fn search_path(&self) -> String {

@@ -7,8 +7,8 @@
 //! namespace's nf_tables notifications ([`cni_nft::RulesetMonitor`]); after a change it waits
 //! until the ruleset has been quiet for [`SETTLE`] (a flush or a reload is many messages, and
 //! a plugin's DEL should finish before anything is looked at), then runs a round: the masquerade
-//! table through [`masq::install`] and the attachments through `cni_plugins::repair`, the code
-//! of `rcni repair`. Both add only what is missing, so the notifications of a round's own
+//! table through [`masq::install`] and the attachments through `cni_runtime`'s repair, the
+//! code of `rcni repair`. Both add only what is missing, so the notifications of a round's own
 //! changes lead to one more round that finds nothing. A round also runs every `fallback`
 //! without notifications (lost ones, a socket that could not be opened).
 
@@ -20,6 +20,7 @@ use ipnet::IpNet;
 use tokio::sync::watch;
 
 use cni_nft::RulesetMonitor;
+use cni_runtime::repair::{PluginRepair, RepairMode};
 use cni_runtime::Runtime;
 
 use crate::health::{lock, SharedHealth};
@@ -132,20 +133,20 @@ pub fn round(cfg: &RuleRepairConfig) -> usize {
         Err(e) => log::warn!("rule repair: masquerade table: {e}"),
     }
     let rt = Runtime::new(vec![cfg.bin_dir.clone()], &cfg.cache_dir);
-    for att in cni_plugins::repair::repair_cached(&rt, None) {
+    for att in rt.repair(None, RepairMode::Repair) {
         for (kind, outcome) in &att.plugins {
             let who = format!("{} {} {}", att.network, att.container_id, att.ifname);
             match outcome {
-                cni_runtime::repair::PluginRepair::Restored(items) => {
+                PluginRepair::Restored(items) => {
                     for item in items {
                         log::info!("rule repair: {who}: {kind}: restored {item}");
                     }
                     restored += items.len();
                 }
-                cni_runtime::repair::PluginRepair::Failed(e) => {
+                PluginRepair::Failed(e) => {
                     log::warn!("rule repair: {who}: {kind}: {e}")
                 }
-                cni_runtime::repair::PluginRepair::NotRcni(_) => {}
+                PluginRepair::NotRcni(_) => {}
             }
         }
     }

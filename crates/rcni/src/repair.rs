@@ -1,11 +1,11 @@
 //! `rcni repair`: puts back the nf_tables rules rcni's plugins made for the cached
-//! attachments, after the host's firewall (a flush, a reload) removed them. The work is
-//! `cni_plugins::repair` (each plugin re-runs the rule part of its own ADD for what its
-//! CHECK finds missing); this module prints the report.
+//! attachments, after the host's firewall (a flush, a reload) removed them. The runtime
+//! (`cni_runtime::repair`) asks each rcni plugin of each cached chain, which re-runs the rule
+//! part of its own ADD for what its CHECK finds missing; this module prints the report.
 
 use serde_json::{json, Value};
 
-use cni_runtime::repair::{AttachmentRepair, PluginRepair};
+use cni_runtime::repair::{AttachmentRepair, PluginRepair, RepairMode};
 
 use crate::cli::{Global, RepairArgs};
 use crate::failure::Failure;
@@ -13,7 +13,7 @@ use crate::failure::Failure;
 /// Runs the repair; exit status 1 when a plugin failed.
 pub fn run(g: &Global, a: &RepairArgs) -> Result<(), Failure> {
     let rt = crate::setup::runtime(g);
-    let reports = cni_plugins::repair::repair_cached(&rt, a.network.as_deref());
+    let reports = rt.repair(a.network.as_deref(), RepairMode::Repair);
     if g.json {
         let list: Vec<Value> = reports.iter().map(to_json).collect();
         crate::commands::print_json(&json!({"attachments": list}));

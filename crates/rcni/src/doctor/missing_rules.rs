@@ -1,9 +1,9 @@
 //! The attachments whose nf_tables rules are missing (another firewall flushed or reloaded
 //! the ruleset): each rcni plugin of the cached chain compares the kernel with what its ADD
-//! made, changing nothing (`cni_plugins::repair`, in look-only mode). `rcni repair` puts them
+//! made, changing nothing (`cni_runtime::repair` in look-only mode). `rcni repair` puts them
 //! back.
 
-use cni_runtime::repair::{AttachmentRepair, PluginRepair};
+use cni_runtime::repair::{AttachmentRepair, PluginRepair, RepairMode};
 use cni_runtime::Runtime;
 
 /// One attachment with rules missing, or whose rules could not be looked at.
@@ -15,7 +15,7 @@ pub struct MissingRules {
 
 /// Every cached attachment (of a live netns) with missing rules.
 pub fn audit(rt: &Runtime) -> Vec<MissingRules> {
-    cni_plugins::repair::missing_cached(rt)
+    rt.repair(None, RepairMode::Look)
         .iter()
         .filter_map(summary)
         .collect()
