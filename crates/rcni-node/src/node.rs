@@ -367,7 +367,6 @@ async fn run_agent(
         networks: networks.clone(),
         cache_dir: opts.cni_cache_dir.clone(),
         bin_dir: opts.cni_bin_dir.clone(),
-        fallback: opts.resync_interval,
     };
     let (v4, v6) = (network.ipv4.is_some(), network.ipv6.is_some());
     kernel

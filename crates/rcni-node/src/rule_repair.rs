@@ -4,13 +4,19 @@
 //! node removed them (`nft flush ruleset`, `iptables -F`, a firewalld reload).
 //!
 //! A thread of its own (blocking kernel work, off the agent's event loop) listens to the
-//! namespace's nf_tables notifications ([`cni_nft::RulesetMonitor`]); after a change it waits
+//! namespace's nf_tables notifications ([`cni_nft::RulesetMonitor`]); after a removal it waits
 //! until the ruleset has been quiet for [`SETTLE`] (a flush or a reload is many messages, and
 //! a plugin's DEL should finish before anything is looked at), then runs a round: the masquerade
 //! table through [`masq::install`] and the attachments through `cni_runtime`'s repair, the
-//! code of `rcni repair`. Both add only what is missing, so the notifications of a round's own
-//! changes lead to one more round that finds nothing. A round also runs every `fallback`
-//! without notifications (lost ones, a socket that could not be opened).
+//! code of `rcni repair`. Both add only what is missing; the notifications of a round's own
+//! changes are dropped after it. Rounds are at least [`MIN_GAP`] apart (a round runs
+//! each rcni plugin of each cached attachment once), and one runs every [`FALLBACK`] without
+//! notifications (lost ones, a socket that could not be opened).
+//!
+//! A pod's DEL removes rules too: the round that follows finds its cache entry gone (the
+//! runtime removes it after the chain's DEL) unless the DEL is still running after
+//! [`SETTLE`]; rules put back then are the plugins' GC's to remove (rcni's own runtime holds
+//! the network lock through a DEL, which the repair takes too).
 
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -32,6 +38,10 @@ const SETTLE: Duration = Duration::from_millis(100);
 const MAX_DELAY: Duration = Duration::from_millis(500);
 /// How often the thread looks at the stop signal.
 const TICK: Duration = Duration::from_millis(250);
+/// The shortest time between the end of a round and the start of the next.
+const MIN_GAP: Duration = Duration::from_millis(500);
+/// Time between rounds without notifications.
+const FALLBACK: Duration = Duration::from_secs(60);
 
 /// What is repaired, and where it is described.
 #[derive(Debug, Clone)]
@@ -42,8 +52,6 @@ pub struct RuleRepairConfig {
     pub cache_dir: PathBuf,
     /// Where the plugins are.
     pub bin_dir: PathBuf,
-    /// Time between rounds without notifications.
-    pub fallback: Duration,
 }
 
 /// Starts the repair thread in the calling thread's namespace; it ends when `shutdown` turns
@@ -68,11 +76,13 @@ fn watch_and_repair(
         Err(e) => {
             log::warn!(
                 "rule repair: no nf_tables notifications ({e}); checking every {} s",
-                cfg.fallback.as_secs()
+                FALLBACK.as_secs()
             );
             None
         }
     };
+    // What went missing while no agent ran (the subscription above is already listening).
+    counted_round(cfg, health, Instant::now());
     let mut last_round = Instant::now();
     while !*shutdown.borrow() {
         let changed = match monitor.as_mut().map(|m| m.wait(TICK)) {
@@ -87,22 +97,32 @@ fn watch_and_repair(
                 false
             }
         };
-        if !changed && last_round.elapsed() < cfg.fallback {
+        if !changed && last_round.elapsed() < FALLBACK {
             continue;
         }
         let first = Instant::now();
         if changed {
             settle(monitor.as_mut(), first);
         }
-        let restored = round(cfg);
+        std::thread::sleep(MIN_GAP.saturating_sub(last_round.elapsed()));
+        counted_round(cfg, health, first);
         last_round = Instant::now();
-        if restored > 0 {
-            log::info!(
-                "rule repair: restored {restored} object(s) {} ms after the first change was seen",
-                first.elapsed().as_millis()
-            );
-            lock(health).rule_repairs += restored as u64;
+        // The round's own replacements: what else came meanwhile, FALLBACK catches.
+        if let Some(m) = monitor.as_mut() {
+            let _ = m.wait(Duration::ZERO);
         }
+    }
+}
+
+/// A [`round`], logged (with the time since `first`, when the change was seen) and counted.
+fn counted_round(cfg: &RuleRepairConfig, health: &SharedHealth, first: Instant) {
+    let restored = round(cfg);
+    if restored > 0 {
+        log::info!(
+            "rule repair: restored {restored} object(s) {} ms after the change was seen",
+            first.elapsed().as_millis()
+        );
+        lock(health).rule_repairs += restored as u64;
     }
 }
 
