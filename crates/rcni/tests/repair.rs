@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use cni_testkit::is_root;
 use serde_json::Value;
 
 mod repair_world;
@@ -32,10 +31,6 @@ fn restored_any(report: &Value) -> bool {
 /// The disruption `cmd` (in the host namespace) breaks `broken`; `rcni repair` brings it all
 /// back.
 fn disrupt_and_repair(label: &str, cmd: &str, broken: Health) {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for network namespaces");
-        return;
-    }
     let Some(w) = World::new() else { return };
     assert_eq!(w.probe(), Health::ALL, "{label}: before the disruption");
     assert_eq!(
@@ -175,10 +170,6 @@ fn repair_after_rcnis_tables_are_deleted() {
 /// disruption `rcni repair` brings the pods back, and nothing is doubled.
 #[test]
 fn repair_after_firewalld_start_and_reload() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for network namespaces");
-        return;
-    }
     let Some(w) = World::new() else { return };
     assert_eq!(w.probe(), Health::ALL, "before firewalld");
     let counts = rcni_owned(&w.ruleset_counts());
@@ -250,10 +241,6 @@ fn repair_after_firewalld_start_and_reload() {
 /// repaired.
 #[test]
 fn an_attachment_whose_netns_is_gone_is_reported_not_repaired() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for network namespaces");
-        return;
-    }
     let Some(w) = World::new() else { return };
     let gone = w.sb.add_container().unwrap();
     let path = gone.path.display().to_string();

@@ -104,8 +104,12 @@ fn text(b: &[u8]) -> String {
 }
 
 impl World {
-    /// Builds the node; `None` (skip) without Debian's Go plugins.
+    /// Builds the node; `None` (skip) without root or Debian's Go plugins.
     pub fn new() -> Option<World> {
+        if !cni_testkit::is_root() {
+            eprintln!("SKIPPED: needs root for network namespaces");
+            return None;
+        }
         if !Path::new(GO_DIR).join("ptp").is_file() {
             eprintln!("SKIPPED: Debian's Go plugins are not in {GO_DIR}");
             return None;
