@@ -148,26 +148,14 @@ fn version_does_not_hang_on_open_stdin() {
 
 /// `rcni-plugins` under its own name with `CNI_COMMAND=RCNI_REPAIR_LOOK` (what the runtime's
 /// repair sends it): `stdin`'s answer and exit code.
-fn repair_look(stdin: &str) -> (Option<i32>, serde_json::Value) {
-    use std::io::Write;
-    let mut child = Command::new(BIN)
-        .env("CNI_COMMAND", "RCNI_REPAIR_LOOK")
-        .env("CNI_CONTAINERID", "c1")
-        .env("CNI_IFNAME", "eth0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
+fn repair_look(stdin: &str) -> (i32, serde_json::Value) {
+    let out = cni_testkit::PluginCall::new("RCNI_REPAIR_LOOK")
+        .container_id("c1")
+        .ifname("eth0")
+        .stdin(stdin)
+        .run_here(BIN)
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let answer = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
-    (out.status.code(), answer)
+    (out.status, out.json().unwrap())
 }
 
 // The repair command: a plugin type without rules says so, bad input is a CNI error, a
@@ -175,15 +163,12 @@ fn repair_look(stdin: &str) -> (Option<i32>, serde_json::Value) {
 #[test]
 fn repair_command_answers_for_one_plugin() {
     let (code, v) = repair_look(r#"{"cniVersion":"1.0.0","name":"n","type":"loopback"}"#);
-    assert_eq!(
-        (code, v),
-        (Some(0), serde_json::json!({"ownsNoRules": true}))
-    );
+    assert_eq!((code, v), (0, serde_json::json!({"ownsNoRules": true})));
     let (code, v) = repair_look("{not json");
-    assert_eq!(code, Some(1));
+    assert_eq!(code, 1);
     assert_eq!(v["code"], 6, "{v}");
     let (code, v) = repair_look(r#"{"cniVersion":"1.0.0","name":"n","type":"portmap"}"#);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, 1);
     assert_eq!(v["code"], 7, "{v}");
     assert!(v["msg"].as_str().unwrap().contains("prevResult"), "{v}");
 }
