@@ -715,14 +715,9 @@ fn mappings_capture_only_traffic_addressed_to_the_host() {
             { "hostPort": 8082, "containerPort": 80, "protocol": "tcp", "hostIP": OUTSIDE_IP4 }
         ])),
     );
-    lab.rcni(
-        "portmap",
-        "ADD",
-        "pod-a",
-        &pod_a.path.display().to_string(),
-        &stdin,
-    )
-    .assert_success();
+    let netns = pod_a.path.display().to_string();
+    lab.rcni("portmap", "ADD", "pod-a", &netns, &stdin)
+        .assert_success();
     let live = eventually("outside -> hostIP:8081 reaches pod A", || {
         http_get(&outside.name, &format!("http://{HOST_IP4}:8081/"))
     });
@@ -749,11 +744,7 @@ fn mappings_capture_only_traffic_addressed_to_the_host() {
 
 /// A UDP responder in `ns` answering every datagram with `tag`; runs until the test ends.
 fn udp_tagged(ns: &cni_testkit::Netns, addr: SocketAddr, tag: &'static str) {
-    let sock = cni_linux::NetNs::open(&ns.path)
-        .unwrap()
-        .run(move || std::net::UdpSocket::bind(addr))
-        .unwrap()
-        .unwrap();
+    let sock = cni_testkit::run_in(&ns.name, move || Ok(std::net::UdpSocket::bind(addr)?)).unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 1500];
         while let Ok((_, peer)) = sock.recv_from(&mut buf) {
@@ -779,14 +770,9 @@ fn a_udp_client_that_keeps_sending_follows_the_mapping_when_the_pod_is_replaced(
     let map = || mappings(json!([{ "hostPort": 5353, "containerPort": 5353, "protocol": "udp" }]));
     let portmap = |verb: &str, cid: &str, pod: &cni_testkit::Netns, res: &Value| {
         let stdin = chained(NET, portmap_keys(), Some(res), map());
-        lab.rcni(
-            "portmap",
-            verb,
-            cid,
-            &pod.path.display().to_string(),
-            &stdin,
-        )
-        .assert_success();
+        let netns = pod.path.display().to_string();
+        lab.rcni("portmap", verb, cid, &netns, &stdin)
+            .assert_success();
     };
     portmap("ADD", "pod-1", &pod1, &res1);
 
