@@ -28,7 +28,7 @@ use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
 use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
-use crate::{cni_conf, cni_version, masq};
+use crate::{cni_conf, cni_version, masq, rule_repair};
 
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
@@ -367,6 +367,11 @@ async fn run_agent(
 
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
     let networks = network.networks();
+    let rule_repair = rule_repair::RuleRepairConfig {
+        networks: networks.clone(),
+        cache_dir: opts.cni_cache_dir.clone(),
+        bin_dir: opts.cni_bin_dir.clone(),
+    };
     let (v4, v6) = (network.ipv4.is_some(), network.ipv6.is_some());
     kernel
         .run(move |r| -> anyhow::Result<()> {
@@ -378,6 +383,8 @@ async fn run_agent(
             Ok(())
         })
         .await?;
+    rule_repair::spawn(rule_repair, health.clone(), shutdown.clone())
+        .context("start the rule repair thread")?;
     let files = NodeFiles {
         network: network.clone(),
         subnet,

@@ -11,6 +11,7 @@ mod lab;
 mod logger;
 mod netns;
 mod pod;
+mod repair;
 mod scratch;
 mod setup;
 
