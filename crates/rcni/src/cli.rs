@@ -126,6 +126,10 @@ pub enum Command {
     /// Pod-sandbox network lifecycle, as a CRI runtime runs it for kubelet: run, status, stop,
     /// rm, ls, ready, update-cidr, gc (records in --state-dir).
     Pod(Box<crate::pod::PodArgs>),
+    /// Kubernetes NetworkPolicies kept in rcni-node's etcd: apply, get, list, delete, and
+    /// explain what applies to a pod (--etcd-endpoints or RCNI_ETCD_ENDPOINTS, as rcni-node).
+    #[command(subcommand)]
+    Policy(Box<crate::policy::PolicyCommand>),
 }
 
 #[derive(Debug, Args)]

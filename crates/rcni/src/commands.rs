@@ -33,6 +33,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
             None => doctor(g, d),
         },
         Command::Pod(p) => crate::pod::run(g, p),
+        Command::Policy(p) => crate::policy::run(p, g.json),
     }
 }
 
