@@ -166,9 +166,22 @@ async fn check(client: &mut Client, probe: &Probe) -> Result<(), etcd_client::Er
     Ok(())
 }
 
+/// A client that presents no certificate cannot have it rejected: a server refusing such a
+/// client (Go's TLS 1.3 server sends a `bad_certificate` alert for a missing certificate)
+/// demands one.
+fn sent_no_certificate(access: &Access, cause: Cause) -> Cause {
+    if cause.kind == Kind::ClientCertificateRejected && access.tls_without_identity() {
+        return Cause {
+            kind: Kind::NoClientCertificate,
+            ..cause
+        };
+    }
+    cause
+}
+
 /// A server demanding a client certificate from a client with none closes the connection
-/// right after the TLS handshake, without an alert the client sees: on a first contact over
-/// TLS without a certificate, a connection closed by the server means that.
+/// right after the TLS handshake, often before the client has read its alert: on a first
+/// contact over TLS without a certificate, a connection closed by the server means that.
 fn first_contact(access: &Access, cause: Cause) -> Cause {
     let closed = cause.detail.contains("connection closed");
     if cause.kind == Kind::Unreachable && closed && access.tls_without_identity() {
@@ -177,7 +190,7 @@ fn first_contact(access: &Access, cause: Cause) -> Cause {
             ..cause
         };
     }
-    cause
+    sent_no_certificate(access, cause)
 }
 
 /// Whether another member may do better than the one that failed with `kind`.
@@ -265,6 +278,7 @@ impl Connection {
     /// only "connection closed" or "broken pipe" then; such a close after a refusal by the
     /// same endpoint is that refusal again.
     fn explain(&mut self, cause: Cause) -> Cause {
+        let cause = sent_no_certificate(&self.access, cause);
         let closed = cause.kind == Kind::Unreachable
             && (cause.detail.contains("connection closed") || cause.detail.contains("broken pipe"));
         match &self.refusal {
@@ -557,5 +571,64 @@ impl Watch {
                 return Ok(events);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EtcdOptions;
+
+    fn access(with_identity: bool) -> (tempfile::TempDir, Access) {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = |name: &str, kind: &str| {
+            let path = dir.path().join(name);
+            let text = format!("-----BEGIN {kind}-----\nAA==\n-----END {kind}-----\n");
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let mut o = EtcdOptions {
+            endpoints: vec!["https://198.18.0.2:2379".into()],
+            cafile: Some(pem("ca.pem", "CERTIFICATE")),
+            ..EtcdOptions::default()
+        };
+        if with_identity {
+            o.certfile = Some(pem("c.pem", "CERTIFICATE"));
+            o.keyfile = Some(pem("k.pem", "PRIVATE KEY"));
+        }
+        let access = Access::new(&o).unwrap();
+        (dir, access)
+    }
+
+    fn cause(kind: Kind, detail: &str) -> Cause {
+        Cause {
+            endpoint: "https://198.18.0.2:2379".into(),
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_a_client_without_a_certificate_asks_for_one() {
+        let (_dir, none) = access(false);
+        let alert = cause(
+            Kind::ClientCertificateRejected,
+            "fatal alert: BadCertificate",
+        );
+        let closed = cause(Kind::Unreachable, "connection closed");
+        assert_eq!(
+            first_contact(&none, alert.clone()).kind,
+            Kind::NoClientCertificate
+        );
+        assert_eq!(
+            first_contact(&none, closed.clone()).kind,
+            Kind::NoClientCertificate
+        );
+        let (_dir, with) = access(true);
+        assert_eq!(
+            first_contact(&with, alert).kind,
+            Kind::ClientCertificateRejected
+        );
+        assert_eq!(first_contact(&with, closed).kind, Kind::Unreachable);
     }
 }

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use cni_types::code;
 use serde_json::{json, Value};
 
+use cni_policy::stored::Keys;
+
 use super::object::Object;
-use super::store::Datastore;
-use super::Problem;
+use super::{Problem, StoreArgs};
 
 /// How often a transaction that lost to a concurrent writer is planned again.
 const ATTEMPTS: usize = 3;
@@ -48,8 +49,8 @@ pub fn plan(objects: &[(String, Object)], current: &mut BTreeMap<String, Value>)
         .collect()
 }
 
-/// The objects of `text`, checked; every refusal at once.
-fn objects(text: &str, ds: &Datastore) -> Result<Vec<(String, Object)>, Problem> {
+/// The objects of `text`, checked, with their keys; every refusal at once.
+fn objects(text: &str, keys: &Keys) -> Result<Vec<(String, Object)>, Problem> {
     let docs = cni_policy::parse_documents(text)
         .map_err(|e| Problem::new(code::DECODING_FAILURE, format!("error: {e}")))?;
     if docs.is_empty() {
@@ -66,13 +67,15 @@ fn objects(text: &str, ds: &Datastore) -> Result<Vec<(String, Object)>, Problem>
     Ok(good
         .into_iter()
         .flatten()
-        .map(|o| (o.key(&ds.keys), o))
+        .map(|o| (o.key(keys), o))
         .collect())
 }
 
-/// Stores the objects of `text` and prints what happened to each.
-pub fn run(ds: &mut Datastore, text: &str, json: bool) -> Result<(), Problem> {
-    let objects = objects(text, ds)?;
+/// Stores the objects of `text` and prints what happened to each; the input is checked
+/// before etcd is asked anything.
+pub fn run(store: &StoreArgs, text: &str, json: bool) -> Result<(), Problem> {
+    let objects = objects(text, &Keys::new(&store.prefix))?;
+    let ds = &mut super::open(store)?;
     for _ in 0..ATTEMPTS {
         let mut seen = Vec::new();
         let mut current = BTreeMap::new();

@@ -180,3 +180,63 @@ pub fn to_json(pod: &Pod, node: &str, e: &Explanation) -> Value {
         "egress": effective_json(&e.egress),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> Cluster {
+        let docs = cni_policy::parse_documents(
+            "kind: NetworkPolicy\nmetadata: {name: in, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{ports: [{port: 80}, {protocol: UDP, port: 53, endPort: 54}]}]\n",
+        )
+        .unwrap();
+        let mut c = Cluster::default();
+        for d in docs {
+            if let cni_policy::Document::NetworkPolicy(p) = d {
+                c.policies.push(*p);
+            }
+        }
+        c.pods.push(Pod {
+            namespace: "x".into(),
+            name: "a".into(),
+            labels: [("app".to_string(), "a".to_string())].into(),
+            ips: vec!["198.18.0.5".parse().unwrap()],
+            named_ports: Default::default(),
+        });
+        c
+    }
+
+    #[test]
+    fn the_explanation_names_the_node_the_policies_and_each_direction() {
+        let c = cluster();
+        let e = explain(&c, &c.pods[0]).unwrap();
+        assert_eq!(
+            to_text(&c.pods[0], "n1", &e),
+            "Pod x/a on node n1: 198.18.0.5 (labels app=a)\n\
+             Policies: x/in (Ingress)\n\
+             Ingress: isolated by x/in\n  x/in[0]: from/to any peer; on TCP/80, UDP/53-54\n\
+             Egress: not isolated (no policy selects the pod): all allowed\n"
+        );
+        let v = to_json(&c.pods[0], "n1", &e);
+        assert_eq!(
+            v["egress"],
+            json!({"isolated": false, "policies": [], "rules": []})
+        );
+        assert_eq!(
+            v["ingress"]["rules"][0]["ports"],
+            json!([{"protocol": "TCP", "port": 80, "endPort": 80},
+                   {"protocol": "UDP", "port": 53, "endPort": 54}])
+        );
+        assert_eq!(v["ingress"]["rules"][0]["peers"], Value::Null);
+    }
+
+    #[test]
+    fn an_unknown_pod_lists_the_known_ones_of_its_namespace() {
+        let c = cluster();
+        assert_eq!(
+            unknown(&c, "x", "b"),
+            "error: pod x/b is not known (no node publishes it); pods of namespace x: a"
+        );
+        assert!(unknown(&c, "y", "b").ends_with("no node publishes a pod of namespace y"));
+    }
+}

@@ -111,7 +111,7 @@ pub fn run(command: &PolicyCommand, json: bool) -> Result<(), Failure> {
 fn dispatch(command: &PolicyCommand, json: bool) -> Result<(), Problem> {
     match command {
         PolicyCommand::Apply { store, file } => {
-            read_input(file).and_then(|text| apply::run(&mut open(store)?, &text, json))
+            read_input(file).and_then(|text| apply::run(store, &text, json))
         }
         PolicyCommand::Get {
             store,
