@@ -62,6 +62,12 @@ pub use ping::{ping, PingCount, PingStream};
 pub use plugin::PluginCall;
 pub use probe::{serve_tcp_udp, tcp_connects, udp_echoes, Servers};
 pub use process::PROCESS_TIMEOUT;
+
+/// Runs `cmd` to completion with `stdin`, its output captured (killed after
+/// [`PROCESS_TIMEOUT`]); a non-zero exit is not an error here.
+pub fn run_command(cmd: std::process::Command, stdin: &[u8]) -> anyhow::Result<PluginOutput> {
+    process::run(cmd, stdin, PROCESS_TIMEOUT)
+}
 pub use sandbox::{Netns, Sandbox};
 
 /// True when the test runs as root (namespaces need it; tests skip with a message otherwise).

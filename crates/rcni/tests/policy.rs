@@ -1,11 +1,10 @@
 //! Root-only: `rcni policy` against a real etcd in a throwaway namespace, every write
 //! checked independently with `etcdctl get --prefix`.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use cni_testkit::etcd::Etcd;
-use cni_testkit::{is_root, Sandbox};
+use cni_testkit::{is_root, run_command, PluginOutput, Sandbox};
 use serde_json::{json, Value};
 
 const PREFIX: &str = "/rcni.test/network";
@@ -28,30 +27,28 @@ impl Env {
     }
 
     /// `rcni policy VERB --etcd-endpoints <etcd> --prefix PREFIX ARGS` in the namespace.
-    fn policy(&self, verb: &str, args: &[&str], stdin: &str) -> Output {
-        self.rcni_with(&self.etcd.url, verb, args, stdin)
+    fn policy(&self, verb: &str, args: &[&str], stdin: &str) -> PluginOutput {
+        self.rcni(&[], &self.etcd.url, verb, args, stdin)
     }
 
-    fn rcni_with(&self, endpoints: &str, verb: &str, args: &[&str], stdin: &str) -> Output {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.sb.host().name])
+    /// `rcni GLOBAL policy VERB --etcd-endpoints ENDPOINTS --prefix PREFIX ARGS`.
+    fn rcni(
+        &self,
+        global: &[&str],
+        endpoints: &str,
+        verb: &str,
+        args: &[&str],
+        stdin: &str,
+    ) -> PluginOutput {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.sb.host().name])
             .arg(env!("CARGO_BIN_EXE_rcni"))
+            .args(global)
             .args(["policy", verb, "--etcd-endpoints", endpoints])
             .args(["--prefix", PREFIX])
             .args(args)
-            .env_remove("RCNI_ETCD_ENDPOINTS")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+            .env_remove("RCNI_ETCD_ENDPOINTS");
+        run_command(cmd, stdin.as_bytes()).unwrap()
     }
 
     /// What etcdctl sees under the prefix.
@@ -70,26 +67,21 @@ impl Env {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Succeeded: its stdout.
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
+fn ok(out: PluginOutput) -> String {
+    assert_eq!(
+        out.status, 0,
         "stdout:\n{}\nstderr:\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
+        out.stdout, out.stderr
     );
-    text(&out.stdout)
+    out.stdout
 }
 
 /// Failed with status 1, printing nothing on stdout: its stderr.
-fn failed(out: Output) -> String {
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    assert_eq!(text(&out.stdout), "");
-    text(&out.stderr)
+fn failed(out: PluginOutput) -> String {
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!(out.stdout, "");
+    out.stderr
 }
 
 const MANIFEST: &str = r#"
@@ -213,11 +205,8 @@ fn apply_get_list_delete_round_trip() {
          shop        deny-all            <none>\n"
     );
     let empty = env.policy("list", &["-n", "nothing"], "");
-    assert_eq!(ok(empty.clone()), "");
-    assert_eq!(
-        text(&empty.stderr),
-        "No resources found in nothing namespace.\n"
-    );
+    assert_eq!(empty.stderr, "No resources found in nothing namespace.\n");
+    assert_eq!(ok(empty), "");
     let listed: Value =
         serde_json::from_str(&ok(env.policy("list", &["-A", "-o", "json"], ""))).unwrap();
     assert_eq!(listed["kind"], "List");
@@ -275,15 +264,9 @@ spec:
     assert_eq!(env.keys(), Vec::<String>::new(), "nothing stored");
 
     // With --json: rcni's CNI error object on stdout instead.
-    let out = Command::new("ip")
-        .args(["netns", "exec", &env.sb.host().name])
-        .arg(env!("CARGO_BIN_EXE_rcni"))
-        .args(["--json", "policy", "apply", "-f", &file])
-        .args(["--etcd-endpoints", &env.etcd.url, "--prefix", PREFIX])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = env.rcni(&["--json"], &env.etcd.url, "apply", &["-f", &file], "");
+    assert_eq!(out.status, 1);
+    let error: Value = serde_json::from_str(&out.stdout).unwrap();
     assert!(error["msg"]
         .as_str()
         .unwrap()
@@ -361,13 +344,7 @@ spec:
          Egress: isolated by shop/egress-none\n  nothing allowed\n"
     );
 
-    let out = Command::new("ip")
-        .args(["netns", "exec", &env.sb.host().name])
-        .arg(env!("CARGO_BIN_EXE_rcni"))
-        .args(["--json", "policy", "explain", "shop/web-1"])
-        .args(["--etcd-endpoints", &env.etcd.url, "--prefix", PREFIX])
-        .output()
-        .unwrap();
+    let out = env.rcni(&["--json"], &env.etcd.url, "explain", &["shop/web-1"], "");
     let v: Value = serde_json::from_str(&ok(out)).unwrap();
     assert_eq!(v["pod"]["node"], "node1");
     assert_eq!(v["ingress"]["isolated"], true);
@@ -396,7 +373,7 @@ spec:
 fn an_unreachable_etcd_is_one_line_and_status_1() {
     let Some(env) = Env::new() else { return };
     // Nothing listens on this port in the sandbox.
-    let out = env.rcni_with("http://127.0.0.1:2399", "list", &["-A"], "");
+    let out = env.rcni(&[], "http://127.0.0.1:2399", "list", &["-A"], "");
     let err = failed(out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
