@@ -131,6 +131,10 @@ pub enum Command {
     /// them. Adds only what is missing; never touches links, addresses, routes, leases or
     /// other software's rules; Go plugins are left alone. Exit status 1 if a plugin failed.
     Repair(RepairArgs),
+    /// Kubernetes NetworkPolicies kept in rcni-node's etcd: apply, get, list, delete, and
+    /// explain what applies to a pod (--etcd-endpoints or RCNI_ETCD_ENDPOINTS, as rcni-node).
+    #[command(subcommand)]
+    Policy(Box<crate::policy::PolicyCommand>),
 }
 
 #[derive(Debug, Args)]

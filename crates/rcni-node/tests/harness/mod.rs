@@ -402,12 +402,12 @@ impl Cluster {
             peer_url: "http://127.0.0.1:2380".into(),
         };
         let cluster = member.initial_cluster_entry();
-        self.etcd = member.spawn(
+        self.etcd = Guard(Some(member.spawn(
             &self.sb.host().name,
             self.sb.dir(),
             &cluster,
             &self.etcd_server_args,
-        );
+        )));
         self.wait_etcd_healthy(&self.etcd_url.clone());
     }
 
