@@ -413,8 +413,8 @@ impl Sandboxes {
     /// ADD with its DEL.
     pub(crate) fn recover_locked(&self, exclusive: bool) -> Result<Recovery, SandboxError> {
         let mut report = Recovery::default();
-        let (recs, _) = self.store.records()?;
-        for seen in recs.iter().filter(|r| needs_recovery(r)) {
+        let recs = self.store.pending_records()?;
+        for seen in recs.iter().filter(|r| r.needs_recovery()) {
             let mut lock = self.store.lock_sandbox(&seen.id, false)?;
             if lock.is_none() && exclusive {
                 log::warn!(
@@ -437,7 +437,7 @@ impl Sandboxes {
             // Re-read under the lock: the owner may have finished meanwhile.
             let current = self.store.load(&seen.id)?;
             let gone = current.is_none();
-            let Some(mut rec) = current.filter(needs_recovery) else {
+            let Some(mut rec) = current.filter(SandboxRecord::needs_recovery) else {
                 if gone {
                     // Its verb removed it: the lock file this pass re-created goes too.
                     lock.release_and_forget();
@@ -491,6 +491,4 @@ impl Sandboxes {
     }
 }
 
-fn needs_recovery(rec: &SandboxRecord) -> bool {
-    rec.state.is_transient() || rec.removing
-}
+

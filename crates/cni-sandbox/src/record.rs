@@ -134,6 +134,12 @@ pub struct SandboxRecord {
 }
 
 impl SandboxRecord {
+    /// Whether a verb was working on the sandbox when the record was written: recovery
+    /// finishes or undoes such a record when no live process holds its lock.
+    pub fn needs_recovery(&self) -> bool {
+        self.state.is_transient() || self.removing
+    }
+
     /// Networks a teardown still has to DEL, in attach order.
     pub fn attached(&self) -> impl DoubleEndedIterator<Item = &NetworkRecord> {
         self.networks.iter().filter(|n| !n.detached)

@@ -14,6 +14,15 @@
 //!   cannot DEL an attachment that a surviving plugin is still creating (which would leak
 //!   whatever that plugin writes after the DEL, such as a lease).
 //!
+//! Pending markers (`<dir>/<id>.pending`, empty): a record that needs recovery (a verb is
+//! working on it, see [`SandboxRecord::needs_recovery`]) has one, created before the record
+//! is written and removed after the record leaves that state. Every verb starts with
+//! recovery, and with a marker per pending record it loads those few records instead of
+//! every record on the node. A marker is created in the records' directory so the
+//! directory sync of the record's write makes it durable too. `<dir>/.pending-complete`
+//! says every pending record has its marker; without it (a state directory written by a
+//! version before markers) the next recovery scans every record once and adds them.
+//!
 //! Temp files are `cni_persist`'s, tagged `<id>.json`: a writer killed before its rename
 //! leaves one that the next `gc` (which excludes every writer) removes.
 
@@ -34,6 +43,9 @@ use crate::record::SandboxRecord;
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rcni/sandboxes";
 
 const RECORD_EXT: &str = "json";
+const PENDING_EXT: &str = "pending";
+/// Present once every record that needs recovery has its pending marker.
+const PENDING_COMPLETE: &str = ".pending-complete";
 /// Temp files of rcni versions before `cni_persist` (`.<id>.json.tmp-<pid>`).
 const LEGACY_TEMP_MARK: &str = ".tmp-";
 
@@ -194,8 +206,58 @@ impl RecordStore {
             path: target.clone(),
             message: e.to_string(),
         })?;
+        let pending = rec.needs_recovery();
+        if pending {
+            let marker = self.pending_marker(&rec.id);
+            File::create(&marker)
+                .map_err(|e| SandboxError::io("cannot write pending marker", &marker, e))?;
+        }
         cni_persist::replace(&target, &bytes, Durability::Fsync)
-            .map_err(|e| SandboxError::io("cannot write record", &target, e.into()))
+            .map_err(|e| SandboxError::io("cannot write record", &target, e.into()))?;
+        if !pending {
+            self.clear_pending(&rec.id);
+        }
+        Ok(())
+    }
+
+    fn pending_marker(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{PENDING_EXT}"))
+    }
+
+    /// Removes the pending marker of `id`; a marker left behind only costs recovery a load.
+    fn clear_pending(&self, id: &str) {
+        let _ = fs::remove_file(self.pending_marker(id));
+    }
+
+    /// The records recovery must look at: those with a pending marker (every record, once,
+    /// for a state directory from before markers). A record whose marker outlived its
+    /// transient state is returned too; the caller checks the state.
+    pub fn pending_records(&self) -> Result<Vec<SandboxRecord>, SandboxError> {
+        let complete = self.dir.join(PENDING_COMPLETE);
+        if complete.exists() {
+            let mut recs = Vec::new();
+            for id in self.names_with_ext(PENDING_EXT)? {
+                match self.load(&id) {
+                    Ok(Some(r)) => recs.push(r),
+                    Ok(None) => self.clear_pending(&id),
+                    Err(e) => log::warn!("recovery: {e}"),
+                }
+            }
+            return Ok(recs);
+        }
+        let (recs, _) = self.records()?;
+        let pending: Vec<SandboxRecord> =
+            recs.into_iter().filter(|r| r.needs_recovery()).collect();
+        self.ensure_dirs()?;
+        for rec in &pending {
+            let marker = self.pending_marker(&rec.id);
+            File::create(&marker)
+                .map_err(|e| SandboxError::io("cannot write pending marker", &marker, e))?;
+        }
+        File::create(&complete)
+            .map_err(|e| SandboxError::io("cannot write pending marker", &complete, e))?;
+        let _ = cni_persist::sync_dir(&self.dir);
+        Ok(pending)
     }
 
     /// Removes the record of `id` (a missing one is fine).
@@ -203,16 +265,25 @@ impl RecordStore {
         let path = self.path(id);
         match fs::remove_file(&path) {
             Ok(()) => {
+                self.clear_pending(id);
                 let _ = cni_persist::sync_dir(&self.dir);
                 Ok(())
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.clear_pending(id);
+                Ok(())
+            }
             Err(e) => Err(SandboxError::io("cannot remove record", &path, e)),
         }
     }
 
     /// The ids of every record, sorted.
     pub fn ids(&self) -> Result<Vec<String>, SandboxError> {
+        self.names_with_ext(RECORD_EXT)
+    }
+
+    /// The sorted stems of the directory's `<stem>.<ext>` files (dot files excluded).
+    fn names_with_ext(&self, ext: &str) -> Result<Vec<String>, SandboxError> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -227,7 +298,7 @@ impl RecordStore {
         let mut ids: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|n| !n.starts_with('.'))
-            .filter_map(|n| n.strip_suffix(&format!(".{RECORD_EXT}")).map(String::from))
+            .filter_map(|n| n.strip_suffix(&format!(".{ext}")).map(String::from))
             .collect();
         ids.sort();
         Ok(ids)
@@ -254,6 +325,12 @@ impl RecordStore {
         if let Ok(entries) = fs::read_dir(&self.dir) {
             for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
                 if name.starts_with('.') && name.contains(LEGACY_TEMP_MARK) {
+                    removed += usize::from(fs::remove_file(self.dir.join(&name)).is_ok());
+                }
+                let orphan_marker = name
+                    .strip_suffix(&format!(".{PENDING_EXT}"))
+                    .is_some_and(|id| !self.path(id).exists());
+                if orphan_marker {
                     removed += usize::from(fs::remove_file(self.dir.join(&name)).is_ok());
                 }
             }
@@ -325,6 +402,52 @@ mod tests {
         let (recs, bad) = store.records().unwrap();
         assert_eq!(recs.len(), 1);
         assert_eq!(bad.len(), 1);
+    }
+
+    fn ids_of(recs: &[SandboxRecord]) -> Vec<&str> {
+        recs.iter().map(|r| r.id.as_str()).collect()
+    }
+
+    #[test]
+    fn recovery_reads_only_records_with_a_pending_marker() {
+        let d = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(d.path());
+        let mut ready = record("ready");
+        ready.state = State::Ready;
+        store.save(&ready).unwrap();
+        store.save(&record("busy")).unwrap();
+        // The first recovery scans everything (no completeness marker yet), then only markers.
+        assert_eq!(ids_of(&store.pending_records().unwrap()), ["busy"]);
+        assert!(d.path().join(PENDING_COMPLETE).exists());
+        // A record corrupted without a marker is no longer read by recovery at all.
+        fs::write(store.path("ready"), b"not json").unwrap();
+        assert_eq!(ids_of(&store.pending_records().unwrap()), ["busy"]);
+        // Leaving the transient state removes the marker; entering one adds it.
+        let mut busy = record("busy");
+        busy.state = State::Ready;
+        store.save(&busy).unwrap();
+        assert!(store.pending_records().unwrap().is_empty());
+        busy.removing = true;
+        store.save(&busy).unwrap();
+        assert_eq!(ids_of(&store.pending_records().unwrap()), ["busy"]);
+        store.remove("busy").unwrap();
+        assert!(!store.pending_marker("busy").exists());
+        assert!(store.pending_records().unwrap().is_empty());
+    }
+
+    #[test]
+    fn records_from_before_markers_are_found_once_and_orphan_markers_swept() {
+        let d = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(d.path());
+        store.save(&record("old")).unwrap();
+        // What an older version leaves: the transient record without its marker.
+        fs::remove_file(store.pending_marker("old")).unwrap();
+        assert_eq!(ids_of(&store.pending_records().unwrap()), ["old"]);
+        assert!(store.pending_marker("old").exists());
+        fs::write(store.pending_marker("gone"), b"").unwrap();
+        assert!(store.sweep() >= 1);
+        assert!(!store.pending_marker("gone").exists());
+        assert!(store.pending_marker("old").exists());
     }
 
     #[test]
