@@ -29,7 +29,7 @@ use crate::lease::{LeaseAttrs, Subnets};
 use crate::network::{BackendKind, NetworkConfig};
 use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
-use crate::{cni_conf, cni_version, masq};
+use crate::{cni_conf, cni_version, masq, rule_repair};
 
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
@@ -344,6 +344,7 @@ async fn run_agent(
     lock(&health).subnet = Some(subnet);
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
     configure_node(&kernel, &network).await?;
+    spawn_rule_repair(&opts, &network, &health, &shutdown)?;
     // One pod MTU for both families: the larger overhead wins.
     let mtu = underlay.mtu - network.backend.mtu_overhead(network.ipv6.is_some());
     let files = node_files(&opts, network, subnet, mtu, versions);
@@ -430,6 +431,24 @@ async fn configure_node(kernel: &Kernel, network: &NetworkConfig) -> anyhow::Res
             Ok(())
         })
         .await
+}
+
+/// Starts the thread that puts back the node's and its pods' nf_tables rules when another
+/// firewall removes them (see [`rule_repair`]).
+fn spawn_rule_repair(
+    opts: &Options,
+    network: &NetworkConfig,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let config = rule_repair::RuleRepairConfig {
+        networks: network.networks(),
+        cache_dir: opts.cni_cache_dir.clone(),
+        bin_dir: opts.cni_bin_dir.clone(),
+    };
+    rule_repair::spawn(config, health.clone(), shutdown.clone())
+        .context("start the rule repair thread")?;
+    Ok(())
 }
 
 /// The files the node publishes for the pods' plugins (conflist, subnet file).
