@@ -80,10 +80,7 @@ impl CmdArgs {
     /// is refused with code 4, never put in as a lossy copy naming another path; the runner
     /// refuses such a `CNI_NETNS` before any callback, so only hand-built arguments meet it.
     pub fn sandbox(&self) -> Result<&str, CniError> {
-        self.netns.to_str().ok_or_else(|| {
-            CniError::invalid_environment("CNI_NETNS is not valid UTF-8")
-                .with_details(format!("{:?}", self.netns))
-        })
+        Ok(cni_types::netns_text(&self.netns)?)
     }
 
     /// The directories of `CNI_PATH`.

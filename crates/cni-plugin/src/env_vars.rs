@@ -54,7 +54,10 @@ pub(crate) fn read_env(env: &dyn Env) -> Result<EnvVars, CniError> {
     let vars = EnvVars {
         command: get("CNI_COMMAND"),
         container_id: get("CNI_CONTAINERID"),
-        netns: env.var_os("CNI_NETNS").map(PathBuf::from).unwrap_or_default(),
+        netns: env
+            .var_os("CNI_NETNS")
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         ifname: get("CNI_IFNAME"),
         args: get("CNI_ARGS"),
         path: get("CNI_PATH"),

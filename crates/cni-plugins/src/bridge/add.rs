@@ -39,6 +39,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
+    let sandbox = args.sandbox()?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     step::end("bridge", "netns")?;
 
@@ -86,7 +87,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     result.interfaces = vec![
         interface_of(&bridge, ""),
         interface_of(&host_end, ""),
-        interface_of(&container_end, &args.netns),
+        interface_of(&container_end, sandbox),
     ];
 
     if conf.macspoofchk {
