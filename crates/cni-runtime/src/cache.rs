@@ -412,6 +412,25 @@ mod tests {
         );
     }
 
+    // The entry holds the netns as JSON text: one that is not UTF-8 is refused, typed, not
+    // written as a lossy copy naming another path.
+    #[cfg(unix)]
+    #[test]
+    fn netns_not_utf8_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = Path::new(std::ffi::OsStr::from_bytes(b"/run/netns/\xff"));
+        let e = CacheEntry {
+            netns: bad.into(),
+            ..entry()
+        };
+        assert_eq!(e.to_go_json().unwrap_err().path, bad);
+        let d = tempfile::tempdir().unwrap();
+        let err = ResultCache::new(d.path()).store(&e).unwrap_err();
+        assert!(matches!(err, RuntimeError::NetnsNotUtf8(_)), "{err}");
+        assert_eq!(err.code(), cni_types::code::INVALID_ENVIRONMENT);
+        assert!(!d.path().join("results/dbnet-ctr1-eth0").exists());
+    }
+
     // Directory 0700, file 0600, no temp files left.
     #[cfg(unix)]
     #[test]
