@@ -74,7 +74,7 @@ fn step(
         bin: &imp.plugin(ty),
         command,
         container_id: att.container_id,
-        netns: &att.netns.display().to_string(),
+        netns: att.netns,
         ifname: att.ifname,
         path: &imp.dir.display().to_string(),
         stdin: &stdin,

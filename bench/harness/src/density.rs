@@ -154,12 +154,11 @@ fn plugin(
 ) -> Result<f64> {
     let bin = imp.plugin(kind.name());
     let path = imp.dir.display().to_string();
-    let netns = pod.path.display().to_string();
     let out = run(&Call {
         bin: &bin,
         command,
         container_id: cid,
-        netns: &netns,
+        netns: &pod.path,
         ifname: "eth0",
         path: &path,
         stdin: conf,

@@ -12,7 +12,8 @@ pub struct Call<'a> {
     pub bin: &'a Path,
     pub command: &'a str,
     pub container_id: &'a str,
-    pub netns: &'a str,
+    /// CNI_NETNS, set as its bytes.
+    pub netns: &'a Path,
     pub ifname: &'a str,
     /// CNI_PATH.
     pub path: &'a str,

@@ -85,7 +85,7 @@ impl Store {
             command,
             container_id: cid,
             // host-local never enters it; it only has to be given.
-            netns: "/run/netns/rcni-bench-none",
+            netns: Path::new("/run/netns/rcni-bench-none"),
             ifname: "eth0",
             path: &path,
             stdin,

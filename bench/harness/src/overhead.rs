@@ -117,7 +117,7 @@ fn through_library(
     out: &mut Samples,
 ) -> Result<()> {
     use cni_runtime::{discover, Attachment, Runtime};
-    let att = Attachment::new(container_id, netns.display().to_string(), "eth0");
+    let att = Attachment::new(container_id, netns, "eth0");
     for verb in ["add", "del"] {
         let cpu = thread_cpu_ms() + children_cpu_ms();
         let started = Instant::now();

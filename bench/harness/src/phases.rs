@@ -103,7 +103,7 @@ fn traced(
         bin: &bin,
         command: cmd,
         container_id: att.container_id,
-        netns: &att.netns.display().to_string(),
+        netns: att.netns,
         ifname: att.ifname,
         path: &imp.dir.display().to_string(),
         stdin,

@@ -51,7 +51,7 @@ fn request(netns: &Path, n: usize, mappings: Value) -> Vec<u8> {
             "cniVersion": "1.0.0",
             "interfaces": [
                 { "name": "cni0", "mac": "02:00:00:00:00:01" },
-                { "name": "eth0", "mac": "02:00:00:00:00:02", "sandbox": netns.display().to_string() }
+                { "name": "eth0", "mac": "02:00:00:00:00:02", "sandbox": netns }
             ],
             "ips": [{ "address": address(n), "interface": 1 }]
         }
@@ -87,7 +87,6 @@ impl<'a> Side<'a> {
     fn call(&self, command: &str, cid: &str, stdin: &[u8]) -> Result<(f64, bool, String)> {
         let bin = self.imp.plugin("portmap");
         let path = self.imp.dir.display().to_string();
-        let netns = self.pod.path.display().to_string();
         std::thread::scope(|s| {
             s.spawn(|| -> Result<(f64, bool, String)> {
                 ns::enter(&self.host)?;
@@ -95,7 +94,7 @@ impl<'a> Side<'a> {
                     bin: &bin,
                     command,
                     container_id: cid,
-                    netns: &netns,
+                    netns: &self.pod.path,
                     ifname: "eth0",
                     path: &path,
                     stdin,

@@ -45,9 +45,10 @@ pub fn rss_probe() -> Result<()> {
 }
 
 fn rss_of(call: &Call) -> Result<f64> {
+    let netns = call.netns.to_str().context("the netns path is not UTF-8")?;
     let spec = serde_json::json!({
         "bin": call.bin.display().to_string(), "CNI_COMMAND": call.command,
-        "CNI_CONTAINERID": call.container_id, "CNI_NETNS": call.netns, "CNI_IFNAME": call.ifname,
+        "CNI_CONTAINERID": call.container_id, "CNI_NETNS": netns, "CNI_IFNAME": call.ifname,
         "CNI_PATH": call.path, "stdin": String::from_utf8_lossy(call.stdin),
     });
     let mut child = Command::new(std::env::current_exe()?)
@@ -100,7 +101,6 @@ fn per_operation(imp: &Impl, slot: u8, data: &Path, strace: bool) -> Result<[Opt
         capability_args: &caps,
     };
     let path = imp.dir.display().to_string();
-    let netns = ns.path.display().to_string();
     let plugins = list["plugins"].as_array().cloned().unwrap_or_default();
     let bridge_req = request(&list, &plugins[0], None, &att);
     let bridge_bin = imp.plugin("bridge");
@@ -108,7 +108,7 @@ fn per_operation(imp: &Impl, slot: u8, data: &Path, strace: bool) -> Result<[Opt
         bin: &bridge_bin,
         command: "ADD",
         container_id: "rss1",
-        netns: &netns,
+        netns: &ns.path,
         ifname: "eth0",
         path: &path,
         stdin: &bridge_req,

@@ -15,7 +15,7 @@ fn version_ms(bin: &Path) -> Result<Option<f64>> {
         bin,
         command: "VERSION",
         container_id: "",
-        netns: "",
+        netns: Path::new(""),
         ifname: "",
         path: "",
         stdin: br#"{"cniVersion":"1.0.0"}"#,

@@ -1,12 +1,16 @@
 //! The six CNI_* variables of one plugin run.
 
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
 /// What a plugin run is told through its environment (SPEC.md, Section 2: Execution Protocol). All
 /// six are always sent, empty where there is nothing to say (as libcni's `CNIConfig.args`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Invocation {
     pub command: String,
     pub container_id: String,
-    pub netns: String,
+    /// CNI_NETNS: a path, passed to the plugin as its bytes (never a lossy copy).
+    pub netns: PathBuf,
     pub ifname: String,
     /// CNI_ARGS, already in `K=V;K=V` form.
     pub args: String,
@@ -31,14 +35,14 @@ impl Invocation {
     }
 
     /// The variables, in the order the spec lists them.
-    pub fn env(&self) -> [(&'static str, &str); 6] {
+    pub fn env(&self) -> [(&'static str, &OsStr); 6] {
         [
-            ("CNI_COMMAND", &self.command),
-            ("CNI_CONTAINERID", &self.container_id),
-            ("CNI_NETNS", &self.netns),
-            ("CNI_IFNAME", &self.ifname),
-            ("CNI_ARGS", &self.args),
-            ("CNI_PATH", &self.path),
+            ("CNI_COMMAND", self.command.as_ref()),
+            ("CNI_CONTAINERID", self.container_id.as_ref()),
+            ("CNI_NETNS", self.netns.as_os_str()),
+            ("CNI_IFNAME", self.ifname.as_ref()),
+            ("CNI_ARGS", self.args.as_ref()),
+            ("CNI_PATH", self.path.as_ref()),
         ]
     }
 

@@ -17,8 +17,9 @@ pub struct CmdArgs {
     pub command: Command,
     /// `CNI_CONTAINERID`.
     pub container_id: String,
-    /// `CNI_NETNS` (may be empty for DEL).
-    pub netns: String,
+    /// `CNI_NETNS` (may be empty for DEL). The runner only passes one that is UTF-8 (see
+    /// [`CmdArgs::sandbox`]).
+    pub netns: PathBuf,
     /// `CNI_IFNAME`.
     pub ifname: String,
     /// `CNI_ARGS` as received; see [`CmdArgs::cni_args`] for the parsed form.
@@ -47,7 +48,7 @@ impl CmdArgs {
         Ok(CmdArgs {
             command,
             container_id: String::new(),
-            netns: String::new(),
+            netns: PathBuf::new(),
             ifname: String::new(),
             args: String::new(),
             path: String::new(),
@@ -73,6 +74,13 @@ impl CmdArgs {
     /// a plugin never decides what "no list" means; outside GC an absent list is empty.
     pub fn valid_attachments(&self) -> &[AttachmentId] {
         self.conf.valid_attachments.as_deref().unwrap_or_default()
+    }
+
+    /// `CNI_NETNS` as a result's interface `sandbox` (JSON text). A path that is not UTF-8
+    /// is refused with code 4, never put in as a lossy copy naming another path; the runner
+    /// refuses such a `CNI_NETNS` before any callback, so only hand-built arguments meet it.
+    pub fn sandbox(&self) -> Result<&str, CniError> {
+        Ok(cni_types::netns_text(&self.netns)?)
     }
 
     /// The directories of `CNI_PATH`.

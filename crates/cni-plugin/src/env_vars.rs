@@ -7,6 +7,12 @@
 //!   PATH. A container ID or interface name that is present but invalid is reported at once
 //!   (only for commands that require it); otherwise every missing variable is reported together
 //!   in one code-4 error.
+//! - A value that is not UTF-8 is refused (code 4), `CNI_NETNS` too: the spec passes it as a
+//!   byte string, but every result reports it as an interface's `sandbox` and JSON is UTF-8,
+//!   so a plugin could not answer for it (and refusing before the callback leaves nothing to
+//!   undo). It is read as its bytes all the same and kept a path, never a lossy copy.
+
+use std::path::PathBuf;
 
 use cni_types::{validate_container_id, validate_interface_name, CniError};
 
@@ -17,7 +23,7 @@ use crate::env::Env;
 pub(crate) struct EnvVars {
     pub command: String,
     pub container_id: String,
-    pub netns: String,
+    pub netns: PathBuf,
     pub ifname: String,
     pub args: String,
     pub path: String,
@@ -48,19 +54,22 @@ pub(crate) fn read_env(env: &dyn Env) -> Result<EnvVars, CniError> {
     let vars = EnvVars {
         command: get("CNI_COMMAND"),
         container_id: get("CNI_CONTAINERID"),
-        netns: get("CNI_NETNS"),
+        netns: env
+            .var_os("CNI_NETNS")
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         ifname: get("CNI_IFNAME"),
         args: get("CNI_ARGS"),
         path: get("CNI_PATH"),
         netns_override: get("CNI_NETNS_OVERRIDE"),
     };
-    let values = [
-        &vars.command,
-        &vars.container_id,
-        &vars.netns,
-        &vars.ifname,
-        &vars.args,
-        &vars.path,
+    let values: [&std::ffi::OsStr; 6] = [
+        vars.command.as_ref(),
+        vars.container_id.as_ref(),
+        vars.netns.as_os_str(),
+        vars.ifname.as_ref(),
+        vars.args.as_ref(),
+        vars.path.as_ref(),
     ];
     let mut missing = Vec::new();
     for ((name, commands), value) in REQUIRED.iter().zip(values) {
@@ -71,8 +80,8 @@ pub(crate) fn read_env(env: &dyn Env) -> Result<EnvVars, CniError> {
             }
         } else if required {
             match *name {
-                "CNI_CONTAINERID" => validate_container_id(value)?,
-                "CNI_IFNAME" => validate_interface_name(value)?,
+                "CNI_CONTAINERID" => validate_container_id(&vars.container_id)?,
+                "CNI_IFNAME" => validate_interface_name(&vars.ifname)?,
                 _ => {}
             }
         }

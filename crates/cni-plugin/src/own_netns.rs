@@ -5,13 +5,15 @@
 //! is; no Linux-specific API is needed. A path that cannot be opened passes: the plugin itself
 //! decides what a missing namespace means for its command.
 
+use std::path::Path;
+
 use cni_types::CniError;
 
 /// Where the calling thread's network namespace is visible.
 const OWN_NETNS_PATHS: [&str; 2] = ["/proc/thread-self/ns/net", "/proc/self/ns/net"];
 
 /// Fails with code 8 when `netns` is the namespace this process runs in.
-pub(crate) fn ensure_not_own_netns(netns: &str) -> Result<(), CniError> {
+pub(crate) fn ensure_not_own_netns(netns: &Path) -> Result<(), CniError> {
     if is_own_netns(netns) {
         return Err(CniError::invalid_netns(
             "plugin's netns and netns from CNI_NETNS should not be the same",
@@ -21,9 +23,9 @@ pub(crate) fn ensure_not_own_netns(netns: &str) -> Result<(), CniError> {
 }
 
 #[cfg(unix)]
-fn is_own_netns(netns: &str) -> bool {
+fn is_own_netns(netns: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    if netns.is_empty() {
+    if netns.as_os_str().is_empty() {
         return false;
     }
     let Ok(target) = std::fs::metadata(netns) else {
@@ -36,7 +38,7 @@ fn is_own_netns(netns: &str) -> bool {
 }
 
 #[cfg(not(unix))]
-fn is_own_netns(_netns: &str) -> bool {
+fn is_own_netns(_netns: &Path) -> bool {
     let _ = OWN_NETNS_PATHS;
     false
 }
@@ -52,11 +54,11 @@ mod tests {
             eprintln!("skipped: no /proc/self/ns/net on this system");
             return;
         }
-        let e = ensure_not_own_netns("/proc/self/ns/net").unwrap_err();
+        let e = ensure_not_own_netns(Path::new("/proc/self/ns/net")).unwrap_err();
         assert_eq!(e.code, cni_types::code::INVALID_NETNS);
-        assert!(ensure_not_own_netns("/nonexistent/netns").is_ok());
-        assert!(ensure_not_own_netns("").is_ok());
+        assert!(ensure_not_own_netns(Path::new("/nonexistent/netns")).is_ok());
+        assert!(ensure_not_own_netns(Path::new("")).is_ok());
         // Another namespace type of the same process is a different inode.
-        assert!(ensure_not_own_netns("/proc/self/ns/mnt").is_ok());
+        assert!(ensure_not_own_netns(Path::new("/proc/self/ns/mnt")).is_ok());
     }
 }

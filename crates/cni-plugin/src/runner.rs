@@ -195,7 +195,7 @@ fn request(
         prev_result,
     };
     log::debug!(
-        "{command} container={} netns={} ifname={} network={} version={version}",
+        "{command} container={} netns={:?} ifname={} network={} version={version}",
         args.container_id,
         args.netns,
         args.ifname,

@@ -67,7 +67,7 @@ impl Plugin for Loopback {
         result.interfaces.push(Interface {
             name: LO.into(),
             mac: LO_MAC.into(),
-            sandbox: args.netns.clone(),
+            sandbox: args.sandbox()?.to_string(),
             ..Interface::default()
         });
         result.ips = ips;
@@ -75,7 +75,7 @@ impl Plugin for Loopback {
     }
 
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        if args.netns.is_empty() {
+        if args.netns.as_os_str().is_empty() {
             return Ok(());
         }
         let ns = match netns::open(&args.netns)? {

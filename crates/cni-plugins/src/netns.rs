@@ -6,6 +6,8 @@
 //! mount or UTS namespace, a symlink loop, an over-long name) as a namespace that is gone:
 //! nothing to do inside it, host-side cleanup still runs, success.
 
+use std::path::Path;
+
 use cni_linux::{NetNs, NsError};
 use cni_types::{code, CniError};
 
@@ -18,7 +20,7 @@ pub enum Opened {
 
 /// Opens `path`; a missing or non-network-namespace path is [`Opened::Gone`], other failures
 /// (permissions, system-call errors) are errors.
-pub fn open(path: &str) -> Result<Opened, CniError> {
+pub fn open(path: &Path) -> Result<Opened, CniError> {
     match NetNs::open(path) {
         Ok(ns) => Ok(Opened::Ns(ns)),
         Err(e) if e.is_not_found() || e.is_not_a_network_namespace() => Ok(Opened::Gone(e)),
@@ -31,7 +33,7 @@ pub fn open(path: &str) -> Result<Opened, CniError> {
 
 /// Opens `path` for ADD or CHECK, where the namespace must exist: a missing one is code 3
 /// (the container is gone), a path that is not a network namespace code 8.
-pub fn open_required(path: &str) -> Result<NetNs, CniError> {
+pub fn open_required(path: &Path) -> Result<NetNs, CniError> {
     match open(path)? {
         Opened::Ns(ns) => Ok(ns),
         Opened::Gone(e @ NsError::NotFound(_)) => Err(CniError::unknown_container(format!(

@@ -64,7 +64,9 @@ fn request_from_env() -> Result<CmdArgs, CniError> {
     let mut args = CmdArgs::new(Command::Check, &stdin)?;
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     args.container_id = var("CNI_CONTAINERID");
-    args.netns = var("CNI_NETNS");
+    args.netns = std::env::var_os("CNI_NETNS")
+        .map(Into::into)
+        .unwrap_or_default();
     args.ifname = var("CNI_IFNAME");
     args.args = var("CNI_ARGS");
     args.path = var("CNI_PATH");

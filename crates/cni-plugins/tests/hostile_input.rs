@@ -613,6 +613,14 @@ fn cases(lab: &Lab, plugin: &str) -> Vec<Case> {
             };
             push(name, command, c(base_text.clone()).netns(path), expect);
         }
+        // A path that is not UTF-8 could not be reported as JSON text (an interface's
+        // `sandbox`): refused at once by every plugin, before anything is looked at.
+        push(
+            "netns-not-utf8",
+            command,
+            c(base_text.clone()).netns(OsString::from_vec(b"/run/netns/\xff".to_vec())),
+            Expect::Code(INVALID_ENV),
+        );
         if command != "CHECK" {
             // The plugin runs in the sandbox's host namespace: that is its own.
             push(

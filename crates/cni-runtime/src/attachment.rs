@@ -1,10 +1,14 @@
 //! The parameters of one attachment (libcni's `RuntimeConf`; SPEC.md, Section 3: "Attachment
 //! Parameters").
 
+use std::path::PathBuf;
+
 use serde_json::{Map, Value};
 
 use cni_attribution::AttachmentId;
-use cni_types::{validate_container_id, validate_interface_name, validate_network_name, CniArgs};
+use cni_types::{
+    netns_text, validate_container_id, validate_interface_name, validate_network_name, CniArgs,
+};
 
 use crate::error::RuntimeError;
 
@@ -12,8 +16,9 @@ use crate::error::RuntimeError;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Attachment {
     pub container_id: String,
-    /// The netns path; may be empty for DEL.
-    pub netns: String,
+    /// The netns path; may be empty for DEL. Passed to plugins as its bytes; it must be UTF-8
+    /// all the same, since the cache entry records it as JSON text (see [`Attachment::validate`]).
+    pub netns: PathBuf,
     pub ifname: String,
     /// `CNI_ARGS` pairs, in order.
     pub args: Vec<(String, String)>,
@@ -24,7 +29,7 @@ pub struct Attachment {
 impl Attachment {
     pub fn new(
         container_id: impl Into<String>,
-        netns: impl Into<String>,
+        netns: impl Into<PathBuf>,
         ifname: impl Into<String>,
     ) -> Self {
         Attachment {
@@ -55,11 +60,13 @@ impl Attachment {
         CniArgs::from_pairs(self.args.clone()).to_env_string()
     }
 
-    /// Checks everything that ends up in a cache file name, on every command (better than
-    /// libcni, which checks on ADD only).
+    /// Checks everything that ends up in a cache file name or entry, on every command (better
+    /// than libcni, which checks on ADD only): the entry records the netns as JSON text.
     pub fn validate(&self, network: &str) -> Result<(), RuntimeError> {
         validate_network_name(network).map_err(RuntimeError::Invalid)?;
         validate_container_id(&self.container_id).map_err(RuntimeError::Invalid)?;
-        validate_interface_name(&self.ifname).map_err(RuntimeError::Invalid)
+        validate_interface_name(&self.ifname).map_err(RuntimeError::Invalid)?;
+        netns_text(&self.netns)?;
+        Ok(())
     }
 }

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use cni_attribution::AttachmentId;
-use cni_types::{CniError, CniResult, RawObject, SpecVersion};
+use cni_types::{netns_text, CniError, CniResult, NetnsNotUtf8, RawObject, SpecVersion};
 
 use crate::attachment::Attachment;
 use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
@@ -41,7 +41,8 @@ pub struct CacheEntry {
     pub config: Vec<u8>,
     pub ifname: String,
     pub network_name: String,
-    pub netns: String,
+    /// JSON text in the file: a path that is not UTF-8 cannot be written (see `to_go_json`).
+    pub netns: PathBuf,
     pub cni_args: Vec<(String, String)>,
     pub capability_args: Map<String, Value>,
     /// The final ADD result, as the last plugin reported it.
@@ -50,8 +51,10 @@ pub struct CacheEntry {
 
 impl CacheEntry {
     /// The entry as Go's `json.Marshal` writes it: struct fields in declaration order, empty
-    /// optional fields left out, maps with sorted keys.
-    pub fn to_go_json(&self) -> String {
+    /// optional fields left out, maps with sorted keys. A netns path that is not UTF-8 is
+    /// refused: the format has only text for it.
+    pub fn to_go_json(&self) -> Result<String, NetnsNotUtf8> {
+        let netns = netns_text(&self.netns)?;
         let mut out = String::with_capacity(512);
         out.push_str("{\"kind\":");
         gojson::write_string(&mut out, CACHE_KIND);
@@ -63,9 +66,9 @@ impl CacheEntry {
         gojson::write_string(&mut out, &self.ifname);
         out.push_str(",\"networkName\":");
         gojson::write_string(&mut out, &self.network_name);
-        if !self.netns.is_empty() {
+        if !netns.is_empty() {
             out.push_str(",\"netns\":");
-            gojson::write_string(&mut out, &self.netns);
+            gojson::write_string(&mut out, netns);
         }
         if !self.cni_args.is_empty() {
             out.push_str(",\"cniArgs\":");
@@ -85,7 +88,7 @@ impl CacheEntry {
             gojson::write_value(&mut out, result);
         }
         out.push('}');
-        out
+        Ok(out)
     }
 
     /// Decodes an entry; keys match case-insensitively and unknown keys are ignored, as Go's
@@ -122,7 +125,7 @@ impl CacheEntry {
             config,
             ifname: text("ifName")?,
             network_name: text("networkName")?,
-            netns: text("netns")?,
+            netns: text("netns")?.into(),
             cni_args,
             capability_args: obj
                 .decode::<Map<String, Value>>("capabilityArgs")
@@ -218,7 +221,7 @@ impl ResultCache {
             Some(Spares::new(&self.spare_dir())),
             &entry.network_name,
             &name,
-            entry.to_go_json().as_bytes(),
+            entry.to_go_json()?.as_bytes(),
         )
         .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
     }
@@ -233,7 +236,7 @@ impl ResultCache {
             Some(Spares::new(&self.spare_dir())),
             &entry.network_name,
             &name,
-            entry.to_go_json().as_bytes(),
+            entry.to_go_json()?.as_bytes(),
         )
         .map(|created| created.is_some())
         .map_err(|e| RuntimeError::io("cannot write cached result", dir.join(&name), e))
@@ -391,19 +394,41 @@ mod tests {
             ),
             BASE64.encode(&e.config)
         );
-        assert_eq!(e.to_go_json(), expected);
+        assert_eq!(e.to_go_json().unwrap(), expected);
         assert!(BASE64.encode(b"ab").ends_with('='));
         let minimal = CacheEntry {
-            netns: String::new(),
+            netns: PathBuf::new(),
             cni_args: vec![],
             capability_args: Map::new(),
             result: None,
             ..entry()
         };
-        let s = minimal.to_go_json();
+        let s = minimal.to_go_json().unwrap();
         assert!(!s.contains("netns") && !s.contains("cniArgs") && !s.contains("capabilityArgs"));
         assert!(!s.contains("result"));
-        assert_eq!(CacheEntry::decode(e.to_go_json().as_bytes()).unwrap(), e);
+        assert_eq!(
+            CacheEntry::decode(e.to_go_json().unwrap().as_bytes()).unwrap(),
+            e
+        );
+    }
+
+    // The entry holds the netns as JSON text: one that is not UTF-8 is refused, typed, not
+    // written as a lossy copy naming another path.
+    #[cfg(unix)]
+    #[test]
+    fn netns_not_utf8_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = Path::new(std::ffi::OsStr::from_bytes(b"/run/netns/\xff"));
+        let e = CacheEntry {
+            netns: bad.into(),
+            ..entry()
+        };
+        assert_eq!(e.to_go_json().unwrap_err().path, bad);
+        let d = tempfile::tempdir().unwrap();
+        let err = ResultCache::new(d.path()).store(&e).unwrap_err();
+        assert!(matches!(err, RuntimeError::NetnsNotUtf8(_)), "{err}");
+        assert_eq!(err.code(), cni_types::code::INVALID_ENVIRONMENT);
+        assert!(!d.path().join("results/dbnet-ctr1-eth0").exists());
     }
 
     // Directory 0700, file 0600, no temp files left.

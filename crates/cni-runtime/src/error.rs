@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use cni_invoke::InvokeError;
-use cni_types::{code, CniError};
+use cni_types::{code, CniError, NetnsNotUtf8};
 
 /// The operation a failure happened in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +117,9 @@ pub enum RuntimeError {
     /// A container ID, interface name or network name was rejected (checked on every command).
     #[error("{0}")]
     Invalid(CniError),
+    /// The netns path is not UTF-8, so the cache entry (JSON) cannot record it.
+    #[error(transparent)]
+    NetnsNotUtf8(#[from] NetnsNotUtf8),
     /// A plugin of the chain failed.
     #[error("plugin {plugin} failed ({op}, {stage}): {source}")]
     Plugin {
@@ -224,6 +227,7 @@ impl RuntimeError {
             RuntimeError::Config { .. } => code::INVALID_NETWORK_CONFIG,
             RuntimeError::NetworkNotFound { .. } => code::INVALID_NETWORK_CONFIG,
             RuntimeError::Invalid(e) => e.code,
+            RuntimeError::NetnsNotUtf8(_) => code::INVALID_ENVIRONMENT,
             RuntimeError::Plugin { source, stage, .. } => match source.as_ref() {
                 PluginFailure::Invoke(e) => e.to_cni_error().code,
                 PluginFailure::Other(_) if *stage == Stage::Compatibility => {

@@ -70,7 +70,7 @@ pub enum PluginRepair {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachmentRepair {
     pub id: AttachmentId,
-    pub netns: String,
+    pub netns: PathBuf,
     /// Why the attachment was not looked at (its netns is gone, its ADD has not finished,
     /// it was deleted meanwhile), if it was not.
     pub skipped: Option<String>,
@@ -144,7 +144,7 @@ impl Runtime {
             report.skipped = Some("deleted meanwhile".into());
             return report;
         };
-        if entry.netns.is_empty() || !Path::new(&entry.netns).exists() {
+        if entry.netns.as_os_str().is_empty() || !entry.netns.exists() {
             report.skipped = Some(format!("netns {:?} is gone", entry.netns));
             return report;
         }

@@ -346,7 +346,7 @@ impl Runtime {
             if att.capability_args.is_empty() {
                 att.capability_args = entry.capability_args;
             }
-            if att.netns.is_empty() {
+            if att.netns.as_os_str().is_empty() {
                 att.netns = entry.netns;
             }
         }

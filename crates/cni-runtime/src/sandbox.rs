@@ -4,6 +4,7 @@
 //! merged per interface. A failed setup tears down the networks already attached.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
@@ -40,7 +41,7 @@ pub enum SetupMode {
 #[derive(Debug, Clone, Default)]
 pub struct SandboxRequest {
     pub container_id: String,
-    pub netns: String,
+    pub netns: PathBuf,
     pub args: Vec<(String, String)>,
     pub capability_args: Map<String, Value>,
 }

@@ -38,7 +38,11 @@ fn go_entries_round_trip_byte_for_byte() {
     for name in ["go-v1.3-dbnet-ctr1-eth0", "go-v1.1.2-oldnet-ctr2-eth0"] {
         let bytes = fixture(name);
         let entry = CacheEntry::decode(&bytes).unwrap();
-        assert_eq!(entry.to_go_json().as_bytes(), bytes.as_slice(), "{name}");
+        assert_eq!(
+            entry.to_go_json().unwrap().as_bytes(),
+            bytes.as_slice(),
+            "{name}"
+        );
     }
 }
 
@@ -110,7 +114,7 @@ fn old_go_entry_is_listed_and_converted() {
     let listed = cache.attachments(Some("ctr2"));
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].network_name, "oldnet");
-    assert_eq!(listed[0].netns, "");
+    assert_eq!(listed[0].netns, Path::new(""));
     let att = Attachment::new("ctr2", "", "eth0");
     let prev = cache
         .load_result("oldnet", &att, cni_runtime::SpecVersion::V1_0_0)
@@ -124,4 +128,40 @@ fn old_go_entry_is_listed_and_converted() {
     f.runtime().gc(&net, &[]).unwrap();
     assert_eq!(f.calls_str(), ["B DEL", "A DEL"]);
     assert!(cache.attachments(None).is_empty());
+}
+
+// The netns is kept byte for byte: a UTF-8 path (even one Go would escape nothing in, with
+// spaces and non-ASCII) comes back from the entry unchanged and reaches DEL as CNI_NETNS; one
+// that is not UTF-8 cannot be written in the entry, so ADD is refused (code 4) before any
+// plugin runs and nothing is cached.
+#[test]
+fn netns_paths_round_trip_or_are_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = Fake::new();
+    f.plugins(&["A", "B", "C"]);
+    let net = common::chain("1.0.0", "");
+    let rt = f.runtime();
+    let odd = Path::new("/run/netns/pod ü\u{1F600}\"x");
+    rt.add(&net, &Attachment::new("c1", odd, "eth0")).unwrap();
+    let listed = ResultCache::new(f.cache()).attachments(Some("c1"));
+    assert_eq!(listed[0].netns.as_os_str(), odd.as_os_str());
+    f.clear_log();
+    rt.del_with_cached_args(&net, &Attachment::new("c1", "", "eth0"))
+        .unwrap();
+    assert_eq!(f.env(1)["CNI_NETNS"], odd.to_str().unwrap());
+
+    f.clear_log();
+    let bad = Path::new(std::ffi::OsStr::from_bytes(b"/run/netns/\xffx"));
+    let e = rt
+        .add(&net, &Attachment::new("c2", bad, "eth0"))
+        .unwrap_err();
+    assert_eq!(e.code(), 4, "{e}"); // invalid environment variables
+    assert!(
+        e.to_string().contains("CNI_NETNS is not valid UTF-8"),
+        "{e}"
+    );
+    assert!(f.calls().is_empty());
+    assert!(ResultCache::new(f.cache())
+        .attachments(Some("c2"))
+        .is_empty());
 }

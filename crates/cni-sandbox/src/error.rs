@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use cni_runtime::RuntimeError;
-use cni_types::{code, CniError};
+use cni_types::{code, CniError, NetnsNotUtf8};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -29,8 +29,12 @@ pub enum SandboxError {
     #[error("bad sandbox record {}: {message}", .path.display())]
     BadRecord { path: PathBuf, message: String },
     /// The network namespace could not be created or removed.
-    #[error("network namespace {path}: {message}")]
-    Netns { path: String, message: String },
+    #[error("network namespace {}: {message}", .path.display())]
+    Netns { path: PathBuf, message: String },
+    /// The given netns path is not UTF-8: the record, the runtime's cache and every result
+    /// hold it as JSON text.
+    #[error(transparent)]
+    NetnsNotUtf8(#[from] NetnsNotUtf8),
     /// A request that cannot be carried out as asked (bad id, bad port, no network).
     #[error("{0}")]
     Invalid(String),
@@ -73,6 +77,7 @@ impl SandboxError {
             SandboxError::BadRecord { .. } => code::DECODING_FAILURE,
             SandboxError::Netns { .. } => code::INVALID_NETNS,
             SandboxError::Invalid(_) | SandboxError::Stopped(_) => code::INVALID_ENVIRONMENT,
+            SandboxError::NetnsNotUtf8(_) => code::INVALID_ENVIRONMENT,
             SandboxError::Template { .. } => code::INVALID_NETWORK_CONFIG,
         }
     }

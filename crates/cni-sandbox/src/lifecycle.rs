@@ -15,7 +15,7 @@ use cni_runtime::{
     default_ifname, discover, Attachment, Member, Network, Runtime, SandboxNetworks,
     SandboxRequest, SetupMode,
 };
-use cni_types::validate_container_id;
+use cni_types::{netns_text, validate_container_id};
 
 use crate::error::SandboxError;
 use crate::namespaces::{netns_name, Namespaces};
@@ -112,7 +112,10 @@ impl Sandboxes {
             pod.uid = id.clone();
         }
         let (netns, netns_owner) = match &req.netns {
-            Some(p) => (p.clone(), NetnsOwner::Caller),
+            Some(p) => {
+                netns_text(p)?;
+                (p.clone(), NetnsOwner::Caller)
+            }
             None => (self.namespaces.path(&netns_name(&id)), NetnsOwner::Sandbox),
         };
         let mut caps = capability_args(req)?;
@@ -339,10 +342,10 @@ impl Sandboxes {
     /// A namespace that is gone is passed as an empty `CNI_NETNS` (what the kubelet flow sends
     /// after a reboot): the plugins still release what lives outside it.
     fn teardown(&self, rec: &mut SandboxRecord) -> Vec<String> {
-        let netns = if !rec.netns.is_empty() && self.namespaces.exists(&rec.netns) {
+        let netns = if !rec.netns.as_os_str().is_empty() && self.namespaces.exists(&rec.netns) {
             rec.netns.clone()
         } else {
-            String::new()
+            PathBuf::new()
         };
         let mut errors = Vec::new();
         for n in rec.networks.iter_mut().rev().filter(|n| !n.detached) {
@@ -370,7 +373,7 @@ impl Sandboxes {
         }
         match self.namespaces.remove(&netns_name(&rec.id)) {
             Ok(()) => Vec::new(),
-            Err(e) => vec![format!("namespace {}: {e}", rec.netns)],
+            Err(e) => vec![format!("namespace {}: {e}", rec.netns.display())],
         }
     }
 

@@ -2,20 +2,22 @@
 //! (it depends on the runtime only), so the caller hands in the code that creates and
 //! removes named namespaces (rcni passes cni-linux's); tests can hand in a fake.
 
+use std::path::{Path, PathBuf};
+
 /// Creates and removes named network namespaces (`/run/netns/<name>`, as `ip netns` does).
 pub trait Namespaces: Send + Sync {
     /// The path the namespace `name` gets (recorded before it is created).
-    fn path(&self, name: &str) -> String {
-        format!("/run/netns/{name}")
+    fn path(&self, name: &str) -> PathBuf {
+        Path::new("/run/netns").join(name)
     }
     /// Creates the namespace `name` (at [`Namespaces::path`]) and returns its path.
-    fn create(&self, name: &str) -> Result<String, String>;
+    fn create(&self, name: &str) -> Result<PathBuf, String>;
     /// Removes the namespace `name`; an already missing one is success.
     fn remove(&self, name: &str) -> Result<(), String>;
     /// True when `path` is a network namespace that still exists (a DEL for a vanished one,
     /// or for a leftover plain file at its path, gets an empty `CNI_NETNS`).
-    fn exists(&self, path: &str) -> bool {
-        std::path::Path::new(path).exists()
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
     }
 }
 

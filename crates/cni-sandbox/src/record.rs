@@ -3,6 +3,7 @@
 //! attached with).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -109,8 +110,8 @@ pub struct SandboxRecord {
     pub format: u32,
     pub id: String,
     pub pod: PodMeta,
-    /// The netns path plugins get as `CNI_NETNS`.
-    pub netns: String,
+    /// The netns path plugins get as `CNI_NETNS` (UTF-8: checked before the record is made).
+    pub netns: PathBuf,
     pub netns_owner: NetnsOwner,
     pub state: State,
     /// Set by `rm`: a crash during removal is finished by removing, not only stopping.

@@ -1,6 +1,8 @@
 //! What `run` is asked for, and how it becomes the `CNI_ARGS` and capability arguments
 //! containerd's CRI plugin sends (as observed with containerd 1.6).
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -53,7 +55,7 @@ pub struct RunRequest {
     pub id: Option<String>,
     pub pod: PodMeta,
     /// A netns to use; `None` creates one under `/run/netns` named after the sandbox.
-    pub netns: Option<String>,
+    pub netns: Option<PathBuf>,
     /// Network names: the first on `eth0`, then `net1`, ...; empty means the default
     /// network (the first config file of the conf dir).
     pub networks: Vec<String>,

@@ -1,6 +1,8 @@
 //! PodSandboxStatus: built from the record alone (no plugin runs), so it cannot fail; an
 //! unknown sandbox has an empty network status.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 
 use cni_runtime::SandboxResult;
@@ -23,7 +25,7 @@ pub struct SandboxStatus {
     /// `None` for a sandbox this node has no record of.
     pub state: Option<State>,
     pub pod: PodMeta,
-    pub netns: String,
+    pub netns: PathBuf,
     /// The primary address first (an IPv4 address of `eth0` when there is one).
     pub ips: Vec<String>,
     pub networks: Vec<NetworkStatus>,
@@ -37,7 +39,7 @@ impl SandboxStatus {
             id: id.to_string(),
             state: None,
             pod: PodMeta::default(),
-            netns: String::new(),
+            netns: PathBuf::new(),
             ips: Vec::new(),
             networks: Vec::new(),
             errors: Vec::new(),

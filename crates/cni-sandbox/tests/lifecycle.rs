@@ -33,23 +33,23 @@ exit 0
 #[derive(Default)]
 struct FakeNamespaces {
     events: Mutex<Vec<String>>,
-    existing: Mutex<Vec<String>>,
+    existing: Mutex<Vec<PathBuf>>,
 }
 
 impl Namespaces for FakeNamespaces {
-    fn create(&self, name: &str) -> Result<String, String> {
+    fn create(&self, name: &str) -> Result<PathBuf, String> {
         self.events.lock().unwrap().push(format!("create {name}"));
-        let path = format!("/run/netns/{name}");
+        let path = self.path(name);
         self.existing.lock().unwrap().push(path.clone());
         Ok(path)
     }
     fn remove(&self, name: &str) -> Result<(), String> {
         self.events.lock().unwrap().push(format!("remove {name}"));
-        let path = format!("/run/netns/{name}");
+        let path = self.path(name);
         self.existing.lock().unwrap().retain(|p| *p != path);
         Ok(())
     }
-    fn exists(&self, path: &str) -> bool {
+    fn exists(&self, path: &Path) -> bool {
         self.existing.lock().unwrap().iter().any(|p| p == path)
     }
 }
@@ -125,7 +125,7 @@ fn run_attaches_loopback_then_the_default_network_with_containerds_arguments() {
     let w = world();
     let st = w.sb.run(&request("s1")).unwrap();
     assert_eq!(st.ips, ["198.18.0.7"]);
-    assert_eq!(st.netns, "/run/netns/rcni-s1");
+    assert_eq!(st.netns, Path::new("/run/netns/rcni-s1"));
     assert_eq!(
         calls(&w.bin),
         ["loopback ADD lo", "main ADD eth0", "tail ADD eth0"]
@@ -335,7 +335,7 @@ fn a_namespace_given_by_the_caller_is_used_and_never_removed() {
     let mut req = request("given");
     req.netns = Some("/run/netns/theirs".into());
     let st = w.sb.run(&req).unwrap();
-    assert_eq!(st.netns, "/run/netns/theirs");
+    assert_eq!(st.netns, Path::new("/run/netns/theirs"));
     assert_eq!(calls(&w.bin).len(), 3);
     assert!(log(&w.bin)
         .iter()
@@ -350,6 +350,25 @@ fn a_namespace_given_by_the_caller_is_used_and_never_removed() {
         w.sb.store.load("given").unwrap().map(|r| r.netns_owner),
         None::<NetnsOwner>
     );
+}
+
+// A given netns that is not UTF-8 could not be recorded (the record, the cache and every
+// result hold it as JSON text): refused with code 4 before any record, namespace or plugin.
+#[test]
+fn a_given_netns_that_is_not_utf8_is_refused_before_anything_runs() {
+    use std::os::unix::ffi::OsStrExt;
+    let w = world();
+    let mut req = request("badns");
+    req.netns = Some(Path::new(std::ffi::OsStr::from_bytes(b"/run/netns/\xff")).into());
+    let e = w.sb.run(&req).unwrap_err();
+    assert_eq!(e.code(), 4, "{e}");
+    assert!(
+        e.to_string().contains("CNI_NETNS is not valid UTF-8"),
+        "{e}"
+    );
+    assert!(calls(&w.bin).is_empty());
+    assert!(w.ns.events.lock().unwrap().is_empty());
+    assert!(w.sb.store.load("badns").unwrap().is_none());
 }
 
 #[test]

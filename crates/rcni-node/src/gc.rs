@@ -213,9 +213,9 @@ fn young_lease_owners(ipam_dir: &Path, grace: Duration, now: SystemTime) -> Vec<
 /// One line per reclaimed or failed attachment, one for the plugins' GC and the round's time.
 fn log_report(report: &GcReport, took: Duration) {
     for entry in &report.deleted {
-        let netns = match entry.netns.as_str() {
-            "" => "none cached".to_string(),
-            path => format!("{path:?}"),
+        let netns = match entry.netns.as_os_str().is_empty() {
+            true => "none cached".to_string(),
+            false => format!("{:?}", entry.netns),
         };
         log::info!(
             "GC: reclaimed {} {} of a sandbox the runtime does not know: chain DEL with the \
@@ -324,7 +324,7 @@ echo "$CNI_COMMAND $CNI_CONTAINERID" >> "$dir/calls"
                 config: LIST.replace("rcni", network).into_bytes(),
                 ifname: "eth0".into(),
                 network_name: network.into(),
-                netns: format!("/proc/1/ns/net-{id}"),
+                netns: format!("/proc/1/ns/net-{id}").into(),
                 ..CacheEntry::default()
             };
             let path = ResultCache::new(&self.cfg.cache_dir).store(&entry).unwrap();

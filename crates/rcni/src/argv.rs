@@ -77,7 +77,10 @@ pub fn fast(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Option
         }
     }
     let [verb, network, netns] = <[String; 3]>::try_from(positionals).ok()?;
-    let attach = AttachArgs { network, netns };
+    let attach = AttachArgs {
+        network,
+        netns: netns.into(),
+    };
     let command = match verb.as_str() {
         "add" => Command::Add(attach),
         "del" => Command::Del(attach),

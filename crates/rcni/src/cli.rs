@@ -191,7 +191,7 @@ pub struct AttachArgs {
     /// Network name (the `name` in its config file).
     pub network: String,
     /// Network namespace: a path, or a bare name meaning /run/netns/<name>.
-    pub netns: String,
+    pub netns: PathBuf,
 }
 
 #[derive(Debug, Args)]

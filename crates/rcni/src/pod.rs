@@ -81,7 +81,7 @@ pub struct RunArgs {
     pub id: Option<String>,
     /// Use this network namespace instead of creating /run/netns/rcni-<id>.
     #[arg(long)]
-    pub netns: Option<String>,
+    pub netns: Option<PathBuf>,
     /// Port mapping HOST:CONTAINER[/PROTO] (portMappings capability; repeatable).
     #[arg(long = "port", value_name = "HOST:CONTAINER[/PROTO]")]
     pub ports: Vec<String>,
@@ -105,9 +105,9 @@ pub struct RunArgs {
 pub(crate) struct LinuxNamespaces;
 
 impl Namespaces for LinuxNamespaces {
-    fn create(&self, name: &str) -> Result<String, String> {
+    fn create(&self, name: &str) -> Result<PathBuf, String> {
         NetNs::create_named(name)
-            .map(|ns| ns.path().display().to_string())
+            .map(|ns| ns.path().to_path_buf())
             .map_err(|e| e.to_string())
     }
 
@@ -121,8 +121,8 @@ impl Namespaces for LinuxNamespaces {
     /// A path is only a namespace when it opens as one: a process killed between creating
     /// the mount point and the bind mount (or between unmounting and unlinking it) leaves a
     /// plain file there, and Go plugins fail DEL on such a path ("unknown FS magic").
-    fn exists(&self, path: &str) -> bool {
-        NetNs::open(std::path::Path::new(path)).is_ok()
+    fn exists(&self, path: &Path) -> bool {
+        NetNs::open(path).is_ok()
     }
 }
 
@@ -243,12 +243,7 @@ fn run_pod(g: &Global, sb: &Sandboxes, r: &RunArgs) -> Result<(), Failure> {
         .map(|s| PortMapping::parse(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::usage(e.to_string()))?;
-    let netns = r
-        .netns
-        .as_deref()
-        .map(setup::netns_path)
-        .transpose()?
-        .map(|p| p.display().to_string());
+    let netns = r.netns.as_deref().map(setup::netns_path).transpose()?;
     let req = RunRequest {
         id: r.id.clone().or_else(|| g.container_id.clone()),
         pod: PodMeta {
@@ -310,7 +305,7 @@ fn show(g: &Global, s: &SandboxStatus) {
                 .collect();
             println!("labels:  {}", labels.join(","));
         }
-        println!("netns:   {}", s.netns);
+        println!("netns:   {}", s.netns.display());
         println!("ips:     {}", s.ips.join(" "));
         for n in &s.networks {
             let how = if n.attached { "attached" } else { "detached" };

@@ -74,6 +74,7 @@ fn to_json(r: &AttachmentRepair) -> Value {
         "network": r.id.network,
         "containerId": r.id.container_id,
         "ifName": r.id.ifname,
+        // Read from the cache entry's JSON text, so it is UTF-8 and serializes.
         "netns": r.netns,
         "skipped": r.skipped,
         "restoredAny": r.restored_any(),

@@ -34,12 +34,12 @@ pub fn runtime(g: &Global) -> Runtime {
 
 /// A bare name is a namespace in /run/netns unless a file of that name is in the current
 /// directory; anything else is a path, made absolute like cnitool does (no symlink resolving).
-pub fn netns_path(arg: &str) -> Result<PathBuf, Failure> {
-    let p = Path::new(arg);
-    let p = if !arg.contains('/') && !p.exists() {
+pub fn netns_path(arg: &Path) -> Result<PathBuf, Failure> {
+    let bare = !arg.as_os_str().as_encoded_bytes().contains(&b'/');
+    let p = if bare && !arg.exists() {
         Path::new("/run/netns").join(arg)
     } else {
-        p.to_path_buf()
+        arg.to_path_buf()
     };
     std::path::absolute(&p).map_err(|e| Failure::usage(format!("bad netns path {arg:?}: {e}")))
 }
@@ -83,7 +83,7 @@ pub fn parse_capability_args(s: Option<&str>) -> Result<Map<String, Value>, Fail
 }
 
 /// The attachment for `<network> <netns>` verbs.
-pub fn attachment(g: &Global, netns_arg: &str) -> Result<Attachment, Failure> {
+pub fn attachment(g: &Global, netns_arg: &Path) -> Result<Attachment, Failure> {
     let netns = netns_path(netns_arg)?;
     let container_id = g
         .container_id
@@ -91,7 +91,7 @@ pub fn attachment(g: &Global, netns_arg: &str) -> Result<Attachment, Failure> {
         .unwrap_or_else(|| container_id_for(&netns));
     Ok(Attachment {
         container_id,
-        netns: netns.display().to_string(),
+        netns,
         ifname: g.ifname.clone(),
         args: parse_args(g.args.as_deref())?,
         capability_args: parse_capability_args(g.capability_args.as_deref())?,
@@ -115,14 +115,14 @@ mod tests {
     #[test]
     fn netns_names_and_paths() {
         assert_eq!(
-            netns_path("rcni-surely-missing").unwrap(),
+            netns_path(Path::new("rcni-surely-missing")).unwrap(),
             Path::new("/run/netns/rcni-surely-missing")
         );
         assert_eq!(
-            netns_path("/var/run/netns/x").unwrap(),
+            netns_path(Path::new("/var/run/netns/x")).unwrap(),
             Path::new("/var/run/netns/x")
         );
-        assert!(netns_path("./x").unwrap().is_absolute());
+        assert!(netns_path(Path::new("./x")).unwrap().is_absolute());
     }
 
     // CNI_ARGS and CAP_ARGS parsing, as cnitool does it.

@@ -179,7 +179,7 @@ fn lifecycle(env: &Env, net: &str, subnet_prefix: &str, leases: usize, check_sup
     // The entry is in Go's canonical encoding: decoding and re-encoding the way libcni
     // does gives the same bytes.
     let decoded = cni_runtime::CacheEntry::decode(entry.as_bytes()).unwrap();
-    assert_eq!(decoded.to_go_json(), entry);
+    assert_eq!(decoded.to_go_json().unwrap(), entry);
     assert_eq!(decoded.netns, ctr_arg);
     let cid = files[0]
         .strip_prefix(&format!("{net}-"))

@@ -63,7 +63,7 @@ fn scenario(mode: SetupMode) {
     let pod = sb.add_container().unwrap();
     let req = SandboxRequest {
         container_id: "pod-1".into(),
-        netns: pod.path.display().to_string(),
+        netns: pod.path.clone(),
         ..Default::default()
     };
     // containerd's default network and a second one.

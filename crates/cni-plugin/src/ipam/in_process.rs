@@ -13,6 +13,7 @@
 //! delegate error; the process-wide first-panic record is restored, so the caller's own answer
 //! does not change either.
 
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -57,19 +58,23 @@ fn resolve(found: &Path, name: &str) -> Option<Box<dyn Plugin>> {
 
 /// The environment a delegate process would see: the invocation's `CNI_*` values over ours.
 struct DelegateEnv<'a> {
-    invocation: [(&'static str, &'a str); 6],
+    invocation: [(&'static str, &'a OsStr); 6],
 }
 
 impl Env for DelegateEnv<'_> {
     fn var(&self, name: &str) -> Option<String> {
+        self.var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }
+
+    fn var_os(&self, name: &str) -> Option<OsString> {
         match self.invocation.iter().find(|(k, _)| *k == name) {
-            Some((_, v)) => Some((*v).to_string()),
-            None => ProcessEnv.var(name),
+            Some((_, v)) => Some((*v).to_owned()),
+            None => ProcessEnv.var_os(name),
         }
     }
 
     fn is_utf8(&self, name: &str) -> bool {
-        self.invocation.iter().any(|(k, _)| *k == name) || ProcessEnv.is_utf8(name)
+        self.var_os(name).is_none_or(|v| v.to_str().is_some())
     }
 }
 

@@ -500,7 +500,11 @@ fn callback_sees_everything() {
     let calls = p.calls.borrow();
     let a = &calls[0];
     assert_eq!(
-        (a.container_id.as_str(), a.netns.as_str(), a.ifname.as_str()),
+        (
+            a.container_id.as_str(),
+            a.netns.to_str().unwrap(),
+            a.ifname.as_str()
+        ),
         ("c1", NS, "eth0")
     );
     assert_eq!(a.cni_args().unwrap().get("K8S_POD_NAME"), Some("p"));

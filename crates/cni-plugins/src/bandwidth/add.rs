@@ -167,95 +167,123 @@ pub(super) fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let mut host = host_handle()?;
     let veth = host_veth(args, &result, &mut host)?;
     let mut undo = Undo::new();
-
-    // Into the container: the root qdisc of the host veth.
     if let Some(limit) = bw.ingress {
-        // Packets to the container: the peer is their source.
-        add_root_shaping(
+        shape_ingress(&mut host, &veth, limit, bw.subnets.as_ref(), &mut undo)?;
+    }
+    step::end("bandwidth", "ingress")?;
+    if let Some(limit) = bw.egress {
+        let ifb = shape_egress(
+            args,
             &mut host,
             &veth,
             limit,
             bw.subnets.as_ref(),
-            AddrField::Source,
-        )?;
-        push_qdisc_undo(
             &mut undo,
-            format!("root qdisc on {}", veth.name),
-            veth.index,
-            TcHandle::ROOT,
-        );
-    }
-    step::end("bandwidth", "ingress")?;
-
-    // Out of the container: veth ingress -> redirect -> IFB -> its root qdisc.
-    if let Some(limit) = bw.egress {
-        tbf(limit)?;
-        let ifb = ifb_name(&args.conf.name, &args.container_id);
-        let spec = LinkSpec {
-            mtu: Some(veth.mtu),
-            ..LinkSpec::named(&ifb)
-        };
-        // TBF (Go today) runs with txqlen 0; HTB's class queues take their length from it,
-        // so the HTB layout gets the veth's, at least 1000, as Go v1.5.x did.
-        let txqlen = match bw.subnets {
-            None => 0,
-            Some(_) => veth.txqlen.max(1000),
-        };
-        // The record first: from the IFB's first instant in the container, GC can find it.
-        // A record already there is a live attachment's: not this call's to undo.
-        let dir = super::record_dir(args)?;
-        if sublink_record::write(&dir, super::RECORD, &Record::of(args))? {
-            let tag = args.id();
-            undo.push("bandwidth record".to_string(), move || {
-                sublink_record::remove(&dir, super::RECORD, &tag).map_err(|e| e.msg)
-            });
-        }
-        step::end("bandwidth", "record")?;
-        create_tagged_ifb(&mut host, args, &spec, txqlen)?;
-        let name = ifb.clone();
-        undo.push(format!("IFB {ifb}"), move || {
-            let mut h = Handle::new().map_err(|e| e.to_string())?;
-            h.delete_link_by_name(&name)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        });
-        step::end("bandwidth", "ifb")?;
-        let ifb_link = host
-            .link_by_name(&ifb)
-            .map_err(|e| netlink_error("get ifb device", e))?;
-        host.add_ingress_qdisc(veth.index).map_err(|e| {
-            create_error(
-                "create ingress qdisc",
-                &format!("an ingress qdisc on {}", veth.name),
-                e,
-            )
-        })?;
-        push_qdisc_undo(
-            &mut undo,
-            format!("ingress qdisc on {}", veth.name),
-            veth.index,
-            TcHandle::INGRESS,
-        );
-        step::end("bandwidth", "filter")?;
-        // The filter lives in the ingress qdisc just created, the root qdisc on the new IFB:
-        // both go with their undo.
-        host.add_ingress_redirect(veth.index, ifb_link.index)
-            .map_err(|e| netlink_error("add filter", e))?;
-        // Packets from the container: the peer is their destination.
-        add_root_shaping(
-            &mut host,
-            &ifb_link,
-            limit,
-            bw.subnets.as_ref(),
-            AddrField::Destination,
         )?;
-        result.interfaces.push(Interface {
-            name: ifb,
-            mac: ifb_link.mac.map(|m| m.to_string()).unwrap_or_default(),
-            ..Interface::default()
-        });
+        result.interfaces.push(ifb);
     }
     step::end("bandwidth", "done")?;
     undo.commit();
     Ok(result)
+}
+
+/// Into the container: the root qdisc of the host veth (packets to the container, so the
+/// peer is their source).
+fn shape_ingress(
+    host: &mut Handle,
+    veth: &Link,
+    limit: Limit,
+    subnets: Option<&Subnets>,
+    undo: &mut Undo<'_>,
+) -> Result<(), CniError> {
+    add_root_shaping(host, veth, limit, subnets, AddrField::Source)?;
+    push_qdisc_undo(
+        undo,
+        format!("root qdisc on {}", veth.name),
+        veth.index,
+        TcHandle::ROOT,
+    );
+    Ok(())
+}
+
+/// Out of the container: veth ingress -> redirect -> IFB -> its root qdisc (packets from
+/// the container, so the peer is their destination). Returns the IFB as the result lists it.
+fn shape_egress(
+    args: &CmdArgs,
+    host: &mut Handle,
+    veth: &Link,
+    limit: Limit,
+    subnets: Option<&Subnets>,
+    undo: &mut Undo<'_>,
+) -> Result<Interface, CniError> {
+    tbf(limit)?;
+    let ifb_link = add_ifb(args, host, veth, subnets.is_some(), undo)?;
+    host.add_ingress_qdisc(veth.index).map_err(|e| {
+        create_error(
+            "create ingress qdisc",
+            &format!("an ingress qdisc on {}", veth.name),
+            e,
+        )
+    })?;
+    push_qdisc_undo(
+        undo,
+        format!("ingress qdisc on {}", veth.name),
+        veth.index,
+        TcHandle::INGRESS,
+    );
+    step::end("bandwidth", "filter")?;
+    // The filter lives in the ingress qdisc just created, the root qdisc on the new IFB:
+    // both go with their undo.
+    host.add_ingress_redirect(veth.index, ifb_link.index)
+        .map_err(|e| netlink_error("add filter", e))?;
+    add_root_shaping(host, &ifb_link, limit, subnets, AddrField::Destination)?;
+    Ok(Interface {
+        mac: ifb_link.mac.map(|m| m.to_string()).unwrap_or_default(),
+        name: ifb_link.name,
+        ..Interface::default()
+    })
+}
+
+/// The attachment's IFB in the host namespace, recorded before it exists and undone with
+/// the ADD. `htb`: the layout is HTB (per-subnet shaping), not TBF.
+fn add_ifb(
+    args: &CmdArgs,
+    host: &mut Handle,
+    veth: &Link,
+    htb: bool,
+    undo: &mut Undo<'_>,
+) -> Result<Link, CniError> {
+    let ifb = ifb_name(&args.conf.name, &args.container_id);
+    let spec = LinkSpec {
+        mtu: Some(veth.mtu),
+        ..LinkSpec::named(&ifb)
+    };
+    // TBF (Go today) runs with txqlen 0; HTB's class queues take their length from it,
+    // so the HTB layout gets the veth's, at least 1000, as Go v1.5.x did.
+    let txqlen = if htb { veth.txqlen.max(1000) } else { 0 };
+    record_attachment(args, undo)?;
+    create_tagged_ifb(host, args, &spec, txqlen)?;
+    let name = ifb.clone();
+    undo.push(format!("IFB {ifb}"), move || {
+        let mut h = Handle::new().map_err(|e| e.to_string())?;
+        h.delete_link_by_name(&name)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    step::end("bandwidth", "ifb")?;
+    host.link_by_name(&ifb)
+        .map_err(|e| netlink_error("get ifb device", e))
+}
+
+/// The record first: from the IFB's first instant in the container, GC can find it. A
+/// record already there is a live attachment's: not this call's to undo.
+fn record_attachment(args: &CmdArgs, undo: &mut Undo<'_>) -> Result<(), CniError> {
+    let dir = super::record_dir(args)?;
+    if sublink_record::write(&dir, super::RECORD, &Record::of(args))? {
+        let tag = args.id();
+        undo.push("bandwidth record".to_string(), move || {
+            sublink_record::remove(&dir, super::RECORD, &tag).map_err(|e| e.msg)
+        });
+    }
+    step::end("bandwidth", "record")
 }

@@ -21,7 +21,7 @@ pub(super) fn del(args: &CmdArgs) -> Result<(), CniError> {
         .delete_link_by_name(&ifb)
         .map_err(|e| netlink_error(&format!("delete {ifb}"), e))?;
     // A vanished or unusable namespace took any IFB inside it along.
-    if !args.netns.is_empty() {
+    if !args.netns.as_os_str().is_empty() {
         if let Ok(Opened::Ns(ns)) = netns::open(&args.netns) {
             if let Ok(mut inner) = Handle::in_netns(&ns) {
                 inner

@@ -30,15 +30,11 @@ use crate::netns;
 const PORT_STATE_WAITS_MS: [u64; 9] = [0, 1, 2, 4, 8, 35, 450, 1000, 1000];
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
-    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
-    conf.validate_for_add()?;
-    masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
-    // A node agent that is down would leave the pod on a subnet no other node routes to.
-    cni_types::node_agent::check_add(&args.conf.raw)?;
-    step::end("bridge", "conf")?;
+    let conf = conf_for_add(args)?;
 
     // Opened before the bridge is made, so a vanished container changes nothing on the host.
     let netns = netns::open_required(&args.netns)?;
+    let sandbox = args.sandbox()?;
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     step::end("bridge", "netns")?;
 
@@ -86,7 +82,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     result.interfaces = vec![
         interface_of(&bridge, ""),
         interface_of(&host_end, ""),
-        interface_of(&container_end, &args.netns),
+        interface_of(&container_end, sandbox),
     ];
 
     if conf.macspoofchk {
@@ -115,24 +111,46 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             .or_internal(&format!("failed to set {:?} up", args.ifname))?;
     }
 
-    let host_link = if conf.disable_container_interface {
-        host.link_by_name(&host_veth)
-            .or_internal("failed to look up the host veth")?
-    } else {
-        wait_port_up(&mut host, &host_veth)?
-    };
-    step::end("bridge", "wait")?;
-    // MACs can change while ports come and go: report the current ones.
-    result.interfaces[1].mac = mac_string(&host_link);
-    let bridge_now = bridge_by_name(&mut host, &conf.bridge)?;
-    result.interfaces[0].mac = mac_string(&bridge_now);
-
+    report_current_macs(&mut host, &conf, &host_veth, &mut result)?;
     if !conf.dns.is_empty() {
         result.dns = conf.dns.clone();
     }
     step::end("bridge", "done")?;
     undo.commit();
     Ok(result)
+}
+
+/// The config, checked for an ADD: its own rules, the masquerade backend, and the node agent
+/// (one that is down would leave the pod on a subnet no other node routes to).
+fn conf_for_add(args: &CmdArgs) -> Result<BridgeConf, CniError> {
+    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
+    conf.validate_for_add()?;
+    masquerade::check_backend("bridge", conf.ip_masq, conf.ip_masq_backend.as_deref())?;
+    cni_types::node_agent::check_add(&args.conf.raw)?;
+    step::end("bridge", "conf")?;
+    Ok(conf)
+}
+
+/// Waits for the host port to come up (unless the container end is disabled), then puts the
+/// bridge's and the host veth's current MACs in `result` (they can change while ports come
+/// and go).
+fn report_current_macs(
+    host: &mut Handle,
+    conf: &BridgeConf,
+    host_veth: &str,
+    result: &mut CniResult,
+) -> Result<(), CniError> {
+    let host_link = if conf.disable_container_interface {
+        host.link_by_name(host_veth)
+            .or_internal("failed to look up the host veth")?
+    } else {
+        wait_port_up(host, host_veth)?
+    };
+    step::end("bridge", "wait")?;
+    result.interfaces[1].mac = mac_string(&host_link);
+    let bridge_now = bridge_by_name(host, &conf.bridge)?;
+    result.interfaces[0].mac = mac_string(&bridge_now);
+    Ok(())
 }
 
 /// The host namespace side of an ADD: its netlink handle and the bridge.

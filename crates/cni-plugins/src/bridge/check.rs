@@ -36,20 +36,21 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
         .find(|i| i.name == conf.bridge)
         .cloned()
         .unwrap_or_default();
+    let sandbox = args.sandbox()?;
     let container_entry = prev
         .interfaces
         .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == args.netns)
+        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
         .cloned()
         .unwrap_or_default();
 
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let bridge = check_bridge(&mut host, &bridge_entry, &conf)?;
 
-    if container_entry.sandbox != args.netns {
+    if container_entry.sandbox != sandbox {
         return Err(fail(format!(
             "Sandbox in prevResult {} doesn't match configured netns: {}",
-            container_entry.sandbox, args.netns
+            container_entry.sandbox, sandbox
         )));
     }
     let mut in_container =

@@ -39,7 +39,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
 fn delete_links_and_lease(args: &CmdArgs, conf: &BridgeConf) -> Vec<CniError> {
     let mut errors: Vec<CniError> = Vec::new();
     let mut ns = None;
-    if !args.netns.is_empty() {
+    if !args.netns.as_os_str().is_empty() {
         match netns::open(&args.netns) {
             Ok(Opened::Ns(opened)) => ns = Some(opened),
             Ok(Opened::Gone(e)) => log::info!("DEL: {e}; only releasing the IPAM lease"),

@@ -268,7 +268,7 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
         Addressing::L2 => (CniResult::new(args.version), None),
     };
     result.cni_version = args.version;
-    result.interfaces = vec![interface_of(&link, &args.netns)];
+    result.interfaces = vec![interface_of(&link, args.sandbox()?)];
     if l2_only {
         set_up_in_container(netns, &args.ifname)?;
     } else {
@@ -313,7 +313,7 @@ pub fn result_for_one_link<'a>(
         lease = Some(guard);
     }
     result.cni_version = args.version;
-    result.interfaces = vec![interface_of(link, &args.netns)];
+    result.interfaces = vec![interface_of(link, args.sandbox()?)];
     if layer3 {
         ips_on_first_interface(&mut result);
         configure_in_container(netns, &args.ifname, &result, notify)?;
@@ -332,7 +332,7 @@ pub fn ips_on_first_interface(result: &mut CniResult) {
 /// temporary name a killed ADD may have left. An empty CNI_NETNS, a namespace that is gone
 /// (or not a network namespace) or a missing link is success.
 pub fn delete_container_link(args: &CmdArgs) -> Result<(), CniError> {
-    if args.netns.is_empty() {
+    if args.netns.as_os_str().is_empty() {
         return Ok(());
     }
     match netns::open(&args.netns)? {
@@ -393,7 +393,7 @@ pub fn gc_recorded_links(
         let deleted = match netns::open(&record.netns) {
             Ok(Opened::Ns(ns)) => delete_owned_links(&ns, |l| owns(&record, l)),
             Ok(Opened::Gone(e)) => {
-                log::info!("GC: {}: {e}; its links went with it", record.netns);
+                log::info!("GC: {:?}: {e}; its links went with it", record.netns);
                 Ok(())
             }
             Err(e) => Err(e),
@@ -441,16 +441,17 @@ pub fn prev_container_entry(args: &CmdArgs) -> Result<(&CniResult, Interface), C
         .prev_result
         .as_ref()
         .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
+    let sandbox = args.sandbox()?;
     let entry = prev
         .interfaces
         .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == args.netns)
+        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
         .cloned()
         .unwrap_or_default();
-    if entry.sandbox != args.netns {
+    if entry.sandbox != sandbox {
         return Err(CniError::internal(format!(
             "Sandbox in prevResult {} doesn't match configured netns: {}",
-            entry.sandbox, args.netns
+            entry.sandbox, sandbox
         )));
     }
     Ok((prev, entry))

@@ -39,7 +39,7 @@ const MAX_RECORD_LEN: u64 = 16 * 1024;
 pub struct Record {
     pub id: AttachmentId,
     /// The container's namespace path as ADD got it.
-    pub netns: String,
+    pub netns: PathBuf,
 }
 
 /// A record as its file holds it.
@@ -49,7 +49,8 @@ struct RecordFile {
     #[serde(rename = "containerID")]
     container_id: String,
     ifname: String,
-    netns: String,
+    /// JSON text: serde refuses a path that is not UTF-8 (the runner has refused it before).
+    netns: PathBuf,
 }
 
 impl From<RecordFile> for Record {
@@ -181,7 +182,7 @@ mod tests {
     fn record(cid: &str) -> Record {
         Record {
             id: AttachmentId::new("net", cid, "eth0"),
-            netns: format!("/var/run/netns/{cid}"),
+            netns: format!("/var/run/netns/{cid}").into(),
         }
     }
 

@@ -3,6 +3,8 @@
 //! The socket server in `server.rs` turns requests into calls of [`Daemon::handle`].
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,6 +51,16 @@ impl Default for Settings {
             broadcast: false,
             netns_prefix: String::new(),
         }
+    }
+}
+
+impl Settings {
+    /// Where this daemon sees the namespace at `netns`: the prefix glued in front (the path
+    /// is absolute, so joining would drop the prefix), byte for byte.
+    fn host_path(&self, netns: &Path) -> PathBuf {
+        let mut path = OsString::from(&self.netns_prefix);
+        path.push(netns);
+        path.into()
     }
 }
 
@@ -145,7 +157,7 @@ impl Daemon {
             // Same attachment in a new namespace: the old lease belongs to a dead sandbox.
             self.release_locked(&a.key);
         }
-        let netns = format!("{}{}", self.settings.netns_prefix, a.netns);
+        let netns = self.settings.host_path(&a.netns);
         let (mut transport, mac) = UdpTransport::open(&netns, &a.key.ifname)
             .map_err(|e| internal(format!("dhcp: {e}")))?;
         let identity = self.identity(&a.key, mac, &a.params);
@@ -159,7 +171,8 @@ impl Daemon {
             .map_err(|e| {
                 internal(format!(
                     "dhcp: no lease for {:?} in {}: {e}",
-                    a.key.ifname, a.netns
+                    a.key.ifname,
+                    a.netns.display()
                 ))
             })?;
         log::info!(
@@ -238,7 +251,7 @@ impl Daemon {
         drop(entry.stop);
         let _ = entry.thread.join();
         let record = entry.record;
-        let netns = format!("{}{}", self.settings.netns_prefix, record.netns);
+        let netns = self.settings.host_path(&record.netns);
         let sent = UdpTransport::open(&netns, &key.ifname)
             .map_err(|e| e.to_string())
             .and_then(|(mut t, _)| {
@@ -299,7 +312,7 @@ impl Daemon {
         let mut retry_at = None;
         loop {
             let Some(record) = self.held(key) else { return };
-            let netns = format!("{}{}", self.settings.netns_prefix, record.netns);
+            let netns = self.settings.host_path(&record.netns);
             let now = now_unix();
             let step = next_step(&record.lease, now, retry_at, self.settings.check_every);
             let rebinding = match step {
@@ -419,7 +432,7 @@ impl Daemon {
     }
 }
 
-fn set_link_down(netns: &str, ifname: &str) {
+fn set_link_down(netns: &Path, ifname: &str) {
     let Ok(ns) = cni_linux::NetNs::open(netns) else {
         return;
     };

@@ -21,9 +21,11 @@ fn attachment(args: &CmdArgs, conf: &DhcpConf) -> Result<LeaseRequest, CniError>
             format!("cannot make {:?} an absolute path: {e}", args.netns),
         )
     })?;
+    // The daemon is asked in JSON: a path that is not UTF-8 cannot be sent.
+    cni_types::netns_text(&netns)?;
     Ok(LeaseRequest {
         key: args.id(),
-        netns: netns.to_string_lossy().into_owned(),
+        netns,
         params: conf.params.clone(),
     })
 }

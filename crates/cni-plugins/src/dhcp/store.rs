@@ -23,7 +23,7 @@ pub struct LeaseRecord {
     /// Which attachment the lease belongs to (serialized as `AttachmentId` is).
     pub key: AttachmentId,
     /// The container's netns path, as the runtime gave it.
-    pub netns: String,
+    pub netns: PathBuf,
     /// The interface's MAC when the lease was acquired (chaddr).
     pub mac: [u8; 6],
     pub params: LeaseParams,

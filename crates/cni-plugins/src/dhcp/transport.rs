@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cni_linux::{Handle, NetNs};
@@ -18,8 +19,8 @@ use super::message::Message;
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The netns path no longer names a namespace: the container is gone.
-    #[error("network namespace {0} is gone")]
-    NetnsGone(String),
+    #[error("network namespace {} is gone", .0.display())]
+    NetnsGone(PathBuf),
     /// The interface is not (or no longer) in the namespace.
     #[error("interface {0:?} is not in the container")]
     LinkGone(String),
@@ -43,7 +44,7 @@ impl UdpTransport {
     /// Opens the socket on `ifname` inside the namespace at `netns`, setting the link up when
     /// it is down (as Go does: the calling plugin brings it up only after IPAM). Returns the
     /// transport and the interface's MAC address.
-    pub fn open(netns: &str, ifname: &str) -> Result<(UdpTransport, [u8; 6]), OpenError> {
+    pub fn open(netns: &Path, ifname: &str) -> Result<(UdpTransport, [u8; 6]), OpenError> {
         let ns = open_netns(netns)?;
         ns.run(|| open_inside(ifname))
             .map_err(|e| OpenError::Other(e.to_string()))?
@@ -51,7 +52,7 @@ impl UdpTransport {
 }
 
 /// Whether the namespace at `netns` still exists and holds `ifname`, changing nothing.
-pub fn attachment_present(netns: &str, ifname: &str) -> Result<(), OpenError> {
+pub fn attachment_present(netns: &Path, ifname: &str) -> Result<(), OpenError> {
     let ns = open_netns(netns)?;
     ns.run(|| {
         let mut h = Handle::new().map_err(|e| other("netlink", &e))?;
@@ -60,10 +61,10 @@ pub fn attachment_present(netns: &str, ifname: &str) -> Result<(), OpenError> {
     .map_err(|e| OpenError::Other(e.to_string()))?
 }
 
-fn open_netns(netns: &str) -> Result<NetNs, OpenError> {
+fn open_netns(netns: &Path) -> Result<NetNs, OpenError> {
     NetNs::open(netns).map_err(|e| {
         if e.is_not_found() {
-            OpenError::NetnsGone(netns.to_string())
+            OpenError::NetnsGone(netns.to_path_buf())
         } else {
             OpenError::Other(e.to_string())
         }

@@ -27,7 +27,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRequest {
     pub key: AttachmentId,
-    pub netns: String,
+    /// JSON text on the wire: the plugin checks it is UTF-8 before it asks.
+    pub netns: PathBuf,
     pub params: LeaseParams,
 }
 

@@ -95,7 +95,7 @@ fn device_back(args: &CmdArgs, conf: &HostDeviceConf) -> Result<(), CniError> {
         log::info!("DEL: {why}; nothing to move back");
         Saved::remove(&conf.data_dir, &args.container_id, &args.ifname)
     };
-    if args.netns.is_empty() {
+    if args.netns.as_os_str().is_empty() {
         return gone("no CNI_NETNS");
     }
     let ns = match netns::open(&args.netns)? {

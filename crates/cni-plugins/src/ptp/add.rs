@@ -82,7 +82,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     }
     result.interfaces = vec![
         interface_of(&pair.host, ""),
-        interface_of(&pair.container, &args.netns),
+        interface_of(&pair.container, args.sandbox()?),
     ];
 
     setup_container_side(&netns, &args.ifname, &result)?;

@@ -16,16 +16,17 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
         .prev_result
         .as_ref()
         .ok_or_else(|| CniError::internal("ptp: Required prevResult missing"))?;
+    let sandbox = args.sandbox()?;
     let container_entry = prev
         .interfaces
         .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == args.netns)
+        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
         .cloned()
         .unwrap_or_default();
-    if container_entry.sandbox != args.netns {
+    if container_entry.sandbox != sandbox {
         return Err(CniError::internal(format!(
             "Sandbox in prevResult {} doesn't match configured netns: {}",
-            container_entry.sandbox, args.netns
+            container_entry.sandbox, sandbox
         )));
     }
     let mut h = Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;

@@ -30,7 +30,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     }
     phase_trace::mark("ipam");
     let mut ns = None;
-    if !args.netns.is_empty() {
+    if !args.netns.as_os_str().is_empty() {
         match netns::open(&args.netns) {
             Ok(Opened::Ns(opened)) => ns = Some(opened),
             Ok(Opened::Gone(e)) => log::info!("DEL: {e}; nothing to delete in it"),

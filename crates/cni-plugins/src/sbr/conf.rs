@@ -56,11 +56,15 @@ impl SbrConf {
 
 /// Holds `flock(LOCK_EX)` on the netns file while alive, as Go does (so rcni and Go sbr
 /// calls on one pod never pick the same table). The file is opened, never created.
-pub fn lock_netns(path: &str) -> Result<std::fs::File, CniError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| CniError::io(format!("failed to open {path} for locking: {e}")))?;
+pub fn lock_netns(path: &std::path::Path) -> Result<std::fs::File, CniError> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        CniError::io(format!(
+            "failed to open {} for locking: {e}",
+            path.display()
+        ))
+    })?;
     file.lock()
-        .map_err(|e| CniError::io(format!("failed to lock {path}: {e}")))?;
+        .map_err(|e| CniError::io(format!("failed to lock {}: {e}", path.display())))?;
     Ok(file)
 }
 

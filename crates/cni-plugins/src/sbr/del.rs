@@ -25,7 +25,7 @@ fn our_rules(h: &mut Handle, addrs: &[IpAddr], table: Option<u32>) -> Result<Vec
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = SbrConf::parse(&args.conf)?;
-    if args.netns.is_empty() {
+    if args.netns.as_os_str().is_empty() {
         return Ok(());
     }
     let ns = match netns::open(&args.netns)? {

@@ -284,7 +284,7 @@ fn del(args: &CmdArgs) -> Result<(), CniError> {
         Saved::None => return Ok(()),
         other => other,
     };
-    let ns = match args.netns.is_empty() {
+    let ns = match args.netns.as_os_str().is_empty() {
         true => None,
         false => match netns::open(&args.netns)? {
             Opened::Ns(ns) => Some(ns),

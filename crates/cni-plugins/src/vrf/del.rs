@@ -11,7 +11,7 @@ use crate::netns::{self, Opened};
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = VrfConf::parse(&args.conf)?;
-    if args.netns.is_empty() {
+    if args.netns.as_os_str().is_empty() {
         return Ok(());
     }
     let ns = match netns::open(&args.netns)? {

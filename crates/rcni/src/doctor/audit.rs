@@ -21,7 +21,7 @@
 //! the rules are unit-tested without a kernel. Nothing here changes the node; `fix.rs` does.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -215,18 +215,21 @@ pub fn judge(s: &Snapshot) -> Vec<Finding> {
 fn stale_cache_entries(s: &Snapshot) -> Vec<Finding> {
     let mut out = Vec::new();
     for e in &s.cache {
-        if !e.netns.is_empty() && !Path::new(&e.netns).exists() {
+        if !e.netns.as_os_str().is_empty() && !e.netns.exists() {
             out.push(Finding {
                 kind: "cache-netns-gone",
                 object: format!("{}-{}-{}", e.network_name, e.container_id, e.ifname),
                 why: format!(
                     "its netns {} no longer exists: the runtime never ran DEL",
-                    e.netns
+                    e.netns.display()
                 ),
                 network: Some(e.network_name.clone()),
                 remedy: format!(
                     "rcni del {} {} --container-id {} --ifname {}",
-                    e.network_name, e.netns, e.container_id, e.ifname
+                    e.network_name,
+                    e.netns.display(),
+                    e.container_id,
+                    e.ifname
                 ),
             });
         }

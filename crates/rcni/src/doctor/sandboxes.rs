@@ -29,7 +29,7 @@ pub fn audit(state_dir: &Path) -> Result<Vec<Finding>, String> {
     Ok(recs
         .into_iter()
         .filter(|r| matches!(r.state, State::Ready | State::Stopped))
-        .filter(|r| !r.netns.is_empty() && !Path::new(&r.netns).exists())
+        .filter(|r| !r.netns.as_os_str().is_empty() && !r.netns.exists())
         .map(|r| Finding {
             kind: KIND,
             why: format!(
@@ -38,7 +38,7 @@ pub fn audit(state_dir: &Path) -> Result<Vec<Finding>, String> {
                 r.pod.namespace,
                 r.pod.name,
                 r.state.as_str(),
-                r.netns
+                r.netns.display()
             ),
             remedy: format!("{rm} {}", r.id),
             object: r.id,

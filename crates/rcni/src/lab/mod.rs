@@ -476,7 +476,7 @@ impl PodRun<'_> {
 fn request(pod: &Pod) -> SandboxRequest {
     SandboxRequest {
         container_id: pod.container_id.clone(),
-        netns: pod.ns.path().display().to_string(),
+        netns: pod.ns.path().to_path_buf(),
         args: vec![
             ("IgnoreUnknown".into(), "1".into()),
             ("K8S_POD_NAMESPACE".into(), "rcni-lab".into()),
