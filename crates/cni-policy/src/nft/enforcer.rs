@@ -610,3 +610,6 @@ impl PolicyContext for Context<'_> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests;
