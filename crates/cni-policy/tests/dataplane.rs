@@ -3,13 +3,16 @@
 //! TCP and UDP on ports 80 and 81. For each case the program is committed, every pod probes
 //! every pod on every port and protocol with a real connection, and the observed matrix must
 //! equal the one `cni_policy::allows` computes (which the unit tests check against the
-//! upstream conformance model by hand).
+//! upstream conformance model by hand). The cases are committed one after the other by one
+//! `nft::Enforcer`, so every case after the first runs on an incremental batch.
 
+use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cni_nft::Nft;
 use cni_policy::effective::Endpoint;
+use cni_policy::nft::Enforcer;
 use cni_policy::{allows, parse_documents, Cluster, Document, Pod, Protocol};
 use cni_testkit::{run_in, serve_tcp_udp, tcp_connects, udp_echoes, Netns, Sandbox, Servers};
 
@@ -20,6 +23,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(400);
 
 /// Fields drop in order: the servers stop before the sandbox removes the namespaces.
 struct Node {
+    enforcer: RefCell<Enforcer>,
     _servers: Vec<Servers>,
     sb: Sandbox,
     pods: Vec<(Netns, Pod)>,
@@ -96,6 +100,7 @@ fn node() -> Option<Node> {
         }
     }
     Some(Node {
+        enforcer: RefCell::new(Enforcer::new()),
         sb,
         pods,
         _servers: servers,
@@ -123,7 +128,7 @@ fn cluster(node: &Node, yaml: &str) -> Cluster {
 }
 
 fn commit(node: &Node, c: &Cluster) {
-    let (batch, _) = cni_policy::nft::program(c, |_| true).unwrap();
+    let (batch, _) = node.enforcer.borrow_mut().update(c, |_| true).unwrap();
     run_in(
         &node.sb.host().name,
         move || Ok(Nft::new()?.commit(&batch)?),
