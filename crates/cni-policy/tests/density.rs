@@ -11,8 +11,8 @@
 //! - `object_counts`: chains, sets, elements and rules in the kernel at 100/500/1,000 pods ×
 //!   50/250/500 policies, beside the number of distinct peer selectors.
 //! - `latency`: ping RTT and HTTP request time between two pods on a bridge (through
-//!   `br_netfilter`) with the program of 0 policies and of 500 policies, 12 of them selecting
-//!   the two pods (the allowing one last in their chains).
+//!   `br_netfilter`) with the program of 0 policies and of 500 policies, a dozen of them
+//!   selecting each of the two pods (the allowing one last in their chains).
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -338,24 +338,30 @@ fn pair() -> Option<Pair> {
     Some(Pair { sb, pods })
 }
 
-/// The 1,000-pod, 500-policy cluster with the two real pods as `ns00/p00` (client) and
-/// `ns01/p00` (server), and (with `allow`) the policies that let the client reach the
-/// server, named to be the last of their pods' chains.
-fn latency_cluster(pair: &Pair, policies: usize) -> Cluster {
-    let mut c = cluster(1000, policies);
+/// The 1,000-pod cluster with the two real pods as `ns00/p00` (client) and `ns01/p00`
+/// (server). With policies: 480 of the generated ones, 9 more egress policies over the
+/// client's namespace and 9 more ingress policies over the server's (none allowing their
+/// traffic), and the two that allow it, named to come last in the pods' chains: 500 in all.
+fn latency_cluster(pair: &Pair, policies: bool) -> Cluster {
+    let mut c = cluster(1000, if policies { 500 } else { 0 });
+    c.policies.truncate(480);
     c.pods[0].ips = vec![pair.pods[0].1];
     c.pods[20].ips = vec![pair.pods[1].1];
-    if policies > 0 {
-        let allow = [
-            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: zz-out, namespace: ns00}\nspec:\n  podSelector: {}\n  policyTypes: [Egress]\n  egress:\n  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ns01}}}]\n",
-            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: zz-in, namespace: ns01}\nspec:\n  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ns00}}}]\n",
-        ];
-        for yaml in allow {
-            let Document::NetworkPolicy(p) = parse_documents(yaml).unwrap().remove(0) else {
-                unreachable!()
-            };
-            c.policies.push(*p);
-        }
+    if !policies {
+        return c;
+    }
+    let mut docs = String::new();
+    for k in 0..9 {
+        docs += &format!("---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: extra-e{k}, namespace: ns00}}\nspec:\n  podSelector: {{}}\n  policyTypes: [Egress]\n  egress:\n  - to: [{{ipBlock: {{cidr: 10.{k}.0.0/16}}}}]\n    ports: [{{port: {}}}]\n", 80 + k);
+        docs += &format!("---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: extra-i{k}, namespace: ns01}}\nspec:\n  podSelector: {{}}\n  ingress:\n  - from: [{{namespaceSelector: {{matchLabels: {{team: t{k}}}}}, podSelector: {{matchLabels: {{app: db}}}}}}]\n    ports: [{{port: 5432}}]\n");
+    }
+    docs += "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: zz-out, namespace: ns00}\nspec:\n  podSelector: {}\n  policyTypes: [Egress]\n  egress:\n  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ns01}}}]\n";
+    docs += "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: zz-in, namespace: ns01}\nspec:\n  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ns00}}}]\n";
+    for doc in parse_documents(&docs).unwrap() {
+        let Document::NetworkPolicy(p) = doc else {
+            unreachable!()
+        };
+        c.policies.push(*p);
     }
     c
 }
@@ -366,7 +372,7 @@ fn ping_rtt(pair: &Pair, count: usize) -> Duration {
     let n = count.to_string();
     let out = pair
         .sb
-        .exec_in(from, ["ping", "-n", "-c", &n, "-i", "0.01", &to])
+        .exec_in(from, ["ping", "-n", "-c", &n, "-i", "0.002", &to])
         .unwrap();
     let times: Vec<Duration> = out
         .assert_success()
@@ -463,8 +469,8 @@ fn latency() {
     let Some(pair) = pair() else { return };
     let server = Server::start(&pair);
     let rounds = changes().div_ceil(4).max(2);
-    let (empty, _) = program(&latency_cluster(&pair, 0), all).unwrap();
-    let full = latency_cluster(&pair, 500);
+    let (empty, _) = program(&latency_cluster(&pair, false), all).unwrap();
+    let full = latency_cluster(&pair, true);
     let (loaded, summary) = program(&full, all).unwrap();
     let chains = |i: usize| {
         let p = &full.pods[i];
@@ -474,7 +480,8 @@ fn latency() {
             .count()
     };
     println!(
-        "RESULT latency: client pod under {} policies, server pod under {}; {summary:?}",
+        "RESULT latency: {} policies, the client pod under {}, the server pod under {}; {summary:?}",
+        full.policies.len(),
         chains(0),
         chains(20)
     );
@@ -482,7 +489,16 @@ fn latency() {
     for _ in 0..rounds {
         for (k, batch) in [&empty, &loaded].into_iter().enumerate() {
             commit_in(&pair, batch.clone());
-            ping[k].push(ping_rtt(&pair, 100));
+            // The program is on the measured path: the client's namespace denies ingress
+            // from the server's under the 500 policies.
+            let back = cni_testkit::ping(&pair.pods[1].0, pair.pods[0].1);
+            assert_eq!(
+                back,
+                k == 0,
+                "server pings client with {} policies",
+                k * 500
+            );
+            ping[k].push(ping_rtt(&pair, 300));
             http[k].push(http_time(&pair, server.at, 300));
         }
     }
