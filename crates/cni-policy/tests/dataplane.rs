@@ -16,6 +16,8 @@ use cni_policy::nft::Enforcer;
 use cni_policy::{allows, parse_documents, Cluster, Document, Pod, Protocol};
 use cni_testkit::{run_in, serve_tcp_udp, tcp_connects, udp_echoes, Netns, Sandbox, Servers};
 
+mod common;
+
 const PORTS: [u16; 2] = [80, 81];
 /// How long a denied probe waits: long enough on a loaded 2-core machine for an allowed
 /// connection on a local bridge, which takes well under a millisecond.
@@ -34,58 +36,14 @@ fn ip4(n: u8) -> IpAddr {
 }
 
 fn node() -> Option<Node> {
-    if !cni_testkit::is_root() {
-        eprintln!("skipping: needs root");
-        return None;
-    }
-    let sb = Sandbox::new().expect("sandbox");
-    let sh = |args: &[&str]| {
-        sb.exec_host(args.iter().copied())
-            .unwrap()
-            .assert_success()
-            .stdout
-            .clone()
-    };
-    if sb
-        .exec_host(["sysctl", "-w", "net.bridge.bridge-nf-call-iptables=1"])
-        .map(|o| !o.success())
-        .unwrap_or(true)
-    {
-        eprintln!("skipping: the kernel has no br_netfilter (net.bridge.bridge-nf-call-iptables)");
-        return None;
-    }
-    sh(&["ip", "link", "add", "br0", "type", "bridge"]);
-    sh(&["ip", "link", "set", "br0", "up"]);
+    let sb = common::bridged_host()?;
     let mut pods = Vec::new();
     let mut servers = Vec::new();
     for (n, ns) in ["x", "y", "z"].iter().enumerate() {
         for (m, name) in ["a", "b", "c"].iter().enumerate() {
-            let i = (n * 3 + m) as u8;
-            let netns = sb.add_container().unwrap();
-            let host_end = format!("vp{i}");
-            sh(&[
-                "ip",
-                "link",
-                "add",
-                &host_end,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                &netns.name,
-            ]);
-            sh(&["ip", "link", "set", &host_end, "master", "br0", "up"]);
-            let ip = ip4(10 + i);
-            let inside = |args: &[&str]| {
-                sb.exec_in(&netns.name, args.iter().copied())
-                    .unwrap()
-                    .assert_success();
-            };
-            inside(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-            inside(&["ip", "link", "set", "eth0", "up"]);
-            inside(&["ip", "link", "set", "lo", "up"]);
+            let i = n * 3 + m;
+            let ip = ip4(10 + i as u8);
+            let netns = common::bridged_pod(&sb, i, ip);
             servers.push(serve_tcp_udp(&netns.name, ip, &PORTS).unwrap());
             pods.push((
                 netns,

@@ -27,6 +27,8 @@ use cni_testkit::{run_in, Sandbox};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::Value;
 
+mod common;
+
 const APPS: [&str; 5] = ["web", "api", "db", "cache", "worker"];
 
 fn changes() -> usize {
@@ -102,13 +104,7 @@ fn policy(ns: usize, j: usize, shape: usize, shift: usize) -> NetworkPolicy {
         8 => format!("  podSelector: {{matchLabels: {{app: {a}}}}}\n  ingress:\n  - from: [{{namespaceSelector: {{}}, podSelector: {{matchLabels: {{app: {b}, rev: r{}}}}}}}]\n", shift % 3),
         _ => "  podSelector: {}\n  ingress:\n  - ports: [{port: 80}]\n".to_string(),
     };
-    let yaml = format!("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: pol{j:02}-s{shift}, namespace: ns{ns:02}}}\nspec:\n{spec}");
-    let Document::NetworkPolicy(p) = parse_documents(&yaml).unwrap().remove(0) else {
-        unreachable!()
-    };
-    let mut p = *p;
-    p.metadata.name = Some(format!("pol{j:02}"));
-    p
+    common::network_policy(&format!("ns{ns:02}"), &format!("pol{j:02}"), &spec)
 }
 
 /// 50 namespaces with `pods` pods and `policies` policies spread evenly.
@@ -286,55 +282,13 @@ struct Pair {
 }
 
 fn pair() -> Option<Pair> {
-    let sb = host()?;
-    let sh = |ns: &str, args: &[&str]| {
-        sb.exec_in(ns, args.iter().copied())
-            .unwrap()
-            .assert_success();
-    };
-    let host_ns = sb.host().name.clone();
-    if !sb
-        .exec_host(["sysctl", "-w", "net.bridge.bridge-nf-call-iptables=1"])
-        .is_ok_and(|o| o.success())
-    {
-        eprintln!("skipping: the kernel has no br_netfilter");
-        return None;
-    }
-    sh(&host_ns, &["ip", "link", "add", "br0", "type", "bridge"]);
-    sh(&host_ns, &["ip", "link", "set", "br0", "up"]);
-    let mut pods = Vec::new();
-    for i in 0..2u8 {
-        let netns = sb.add_container().unwrap();
-        let host_end = format!("vl{i}");
-        let ip = IpAddr::from([198, 18, 60, 10 + i]);
-        sh(
-            &host_ns,
-            &[
-                "ip",
-                "link",
-                "add",
-                &host_end,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                &netns.name,
-            ],
-        );
-        sh(
-            &host_ns,
-            &["ip", "link", "set", &host_end, "master", "br0", "up"],
-        );
-        sh(
-            &netns.name,
-            &["ip", "addr", "add", &format!("{ip}/24"), "dev", "eth0"],
-        );
-        sh(&netns.name, &["ip", "link", "set", "eth0", "up"]);
-        sh(&netns.name, &["ip", "link", "set", "lo", "up"]);
-        pods.push((netns.name, ip));
-    }
+    let sb = common::bridged_host()?;
+    let pods = (0..2u8)
+        .map(|i| {
+            let ip = IpAddr::from([198, 18, 60, 10 + i]);
+            (common::bridged_pod(&sb, i.into(), ip).name, ip)
+        })
+        .collect();
     Some(Pair { sb, pods })
 }
 

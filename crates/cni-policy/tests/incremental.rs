@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 
 use cni_nft::Nft;
 use cni_policy::nft::{policy_chain_name, program, Enforcer, TABLE};
-use cni_policy::{parse_documents, Cluster, Direction, Document, Pod};
+use cni_policy::{Cluster, Direction, Pod};
 use cni_testkit::{run_in, Sandbox};
 use serde_json::Value;
+
+mod common;
 
 fn pod(ns: &str, name: &str, n: u8) -> Pod {
     Pod {
@@ -22,34 +24,24 @@ fn pod(ns: &str, name: &str, n: u8) -> Pod {
     }
 }
 
-fn policy(ns: &str, name: &str, spec: &str) -> k8s_openapi::api::networking::v1::NetworkPolicy {
-    let yaml = format!("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}");
-    match parse_documents(&yaml).unwrap().remove(0) {
-        Document::NetworkPolicy(p) => *p,
-        other => panic!("{other:?}"),
-    }
-}
-
 const FROM_X: &str = "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: x}}}]\n    ports: [{port: 80}, {port: 81, protocol: UDP}]\n";
 const FROM_Z: &str = "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: z}}}]\n    ports: [{port: 80}, {port: 81, protocol: UDP}]\n";
 
 fn cluster() -> Cluster {
-    let mut c = Cluster::default();
-    for ns in ["x", "y", "z"] {
-        c.namespaces
-            .insert(ns.into(), [("ns".to_string(), ns.to_string())].into());
-    }
-    let mut n = 10;
-    for ns in ["x", "y", "z"] {
-        for name in ["a", "b", "c"] {
-            c.pods.push(pod(ns, name, n));
-            n += 1;
-        }
-    }
+    const NAMESPACES: [&str; 3] = ["x", "y", "z"];
+    let labels = |ns: &str| [("ns".to_string(), ns.to_string())].into();
+    let mut c = Cluster {
+        namespaces: NAMESPACES.map(|ns| (ns.to_string(), labels(ns))).into(),
+        ..Cluster::default()
+    };
+    // Pods a, b and c of each namespace at 198.18.40.10 and up.
+    c.pods = (0..9)
+        .map(|i| pod(NAMESPACES[i / 3], ["a", "b", "c"][i % 3], 10 + i as u8))
+        .collect();
     c.policies = vec![
-        policy("x", "deny", "  podSelector: {}\n"),
-        policy("y", "from-x", FROM_X),
-        policy(
+        common::network_policy("x", "deny", "  podSelector: {}\n"),
+        common::network_policy("y", "from-x", FROM_X),
+        common::network_policy(
             "z",
             "egress-b",
             "  podSelector: {matchLabels: {pod: a}}\n  policyTypes: [Egress]\n  egress:\n  - to: [{podSelector: {matchLabels: {pod: b}}, namespaceSelector: {}}]\n    ports: [{port: 80, endPort: 90}]\n",
@@ -137,24 +129,21 @@ fn after_every_update_the_kernel_holds_what_a_full_program_makes() {
     type Step = (&'static str, fn(&mut Cluster));
     let steps: [Step; 9] = [
         ("policy added", |c| {
-            c.policies.push(policy(
-                "x",
-                "allow-a",
-                "  podSelector: {matchLabels: {pod: a}}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: y}}, podSelector: {matchLabels: {pod: b}}}]\n",
-            ))
+            let spec = "  podSelector: {matchLabels: {pod: c}}\n  policyTypes: [Ingress, Egress]\n  egress:\n  - to: [{podSelector: {matchLabels: {pod: a}}}]\n";
+            c.policies.push(common::network_policy("y", "c-to-a", spec))
         }),
         ("peer selector changed", |c| {
-            c.policies[1] = policy("y", "from-x", FROM_Z)
+            c.policies[1] = common::network_policy("y", "from-x", FROM_Z)
         }),
         ("pod selector changed", |c| {
-            c.policies[1] = policy(
+            c.policies[1] = common::network_policy(
                 "y",
                 "from-x",
                 &FROM_Z.replace("{}", "{matchLabels: {pod: a}}"),
             )
         }),
         ("port removed", |c| {
-            c.policies[1] = policy(
+            c.policies[1] = common::network_policy(
                 "y",
                 "from-x",
                 &FROM_Z
@@ -196,7 +185,7 @@ fn a_peer_selector_change_rewrites_only_that_policys_chain() {
     commit(&host, e.update(&c, all).unwrap().0);
     let before = listing(&sb, &host);
 
-    c.policies[1] = policy("y", "from-x", FROM_Z);
+    c.policies[1] = common::network_policy("y", "from-x", FROM_Z);
     commit(&host, e.update(&c, all).unwrap().0);
     let after = listing(&sb, &host);
 

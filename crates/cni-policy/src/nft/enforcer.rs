@@ -203,12 +203,7 @@ impl Enforcer {
             }
             seen.insert(key);
         }
-        let gone: Vec<String> = self
-            .pods
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
+        let gone = unseen(&self.pods, &seen);
         for key in gone {
             let old = self.pods.remove(&key);
             self.pod_changed(cluster, old, None, dirty)?;
@@ -288,12 +283,7 @@ impl Enforcer {
             }
             seen.insert(key);
         }
-        let gone: Vec<String> = self
-            .policies
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
+        let gone = unseen(&self.policies, &seen);
         for key in gone {
             if let Some(old) = self.policies.remove(&key) {
                 dirty.namespaces.insert(old.namespace);
@@ -447,6 +437,11 @@ impl Enforcer {
         }
         self.wanted_peers = wanted;
     }
+}
+
+/// The keys of `map` not in `seen` (objects gone from the cluster).
+fn unseen<V>(map: &BTreeMap<String, V>, seen: &HashSet<String>) -> Vec<String> {
+    map.keys().filter(|k| !seen.contains(*k)).cloned().collect()
 }
 
 /// The entries of `map` (keyed `namespace/name`) whose key starts with `prefix`.
