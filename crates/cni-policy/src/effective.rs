@@ -12,11 +12,13 @@ use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::cluster::{Cluster, Pod, Protocol};
-use crate::selector::{matches, SelectorError};
+use crate::selector::{matches, Labels, SelectorError};
 
 /// The direction of traffic, from the selected pod's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -161,7 +163,8 @@ pub fn policy_namespace(policy: &NetworkPolicy) -> &str {
     policy.metadata.namespace.as_deref().unwrap_or("default")
 }
 
-fn policy_key(policy: &NetworkPolicy) -> String {
+/// `namespace/name` of `policy`.
+pub fn policy_key(policy: &NetworkPolicy) -> String {
     format!(
         "{}/{}",
         policy_namespace(policy),
@@ -183,10 +186,29 @@ pub fn selects(policy: &NetworkPolicy, pod: &Pod) -> Result<bool, SelectorError>
 }
 
 /// The peers and ports of one ingress or egress rule as the API has them.
-type RawRule = (
+pub(crate) type RawRule = (
     Option<Vec<NetworkPolicyPeer>>,
     Option<Vec<NetworkPolicyPort>>,
 );
+
+/// The rules of `policy` in `direction`, as the API has them.
+pub(crate) fn raw_rules(policy: &NetworkPolicy, direction: Direction) -> Vec<RawRule> {
+    let spec = policy.spec.clone().unwrap_or_default();
+    match direction {
+        Direction::Ingress => spec
+            .ingress
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.from, r.ports))
+            .collect(),
+        Direction::Egress => spec
+            .egress
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.to, r.ports))
+            .collect(),
+    }
+}
 
 /// What the cluster's policies allow for `pod` in `direction`.
 pub fn effective(
@@ -204,22 +226,7 @@ pub fn effective(
             continue;
         }
         let key = policy_key(policy);
-        let spec = policy.spec.clone().unwrap_or_default();
-        let rules: Vec<RawRule> = match direction {
-            Direction::Ingress => spec
-                .ingress
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| (r.from, r.ports))
-                .collect(),
-            Direction::Egress => spec
-                .egress
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| (r.to, r.ports))
-                .collect(),
-        };
-        for (index, (peers, ports)) in rules.into_iter().enumerate() {
+        for (index, (peers, ports)) in raw_rules(policy, direction).into_iter().enumerate() {
             out.rules.push(Rule {
                 policy: key.clone(),
                 index,
@@ -244,29 +251,17 @@ fn resolve_peers(
     let mut out = Vec::new();
     for peer in peers {
         if let Some(block) = &peer.ip_block {
-            // Validation refuses unparsable CIDRs; one that slips through allows nothing.
-            if let Ok(cidr) = block.cidr.parse() {
-                let except = block
-                    .except
-                    .iter()
-                    .flatten()
-                    .filter_map(|e| e.parse().ok())
-                    .collect();
-                out.push(Peer::Block { cidr, except });
-            }
+            out.extend(ip_block(block));
             continue;
         }
         let mut ips = BTreeSet::new();
         for pod in &cluster.pods {
-            let in_namespace = match &peer.namespace_selector {
-                None => pod.namespace == namespace,
-                Some(sel) => matches(sel, &cluster.namespace_labels(&pod.namespace))?,
-            };
-            let pod_matches = match &peer.pod_selector {
-                None => true,
-                Some(sel) => matches(sel, &pod.labels)?,
-            };
-            if in_namespace && pod_matches {
+            if peer_selects(
+                &peer,
+                namespace,
+                pod,
+                &cluster.namespace_labels(&pod.namespace),
+            )? {
                 ips.extend(pod.ips.iter().copied());
             }
         }
@@ -278,7 +273,39 @@ fn resolve_peers(
     Ok(Some(out))
 }
 
-fn resolve_ports(ports: Option<Vec<NetworkPolicyPort>>) -> Option<Vec<PortSpec>> {
+/// An `ipBlock` peer. Validation refuses unparsable CIDRs; one that slips through allows
+/// nothing (`None`).
+pub(crate) fn ip_block(block: &IPBlock) -> Option<Peer> {
+    let cidr = block.cidr.parse().ok()?;
+    let except = block
+        .except
+        .iter()
+        .flatten()
+        .filter_map(|e| e.parse().ok())
+        .collect();
+    Some(Peer::Block { cidr, except })
+}
+
+/// Whether the pod-selecting `peer` of a policy in `namespace` selects `pod`, whose
+/// namespace has `namespace_labels`.
+pub(crate) fn peer_selects(
+    peer: &NetworkPolicyPeer,
+    namespace: &str,
+    pod: &Pod,
+    namespace_labels: &Labels,
+) -> Result<bool, SelectorError> {
+    let in_namespace = match &peer.namespace_selector {
+        None => pod.namespace == namespace,
+        Some(sel) => matches(sel, namespace_labels)?,
+    };
+    Ok(in_namespace
+        && match &peer.pod_selector {
+            None => true,
+            Some(sel) => matches(sel, &pod.labels)?,
+        })
+}
+
+pub(crate) fn resolve_ports(ports: Option<Vec<NetworkPolicyPort>>) -> Option<Vec<PortSpec>> {
     let ports = ports.filter(|p| !p.is_empty())?;
     Some(
         ports
@@ -305,7 +332,7 @@ fn resolve_ports(ports: Option<Vec<NetworkPolicyPort>>) -> Option<Vec<PortSpec>>
     )
 }
 
-fn describe_peer(peer: &NetworkPolicyPeer, namespace: &str) -> String {
+pub(crate) fn describe_peer(peer: &NetworkPolicyPeer, namespace: &str) -> String {
     let sel = |s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
         serde_json::to_string(s).unwrap_or_default()
     };

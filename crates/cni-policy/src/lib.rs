@@ -16,8 +16,9 @@
 //! - [`stored`]: the datastore layout of policies, namespaces and the pods each node
 //!   publishes, and reading a [`Cluster`] back from it.
 //! - [`nft`]: the nf_tables program enforcing the policies of a node's pods (verdict maps
-//!   dispatching to per-pod and per-policy chains, address sets per selector), built as one
-//!   atomic batch.
+//!   dispatching to per-pod and per-policy chains, address sets per selector): built whole
+//!   as one atomic batch ([`nft::program`]), or kept up to date by [`nft::Enforcer`], each
+//!   change one atomic batch of only the objects it changed.
 //!
 //! The semantics are those of the Kubernetes API reference for NetworkPolicy
 //! (<https://kubernetes.io/docs/reference/kubernetes-api/policy-resources/network-policy-v1/>)

@@ -3,15 +3,20 @@
 //! TCP and UDP on ports 80 and 81. For each case the program is committed, every pod probes
 //! every pod on every port and protocol with a real connection, and the observed matrix must
 //! equal the one `cni_policy::allows` computes (which the unit tests check against the
-//! upstream conformance model by hand).
+//! upstream conformance model by hand). The cases are committed one after the other by one
+//! `nft::Enforcer`, so every case after the first runs on an incremental batch.
 
+use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cni_nft::Nft;
 use cni_policy::effective::Endpoint;
+use cni_policy::nft::Enforcer;
 use cni_policy::{allows, parse_documents, Cluster, Document, Pod, Protocol};
 use cni_testkit::{run_in, serve_tcp_udp, tcp_connects, udp_echoes, Netns, Sandbox, Servers};
+
+mod common;
 
 const PORTS: [u16; 2] = [80, 81];
 /// How long a denied probe waits: long enough on a loaded 2-core machine for an allowed
@@ -20,6 +25,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(400);
 
 /// Fields drop in order: the servers stop before the sandbox removes the namespaces.
 struct Node {
+    enforcer: RefCell<Enforcer>,
     _servers: Vec<Servers>,
     sb: Sandbox,
     pods: Vec<(Netns, Pod)>,
@@ -30,58 +36,14 @@ fn ip4(n: u8) -> IpAddr {
 }
 
 fn node() -> Option<Node> {
-    if !cni_testkit::is_root() {
-        eprintln!("skipping: needs root");
-        return None;
-    }
-    let sb = Sandbox::new().expect("sandbox");
-    let sh = |args: &[&str]| {
-        sb.exec_host(args.iter().copied())
-            .unwrap()
-            .assert_success()
-            .stdout
-            .clone()
-    };
-    if sb
-        .exec_host(["sysctl", "-w", "net.bridge.bridge-nf-call-iptables=1"])
-        .map(|o| !o.success())
-        .unwrap_or(true)
-    {
-        eprintln!("skipping: the kernel has no br_netfilter (net.bridge.bridge-nf-call-iptables)");
-        return None;
-    }
-    sh(&["ip", "link", "add", "br0", "type", "bridge"]);
-    sh(&["ip", "link", "set", "br0", "up"]);
+    let sb = common::bridged_host()?;
     let mut pods = Vec::new();
     let mut servers = Vec::new();
     for (n, ns) in ["x", "y", "z"].iter().enumerate() {
         for (m, name) in ["a", "b", "c"].iter().enumerate() {
-            let i = (n * 3 + m) as u8;
-            let netns = sb.add_container().unwrap();
-            let host_end = format!("vp{i}");
-            sh(&[
-                "ip",
-                "link",
-                "add",
-                &host_end,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                &netns.name,
-            ]);
-            sh(&["ip", "link", "set", &host_end, "master", "br0", "up"]);
-            let ip = ip4(10 + i);
-            let inside = |args: &[&str]| {
-                sb.exec_in(&netns.name, args.iter().copied())
-                    .unwrap()
-                    .assert_success();
-            };
-            inside(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-            inside(&["ip", "link", "set", "eth0", "up"]);
-            inside(&["ip", "link", "set", "lo", "up"]);
+            let i = n * 3 + m;
+            let ip = ip4(10 + i as u8);
+            let netns = common::bridged_pod(&sb, i, ip);
             servers.push(serve_tcp_udp(&netns.name, ip, &PORTS).unwrap());
             pods.push((
                 netns,
@@ -96,6 +58,7 @@ fn node() -> Option<Node> {
         }
     }
     Some(Node {
+        enforcer: RefCell::new(Enforcer::new()),
         sb,
         pods,
         _servers: servers,
@@ -123,7 +86,7 @@ fn cluster(node: &Node, yaml: &str) -> Cluster {
 }
 
 fn commit(node: &Node, c: &Cluster) {
-    let (batch, _) = cni_policy::nft::program(c, |_| true).unwrap();
+    let (batch, _) = node.enforcer.borrow_mut().update(c, |_| true).unwrap();
     run_in(
         &node.sb.host().name,
         move || Ok(Nft::new()?.commit(&batch)?),

@@ -1,0 +1,216 @@
+//! `nft::Enforcer`'s batches on a real kernel: after every kind of change, the table its
+//! batches leave in one throwaway namespace equals the table a fresh full `program()` makes in
+//! another (as `nft -j` lists them, handles aside, elements sorted), and a change of one
+//! policy's peer selector rewrites that policy's chain only: every other chain keeps its rule
+//! handles.
+
+use std::collections::BTreeMap;
+
+use cni_nft::Nft;
+use cni_policy::nft::{policy_chain_name, program, Enforcer, TABLE};
+use cni_policy::{Cluster, Direction, Pod};
+use cni_testkit::{run_in, Sandbox};
+use serde_json::Value;
+
+mod common;
+
+fn pod(ns: &str, name: &str, n: u8) -> Pod {
+    Pod {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: [("pod".to_string(), name.to_string())].into(),
+        ips: vec![format!("198.18.40.{n}").parse().unwrap()],
+        named_ports: Default::default(),
+    }
+}
+
+const FROM_X: &str = "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: x}}}]\n    ports: [{port: 80}, {port: 81, protocol: UDP}]\n";
+const FROM_Z: &str = "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: z}}}]\n    ports: [{port: 80}, {port: 81, protocol: UDP}]\n";
+
+fn cluster() -> Cluster {
+    const NAMESPACES: [&str; 3] = ["x", "y", "z"];
+    let labels = |ns: &str| [("ns".to_string(), ns.to_string())].into();
+    let mut c = Cluster {
+        namespaces: NAMESPACES.map(|ns| (ns.to_string(), labels(ns))).into(),
+        ..Cluster::default()
+    };
+    // Pods a, b and c of each namespace at 198.18.40.10 and up.
+    c.pods = (0..9)
+        .map(|i| pod(NAMESPACES[i / 3], ["a", "b", "c"][i % 3], 10 + i as u8))
+        .collect();
+    c.policies = vec![
+        common::network_policy("x", "deny", "  podSelector: {}\n"),
+        common::network_policy("y", "from-x", FROM_X),
+        common::network_policy(
+            "z",
+            "egress-b",
+            "  podSelector: {matchLabels: {pod: a}}\n  policyTypes: [Egress]\n  egress:\n  - to: [{podSelector: {matchLabels: {pod: b}}, namespaceSelector: {}}]\n    ports: [{port: 80, endPort: 90}]\n",
+        ),
+    ];
+    c
+}
+
+/// `nft -j list table inet rcni_policy` in `ns`: chains, sets and maps by kind and name
+/// (handles removed, elements sorted), and the rules of each chain in order.
+#[derive(Debug, PartialEq)]
+struct Listing {
+    objects: BTreeMap<String, Value>,
+    rules: BTreeMap<String, Vec<Value>>,
+    /// Rule handles per chain.
+    handles: BTreeMap<String, Vec<u64>>,
+}
+
+fn listing(sb: &Sandbox, ns: &str) -> Listing {
+    let out = sb
+        .exec_in(ns, ["nft", "-j", "list", "table", "inet", TABLE])
+        .unwrap();
+    let json: Value = serde_json::from_str(&out.assert_success().stdout).unwrap();
+    let mut l = Listing {
+        objects: BTreeMap::new(),
+        rules: BTreeMap::new(),
+        handles: BTreeMap::new(),
+    };
+    for item in json["nftables"].as_array().unwrap() {
+        let Some((kind, body)) = item.as_object().and_then(|o| o.iter().next()) else {
+            continue;
+        };
+        let mut body = body.clone();
+        let handle = body
+            .as_object_mut()
+            .and_then(|o| o.remove("handle"))
+            .and_then(|h| h.as_u64());
+        match kind.as_str() {
+            "metainfo" | "table" => {}
+            "rule" => {
+                let chain = body["chain"].as_str().unwrap().to_string();
+                l.handles
+                    .entry(chain.clone())
+                    .or_default()
+                    .push(handle.unwrap());
+                l.rules.entry(chain).or_default().push(body);
+            }
+            _ => {
+                if let Some(Value::Array(elem)) = body.get_mut("elem") {
+                    elem.sort_by_key(|e| e.to_string());
+                }
+                let name = body["name"].as_str().unwrap_or_default().to_string();
+                l.objects.insert(format!("{kind} {name}"), body);
+            }
+        }
+    }
+    l
+}
+
+fn commit(ns: &str, batch: cni_nft::Batch) {
+    run_in(ns, move || Ok(Nft::new()?.commit(&batch)?)).unwrap();
+}
+
+fn sandbox() -> Option<(Sandbox, String)> {
+    if !cni_testkit::is_root() {
+        eprintln!("skipping: needs root");
+        return None;
+    }
+    let sb = Sandbox::new().expect("sandbox");
+    let fresh = sb.add_container().unwrap().name;
+    Some((sb, fresh))
+}
+
+#[test]
+fn after_every_update_the_kernel_holds_what_a_full_program_makes() {
+    let Some((sb, fresh_ns)) = sandbox() else {
+        return;
+    };
+    let host = sb.host().name.clone();
+    let all = |_: &Pod| true;
+    let mut c = cluster();
+    let mut e = Enforcer::new();
+    commit(&host, e.update(&c, all).unwrap().0);
+
+    type Step = (&'static str, fn(&mut Cluster));
+    let steps: [Step; 9] = [
+        ("policy added", |c| {
+            let spec = "  podSelector: {matchLabels: {pod: c}}\n  policyTypes: [Ingress, Egress]\n  egress:\n  - to: [{podSelector: {matchLabels: {pod: a}}}]\n";
+            c.policies.push(common::network_policy("y", "c-to-a", spec))
+        }),
+        ("peer selector changed", |c| {
+            c.policies[1] = common::network_policy("y", "from-x", FROM_Z)
+        }),
+        ("pod selector changed", |c| {
+            c.policies[1] = common::network_policy(
+                "y",
+                "from-x",
+                &FROM_Z.replace("{}", "{matchLabels: {pod: a}}"),
+            )
+        }),
+        ("port removed", |c| {
+            c.policies[1] = common::network_policy(
+                "y",
+                "from-x",
+                &FROM_Z
+                    .replace("{}", "{matchLabels: {pod: a}}")
+                    .replace(", {port: 81, protocol: UDP}", ""),
+            )
+        }),
+        ("policy deleted", |c| {
+            c.policies.remove(0);
+        }),
+        ("pod added", |c| c.pods.push(pod("z", "d", 40))),
+        ("pod removed", |c| c.pods.retain(|p| p.key() != "z/c")),
+        ("pod relabelled", |c| {
+            c.pods[0].labels = [("pod".into(), "b".into())].into()
+        }),
+        ("namespace relabelled", |c| {
+            c.namespaces
+                .insert("x".into(), [("ns".into(), "z".into())].into());
+        }),
+    ];
+    for (step, change) in steps {
+        change(&mut c);
+        let (delta, _) = e.update(&c, all).unwrap();
+        commit(&host, delta);
+        commit(&fresh_ns, program(&c, all).unwrap().0);
+        let (got, want) = (listing(&sb, &host), listing(&sb, &fresh_ns));
+        assert_eq!(got.objects, want.objects, "{step}: chains, sets and maps");
+        assert_eq!(got.rules, want.rules, "{step}: rules");
+    }
+}
+
+#[test]
+fn a_peer_selector_change_rewrites_only_that_policys_chain() {
+    let Some((sb, _)) = sandbox() else { return };
+    let host = sb.host().name.clone();
+    let all = |_: &Pod| true;
+    let mut c = cluster();
+    let mut e = Enforcer::new();
+    commit(&host, e.update(&c, all).unwrap().0);
+    let before = listing(&sb, &host);
+
+    c.policies[1] = common::network_policy("y", "from-x", FROM_Z);
+    commit(&host, e.update(&c, all).unwrap().0);
+    let after = listing(&sb, &host);
+
+    let changed = policy_chain_name("y/from-x", Direction::Ingress);
+    assert_ne!(before.handles[&changed], after.handles[&changed]);
+    assert_eq!(before.handles.len(), after.handles.len());
+    for (chain, handles) in &before.handles {
+        if *chain != changed {
+            assert_eq!(
+                &after.handles[chain], handles,
+                "chain {chain} was rewritten"
+            );
+        }
+    }
+    // The old peer's set went, the new one's came; nothing else changed.
+    let names = |l: &Listing| l.objects.keys().cloned().collect::<Vec<_>>();
+    let (b, a) = (names(&before), names(&after));
+    assert_eq!(
+        b.iter().filter(|n| !a.contains(n)).count(),
+        1,
+        "{b:?} {a:?}"
+    );
+    assert_eq!(
+        a.iter().filter(|n| !b.contains(n)).count(),
+        1,
+        "{b:?} {a:?}"
+    );
+}
