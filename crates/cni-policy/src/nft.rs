@@ -107,14 +107,16 @@ struct Builder {
     dispatch: BTreeMap<&'static str, Vec<(IpAddr, Verdict)>>,
 }
 
-const MAPS: [(&str, SetType); 4] = [
+/// The verdict maps dispatching to pod chains, with their key type.
+pub const MAPS: [(&str, SetType); 4] = [
     ("egress4", SetType::Ipv4Addr),
     ("egress6", SetType::Ipv6Addr),
     ("ingress4", SetType::Ipv4Addr),
     ("ingress6", SetType::Ipv6Addr),
 ];
 
-fn map(name: &str) -> VerdictMap {
+/// The verdict map `name` of [`MAPS`].
+pub fn map(name: &str) -> VerdictMap {
     let key = MAPS
         .iter()
         .find(|(n, _)| *n == name)
@@ -160,7 +162,7 @@ impl Builder {
     }
 
     fn pod_chain(&mut self, pod: &Pod, direction: Direction) -> Result<String, ProgramError> {
-        let name = format!("pod-{}-{}", letter(direction), short_hash(&pod.key()));
+        let name = pod_chain_name(&pod.key(), direction);
         self.batch.add_chain(&Chain::regular(F, TABLE, &name))?;
         Ok(name)
     }
@@ -173,12 +175,7 @@ impl Builder {
         chain: &str,
     ) -> Result<(), ProgramError> {
         for ip in &pod.ips {
-            let map = match (direction, ip) {
-                (Direction::Egress, IpAddr::V4(_)) => "egress4",
-                (Direction::Egress, IpAddr::V6(_)) => "egress6",
-                (Direction::Ingress, IpAddr::V4(_)) => "ingress4",
-                (Direction::Ingress, IpAddr::V6(_)) => "ingress6",
-            };
+            let map = dispatch_map_name(direction, *ip);
             self.dispatch
                 .entry(map)
                 .or_default()
@@ -204,7 +201,7 @@ impl Builder {
         direction: Direction,
         rules: &[crate::effective::Rule],
     ) -> Result<String, ProgramError> {
-        let name = format!("pol-{}-{}", letter(direction), short_hash(policy));
+        let name = policy_chain_name(policy, direction);
         if !self.policy_chains.insert(name.clone()) {
             return Ok(name);
         }
@@ -254,7 +251,7 @@ impl Builder {
                     if members.is_empty() {
                         continue;
                     }
-                    let name = format!("peer{}-{}", if v6 { 6 } else { 4 }, short_hash(what));
+                    let name = peer_set_name(what, v6);
                     let set = Set::new(F, TABLE, &name, key);
                     if self.peer_sets.insert(name) {
                         self.summary.peer_sets += 1;
@@ -390,6 +387,31 @@ fn policy_key(p: &k8s_openapi::api::networking::v1::NetworkPolicy) -> String {
         crate::effective::policy_namespace(p),
         p.metadata.name.as_deref().unwrap_or_default()
     )
+}
+
+/// The chain of pod `pod_key` (`namespace/name`) in `direction`.
+pub fn pod_chain_name(pod_key: &str, direction: Direction) -> String {
+    format!("pod-{}-{}", letter(direction), short_hash(pod_key))
+}
+
+/// The chain of policy `policy` (`namespace/name`) in `direction`.
+pub fn policy_chain_name(policy: &str, direction: Direction) -> String {
+    format!("pol-{}-{}", letter(direction), short_hash(policy))
+}
+
+/// The address set of a pod-selecting peer (`what` of [`Peer::Pods`]), per family.
+pub fn peer_set_name(what: &str, v6: bool) -> String {
+    format!("peer{}-{}", if v6 { 6 } else { 4 }, short_hash(what))
+}
+
+/// The verdict map holding `ip`'s element for `direction`.
+pub fn dispatch_map_name(direction: Direction, ip: IpAddr) -> &'static str {
+    match (direction, ip) {
+        (Direction::Egress, IpAddr::V4(_)) => "egress4",
+        (Direction::Egress, IpAddr::V6(_)) => "egress6",
+        (Direction::Ingress, IpAddr::V4(_)) => "ingress4",
+        (Direction::Ingress, IpAddr::V6(_)) => "ingress6",
+    }
 }
 
 fn letter(d: Direction) -> char {

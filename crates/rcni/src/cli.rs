@@ -161,6 +161,21 @@ pub struct DoctorArgs {
     /// State dir of `rcni pod` whose records are audited (a record without its netns).
     #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
     pub pod_state_dir: std::path::PathBuf,
+    /// With the etcd flags: compare this node's NetworkPolicy dataplane with the datastore.
+    #[command(flatten)]
+    pub policy: Option<DoctorPolicyArgs>,
+}
+
+/// Where `rcni doctor` reads the NetworkPolicies, namespaces and pods, and which node's pods
+/// it checks.
+#[derive(Debug, Args)]
+pub struct DoctorPolicyArgs {
+    #[command(flatten)]
+    pub store: crate::policy::StoreArgs,
+    /// The name rcni-node publishes this node's pods under (its `--node-name`; default: the
+    /// hostname).
+    #[arg(long, visible_alias = "node", value_name = "NAME")]
+    pub node_name: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

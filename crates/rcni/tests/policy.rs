@@ -339,8 +339,8 @@ spec:
         "Pod shop/web-1 on node node1: 198.19.1.5 (labels app=web)\n\
          Policies: shop/egress-none (Egress), shop/web-from-frontend (Ingress)\n\
          Ingress: isolated by shop/web-from-frontend\n  \
-         shop/web-from-frontend[0]: from/to pods {\"matchLabels\":{\"app\":\"frontend\"}} in namespace shop (1 addresses); on TCP/http (named)\n  \
-         shop/web-from-frontend[1]: from/to 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
+         shop/web-from-frontend[0]: from pods: app=frontend in namespace shop (1 address); on TCP/http (named)\n  \
+         shop/web-from-frontend[1]: from ipBlock 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
          Egress: isolated by shop/egress-none\n  nothing allowed\n"
     );
 
@@ -353,6 +353,10 @@ spec:
         json!(["198.19.2.7"])
     );
     assert_eq!(v["ingress"]["rules"][0]["ports"][0]["name"], "http");
+    assert_eq!(
+        v["ingress"]["rules"][0]["peers"][0]["pods"],
+        "pods: app=frontend in namespace shop"
+    );
     assert_eq!(v["egress"]["rules"], json!([]));
     assert_eq!(v["policies"][0]["policyTypes"], json!(["Egress"]));
 

@@ -3,7 +3,6 @@
 //! allow in each direction.
 
 use cni_policy::effective::{effective, policy_types, selects};
-use cni_policy::stored::{cluster_from, Key};
 use cni_policy::{Cluster, Direction, Effective, Peer, Pod, PortSpec};
 use cni_types::code;
 use serde_json::{json, Value};
@@ -18,33 +17,19 @@ pub fn run(ds: &mut Datastore, pod: &str, json: bool) -> Result<(), Problem> {
             format!("error: {pod:?}: give the pod as NAMESPACE/NAME"),
         ));
     };
-    let entries = ds.list(&format!("{}/", ds.prefix))?;
-    let (cluster, bad) = cluster_from(
-        &ds.keys,
-        entries.iter().map(|e| (e.key.as_str(), e.value.as_slice())),
-    );
-    for b in &bad {
+    let stored = ds.cluster()?;
+    for b in &stored.bad {
         eprintln!("warning: ignoring {b}");
     }
+    let cluster = &stored.cluster;
     let Some(found) = cluster.pod(namespace, name) else {
         return Err(Problem::new(
             code::UNKNOWN_CONTAINER,
-            unknown(&cluster, namespace, name),
+            unknown(cluster, namespace, name),
         ));
     };
-    // The node that published it: the key it is stored under.
-    let node = entries
-        .iter()
-        .find_map(|e| match ds.keys.parse(&e.key) {
-            Some(Key::Pod {
-                node,
-                namespace: n,
-                name: p,
-            }) if n == namespace && p == name => Some(node),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let explanation = explain(&cluster, found)
+    let node = stored.nodes.get(&found.key()).cloned().unwrap_or_default();
+    let explanation = explain(cluster, found)
         .map_err(|e| Problem::new(code::DECODING_FAILURE, format!("error: {e}")))?;
     if json {
         println!("{}", to_json(found, &node, &explanation));
@@ -214,7 +199,7 @@ mod tests {
             to_text(&c.pods[0], "n1", &e),
             "Pod x/a on node n1: 198.18.0.5 (labels app=a)\n\
              Policies: x/in (Ingress)\n\
-             Ingress: isolated by x/in\n  x/in[0]: from/to any peer; on TCP/80, UDP/53-54\n\
+             Ingress: isolated by x/in\n  x/in[0]: from anywhere; on TCP/80, UDP/53-54\n\
              Egress: not isolated (no policy selects the pod): all allowed\n"
         );
         let v = to_json(&c.pods[0], "n1", &e);
