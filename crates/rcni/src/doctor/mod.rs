@@ -96,7 +96,7 @@ pub fn inspect(
         findings = audit()?;
     }
     let missing = missing_rules::audit(rt);
-    let policy = netpol::audit(args.policy.as_ref());
+    let policy = netpol::audit(args);
     if json_out {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
                        "missingRules": missing, "networkPolicy": policy});

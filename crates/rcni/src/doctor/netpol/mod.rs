@@ -10,7 +10,7 @@ mod kernel;
 
 use std::collections::BTreeMap;
 
-use crate::cli::DoctorPolicyArgs;
+use crate::cli::DoctorArgs;
 use crate::policy::store::Datastore;
 pub use compare::Disagreement;
 use expected::Expected;
@@ -41,9 +41,9 @@ impl Report {
     }
 }
 
-/// Runs the check (skipped without `args`).
-pub fn audit(args: Option<&DoctorPolicyArgs>) -> Report {
-    let Some(args) = args else {
+/// Runs the check (skipped without the etcd flags).
+pub fn audit(args: &DoctorArgs) -> Report {
+    let Some(etcd) = &args.etcd else {
         return Report {
             skipped: Some(
                 "no --etcd-endpoints given: give rcni-node's etcd flags to compare this \
@@ -58,7 +58,8 @@ pub fn audit(args: Option<&DoctorPolicyArgs>) -> Report {
         node: Some(node.clone()),
         ..Report::default()
     };
-    let stored = Datastore::open(&args.store.etcd, &args.store.prefix).and_then(|mut ds| ds.cluster());
+    let prefix = args.prefix.as_deref().unwrap_or(cni_etcd::DEFAULT_PREFIX);
+    let stored = Datastore::open(etcd, prefix).and_then(|mut ds| ds.cluster());
     let stored = match stored {
         Ok(s) => s,
         Err(p) => {
