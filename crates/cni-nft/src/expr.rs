@@ -588,7 +588,10 @@ mod tests {
             Verdict::Jump("c".into()),
             Verdict::Goto("c".into()),
         ] {
-            assert_eq!(Verdict::decode(v.code(), v.chain().map(str::to_string)).unwrap(), v);
+            assert_eq!(
+                Verdict::decode(v.code(), v.chain().map(str::to_string)).unwrap(),
+                v
+            );
         }
         assert!(Verdict::decode(-3, None).is_err());
         assert!(Verdict::decode(7, None).is_err());

@@ -51,7 +51,11 @@ impl SelectorText<'_> {
     /// Whether the selector selects everything (prints as `<none>`).
     pub fn is_everything(&self) -> bool {
         self.0.match_labels.as_ref().is_none_or(|m| m.is_empty())
-            && self.0.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+            && self
+                .0
+                .match_expressions
+                .as_ref()
+                .is_none_or(|e| e.is_empty())
     }
 }
 

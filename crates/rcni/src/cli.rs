@@ -171,10 +171,14 @@ pub struct DoctorArgs {
     pub prefix: Option<String>,
     /// The name rcni-node publishes this node's pods under (its `--node-name`; default: the
     /// hostname).
-    #[arg(long, visible_alias = "node", value_name = "NAME", requires = "endpoints")]
+    #[arg(
+        long,
+        visible_alias = "node",
+        value_name = "NAME",
+        requires = "endpoints"
+    )]
     pub node_name: Option<String>,
 }
-
 
 #[derive(Debug, Subcommand)]
 pub enum DoctorCommand {

@@ -65,7 +65,11 @@ impl Env {
 
     /// `rcni policy apply -f -` with `manifest`.
     fn apply(&self, manifest: &str) {
-        let out = self.rcni(&["policy", "apply", "-f", "-"], &self.etcd_flags(), manifest);
+        let out = self.rcni(
+            &["policy", "apply", "-f", "-"],
+            &self.etcd_flags(),
+            manifest,
+        );
         assert_eq!(out.status, 0, "{}", out.stderr);
     }
 
@@ -104,7 +108,11 @@ impl Env {
         args.push(dir.join("pods").display().to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = self.rcni(&args, policy_flags, "");
-        assert!(!out.stdout.is_empty(), "doctor printed nothing: {}", out.stderr);
+        assert!(
+            !out.stdout.is_empty(),
+            "doctor printed nothing: {}",
+            out.stderr
+        );
         out
     }
 
@@ -133,7 +141,10 @@ impl Env {
             .map(|p| format!("{}/{}", p.1, p.2))
             .collect();
         let (batch, _) = program(&cluster, |p| local.contains(&p.key())).unwrap();
-        run_in(&self.sb.host().name, || Ok(cni_nft::Nft::new()?.commit(&batch)?)).unwrap();
+        run_in(&self.sb.host().name, || {
+            Ok(cni_nft::Nft::new()?.commit(&batch)?)
+        })
+        .unwrap();
     }
 
     /// `nft ARGS` in the host namespace, which must succeed.
@@ -194,7 +205,9 @@ fn a_consistent_dataplane_is_clean_and_each_removed_piece_is_named() {
     );
 
     // x/a's ingress verdict-map element.
-    env.nft(&format!("delete element inet {TABLE} ingress4 {{ 198.18.0.10 }}"));
+    env.nft(&format!(
+        "delete element inet {TABLE} ingress4 {{ 198.18.0.10 }}"
+    ));
     let check = env.check();
     assert_eq!(
         problems(&check, Some("x/a")),
@@ -211,7 +224,9 @@ fn a_consistent_dataplane_is_clean_and_each_removed_piece_is_named() {
     env.program();
     assert_eq!(env.check()["disagreements"], json!([]));
     let set = peer_set_name("pods: pod=b in namespace x", false);
-    env.nft(&format!("delete element inet {TABLE} {set} {{ 198.18.0.11 }}"));
+    env.nft(&format!(
+        "delete element inet {TABLE} {set} {{ 198.18.0.11 }}"
+    ));
     assert_eq!(
         problems(&env.check(), Some("x/a")),
         [format!(
@@ -229,7 +244,9 @@ fn a_consistent_dataplane_is_clean_and_each_removed_piece_is_named() {
     assert_eq!(
         problems(&env.check(), Some("x/a")),
         [
-            format!("ingress: chain {pod_chain} does not jump to {policy_chain} (policy x/allow-b)"),
+            format!(
+                "ingress: chain {pod_chain} does not jump to {policy_chain} (policy x/allow-b)"
+            ),
             format!("ingress: policy chain {policy_chain} (policy x/allow-b) is missing"),
         ]
     );
@@ -274,7 +291,11 @@ fn a_policy_stored_but_not_programmed_is_reported() {
     // Programmed: clean again. Then the policy deleted but still programmed.
     env.program();
     assert_eq!(env.check()["disagreements"], json!([]));
-    let out = env.rcni(&["policy", "delete", "-n", "x", "b-out"], &env.etcd_flags(), "");
+    let out = env.rcni(
+        &["policy", "delete", "-n", "x", "b-out"],
+        &env.etcd_flags(),
+        "",
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert_eq!(
         problems(&env.check(), Some("x/b")),
@@ -296,7 +317,13 @@ fn without_etcd_flags_the_check_is_skipped_and_an_unreachable_etcd_is_a_finding(
     assert!(v["networkPolicy"]["skipped"].is_string(), "{v:#}");
 
     // Nothing listens on this port in the sandbox.
-    let flags = ["--etcd-endpoints", "http://127.0.0.1:2399", "--node-name", NODE].map(String::from);
+    let flags = [
+        "--etcd-endpoints",
+        "http://127.0.0.1:2399",
+        "--node-name",
+        NODE,
+    ]
+    .map(String::from);
     let out = env.doctor(false, &flags);
     assert_eq!(out.status, 1);
     assert!(

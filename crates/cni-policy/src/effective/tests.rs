@@ -454,7 +454,9 @@ fn explanation_lists_policies_and_rules() {
     );
     let text = effective(&c, xa, Direction::Egress).unwrap().to_string();
     assert_eq!(text, "Egress: isolated by x/none\n  nothing allowed\n");
-    let text = effective(&c, &c.pods[1], Direction::Egress).unwrap().to_string();
+    let text = effective(&c, &c.pods[1], Direction::Egress)
+        .unwrap()
+        .to_string();
     assert_eq!(
         text,
         "Egress: isolated by x/none, x/out\n  \

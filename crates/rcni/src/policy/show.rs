@@ -1,8 +1,8 @@
 //! `rcni policy get`, `list` and `delete`: stored policies shown as `kubectl` shows them.
 
+use cni_policy::selector::SelectorText;
 use cni_types::code;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use cni_policy::selector::SelectorText;
 use serde_json::{json, Value};
 
 use super::object::{policy_named, Object};

@@ -145,10 +145,7 @@ fn peer_set(expected: &Expected, observed: &Observed, name: &str, dir: &str) -> 
     let have = observed.sets.get(name).unwrap_or(&empty);
     let mut out = Vec::new();
     for ip in want.members.difference(have) {
-        out.push(format!(
-            "{dir}: peer set {name} ({}) lacks {ip}",
-            want.what
-        ));
+        out.push(format!("{dir}: peer set {name} ({}) lacks {ip}", want.what));
     }
     for ip in have.difference(&want.members) {
         out.push(format!(
@@ -192,4 +189,114 @@ fn strangers(expected: &Expected, observed: &Observed) -> Vec<Disagreement> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni_policy::nft::{peer_set_name, pod_chain_name};
+    use cni_policy::{Cluster, Document, Pod};
+
+    /// x/a (local, ingress only from pod=b) and x/b (local, open).
+    fn expected() -> Expected {
+        let mut c = Cluster::default();
+        let docs = cni_policy::parse_documents(
+            "kind: NetworkPolicy\nmetadata: {name: p, namespace: x}\nspec:\n  podSelector: {matchLabels: {pod: a}}\n  ingress: [{from: [{podSelector: {matchLabels: {pod: b}}}]}]\n",
+        )
+        .unwrap();
+        for d in docs {
+            if let Document::NetworkPolicy(p) = d {
+                c.policies.push(*p);
+            }
+        }
+        for (name, ip) in [("a", "198.18.0.1"), ("b", "198.18.0.2")] {
+            c.pods.push(Pod {
+                namespace: "x".into(),
+                name: name.into(),
+                labels: [("pod".to_string(), name.to_string())].into(),
+                ips: vec![ip.parse().unwrap()],
+                named_ports: Default::default(),
+            });
+        }
+        Expected::of(&c, |_| true).unwrap()
+    }
+
+    /// The kernel holding exactly `e`.
+    fn programmed(e: &Expected) -> Observed {
+        let mut o = Observed {
+            table: true,
+            ..Observed::default()
+        };
+        o.chains.extend(e.policy_chains.keys().cloned());
+        for pod in &e.pods {
+            for plan in pod.directions.iter().filter(|d| d.isolated) {
+                o.chains.insert(plan.chain.clone());
+                o.jumps.insert(plan.chain.clone(), plan.jumps.clone());
+                for ip in &pod.ips {
+                    let map = dispatch_map_name(plan.direction, *ip);
+                    let m = o.maps.entry(map.to_string()).or_default();
+                    m.insert(*ip, Verdict::Jump(plan.chain.clone()));
+                }
+            }
+        }
+        for (name, set) in &e.peer_sets {
+            o.sets.insert(name.clone(), set.members.clone());
+        }
+        o
+    }
+
+    #[test]
+    fn wrong_targets_extra_members_and_strangers_are_named() {
+        let e = expected();
+        let mut o = programmed(&e);
+        assert_eq!(compare(&e, &o), []);
+
+        let a: IpAddr = "198.18.0.1".parse().unwrap();
+        let wrong = pod_chain_name("x/b", Direction::Ingress);
+        o.maps
+            .get_mut("ingress4")
+            .unwrap()
+            .insert(a, Verdict::Jump(wrong.clone()));
+        let set = peer_set_name("pods: pod=b in namespace x", false);
+        o.sets
+            .get_mut(&set)
+            .unwrap()
+            .insert("198.18.0.9".parse().unwrap());
+        o.maps
+            .get_mut("ingress4")
+            .unwrap()
+            .insert("198.18.7.7".parse().unwrap(), Verdict::Accept);
+        let right = pod_chain_name("x/a", Direction::Ingress);
+        let found = compare(&e, &o);
+        let text = |d: &Disagreement| (d.pod.clone(), d.problem.clone());
+        assert_eq!(
+            found.iter().map(text).collect::<Vec<_>>(),
+            [
+                (
+                    Some("x/a".to_string()),
+                    format!("ingress: the element for 198.18.0.1 in map ingress4 is jump {wrong}, not jump {right}")
+                ),
+                (
+                    Some("x/a".to_string()),
+                    format!("ingress: peer set {set} (pods: pod=b in namespace x) has 198.18.0.9, which the peer does not select")
+                ),
+                (
+                    None,
+                    "map ingress4 has 198.18.7.7 (accept), an address of no pod of this node"
+                        .to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_table_matters_only_when_a_local_pod_is_isolated() {
+        let e = expected();
+        let found = compare(&e, &Observed::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].pod, None);
+        assert!(found[0].problem.contains("isolate 1 local pod(s) (x/a)"));
+        let open = Expected::of(&Cluster::default(), |_| true).unwrap();
+        assert_eq!(compare(&open, &Observed::default()), []);
+    }
 }

@@ -95,8 +95,11 @@ impl Expected {
         };
         let mut names = Vec::new();
         for v6 in [false, true] {
-            let members: BTreeSet<IpAddr> =
-                ips.iter().copied().filter(|ip| ip.is_ipv6() == v6).collect();
+            let members: BTreeSet<IpAddr> = ips
+                .iter()
+                .copied()
+                .filter(|ip| ip.is_ipv6() == v6)
+                .collect();
             if members.is_empty() {
                 continue;
             }

@@ -63,7 +63,11 @@ pub fn audit(args: &DoctorArgs) -> Report {
     let stored = match stored {
         Ok(s) => s,
         Err(p) => {
-            let why = p.text.strip_prefix("error: ").unwrap_or(&p.text).to_string();
+            let why = p
+                .text
+                .strip_prefix("error: ")
+                .unwrap_or(&p.text)
+                .to_string();
             report.node_problem(format!("cannot read the datastore: {why}"));
             return report;
         }
@@ -115,10 +119,7 @@ pub fn print(report: &Report) {
     }
     let mut by_pod: BTreeMap<Option<&str>, Vec<&str>> = BTreeMap::new();
     for d in &report.disagreements {
-        by_pod
-            .entry(d.pod.as_deref())
-            .or_default()
-            .push(&d.problem);
+        by_pod.entry(d.pod.as_deref()).or_default().push(&d.problem);
     }
     for (pod, problems) in by_pod {
         println!("  {}", pod.unwrap_or("(node)"));
