@@ -242,16 +242,7 @@ impl Builder {
             }]),
             Some(Peer::Pods { what, ips }) => {
                 let mut out = Vec::new();
-                for (v6, key) in [(false, SetType::Ipv4Addr), (true, SetType::Ipv6Addr)] {
-                    let members: Vec<IpAddr> = ips
-                        .iter()
-                        .copied()
-                        .filter(|ip| ip.is_ipv6() == v6)
-                        .collect();
-                    if members.is_empty() {
-                        continue;
-                    }
-                    let name = peer_set_name(what, v6);
+                for (name, key, members) in peer_sets(what, ips) {
                     let set = Set::new(F, TABLE, &name, key);
                     if self.peer_sets.insert(name) {
                         self.summary.peer_sets += 1;
@@ -402,6 +393,22 @@ pub fn policy_chain_name(policy: &str, direction: Direction) -> String {
 /// The address set of a pod-selecting peer (`what` of [`Peer::Pods`]), per family.
 pub fn peer_set_name(what: &str, v6: bool) -> String {
     format!("peer{}-{}", if v6 { 6 } else { 4 }, short_hash(what))
+}
+
+/// The address sets of a pod-selecting peer (`what` and `ips` of [`Peer::Pods`]): one per
+/// address family with members, as name, key type and members.
+pub fn peer_sets(what: &str, ips: &BTreeSet<IpAddr>) -> Vec<(String, SetType, Vec<IpAddr>)> {
+    [(false, SetType::Ipv4Addr), (true, SetType::Ipv6Addr)]
+        .into_iter()
+        .filter_map(|(v6, key)| {
+            let members: Vec<IpAddr> = ips
+                .iter()
+                .copied()
+                .filter(|ip| ip.is_ipv6() == v6)
+                .collect();
+            (!members.is_empty()).then(|| (peer_set_name(what, v6), key, members))
+        })
+        .collect()
 }
 
 /// The verdict map holding `ip`'s element for `direction`.

@@ -4,13 +4,11 @@
 //! `nft` and expects doctor to name the pod and what is missing.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use cni_policy::effective::Direction;
 use cni_policy::nft::{peer_set_name, pod_chain_name, policy_chain_name, program, TABLE};
 use cni_policy::stored::{cluster_from, Keys};
-use cni_testkit::etcd::Etcd;
-use cni_testkit::{is_root, run_command, run_in, PluginOutput, Sandbox};
+use cni_testkit::{run_in, PluginOutput};
 use serde_json::{json, Value};
 
 const PREFIX: &str = "/rcni.test/network";
@@ -39,20 +37,14 @@ spec:
     ports: [{port: 80}]
 "#;
 
-struct Env {
-    etcd: Etcd,
-    sb: Sandbox,
-}
+mod support;
+
+use support::EtcdHost as Env;
 
 impl Env {
-    fn new() -> Option<Env> {
-        if !is_root() {
-            eprintln!("skipped: needs root to create network namespaces");
-            return None;
-        }
-        let sb = Sandbox::new().unwrap();
-        let etcd = Etcd::start(sb.host(), sb.dir()).unwrap();
-        let env = Env { etcd, sb };
+    /// etcd in the host namespace, holding the pods of [`PODS`].
+    fn with_pods() -> Option<Env> {
+        let env = Env::new()?;
         for (node, ns, name, ip) in PODS {
             let key = format!("{PREFIX}/pods/{node}/{ns}/{name}");
             let record = json!({"namespace": ns, "name": name, "node": node,
@@ -81,13 +73,9 @@ impl Env {
 
     /// `rcni ARGS FLAGS` in the host namespace.
     fn rcni(&self, args: &[&str], flags: &[String], stdin: &str) -> PluginOutput {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.sb.host().name])
-            .arg(env!("CARGO_BIN_EXE_rcni"))
-            .args(args)
-            .args(flags)
-            .env_remove("RCNI_ETCD_ENDPOINTS");
-        run_command(cmd, stdin.as_bytes()).unwrap()
+        let mut all = args.to_vec();
+        all.extend(flags.iter().map(String::as_str));
+        self.run_rcni(&all, stdin)
     }
 
     /// `rcni doctor` with an empty config dir, cache and pod state of the sandbox's own.
@@ -189,7 +177,7 @@ fn problems(check: &Value, pod: Option<&str>) -> Vec<String> {
 
 #[test]
 fn a_consistent_dataplane_is_clean_and_each_removed_piece_is_named() {
-    let Some(env) = Env::new() else { return };
+    let Some(env) = Env::with_pods() else { return };
     env.apply(ALLOW_B);
     env.program();
     let check = env.check();
@@ -254,7 +242,7 @@ fn a_consistent_dataplane_is_clean_and_each_removed_piece_is_named() {
 
 #[test]
 fn a_policy_stored_but_not_programmed_is_reported() {
-    let Some(env) = Env::new() else { return };
+    let Some(env) = Env::with_pods() else { return };
     env.apply(ALLOW_B);
     // Nothing programmed yet: the whole table is missing.
     let check = env.check();
@@ -307,7 +295,7 @@ fn a_policy_stored_but_not_programmed_is_reported() {
 
 #[test]
 fn without_etcd_flags_the_check_is_skipped_and_an_unreachable_etcd_is_a_finding() {
-    let Some(env) = Env::new() else { return };
+    let Some(env) = Env::with_pods() else { return };
     let text = env.doctor(false, &[]).stdout;
     assert!(
         text.contains("networkpolicy: skipped (no --etcd-endpoints given"),

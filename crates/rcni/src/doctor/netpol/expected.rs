@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use cni_policy::effective::{effective, Direction, Peer};
-use cni_policy::nft::{peer_set_name, pod_chain_name, policy_chain_name};
+use cni_policy::nft::{peer_sets, pod_chain_name, policy_chain_name};
 use cni_policy::{Cluster, SelectorError};
 
 /// The program of one node, as names and members.
@@ -94,19 +94,10 @@ impl Expected {
             return Vec::new();
         };
         let mut names = Vec::new();
-        for v6 in [false, true] {
-            let members: BTreeSet<IpAddr> = ips
-                .iter()
-                .copied()
-                .filter(|ip| ip.is_ipv6() == v6)
-                .collect();
-            if members.is_empty() {
-                continue;
-            }
-            let name = peer_set_name(what, v6);
+        for (name, _, members) in peer_sets(what, ips) {
             self.peer_sets.entry(name.clone()).or_insert(PeerSet {
                 what: what.clone(),
-                members,
+                members: members.into_iter().collect(),
             });
             names.push(name);
         }
