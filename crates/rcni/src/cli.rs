@@ -122,7 +122,7 @@ pub enum Command {
     /// Diagnose CNI problems. Without a subcommand: inspect this node read-only (configs,
     /// plugins, and leaked leases, veths, nft rules, tuning backups and cache entries).
     /// Exit status 1 if anything is found.
-    Doctor(DoctorArgs),
+    Doctor(Box<DoctorArgs>),
     /// Pod-sandbox network lifecycle, as a CRI runtime runs it for kubelet: run, status, stop,
     /// rm, ls, ready, update-cidr, gc (records in --state-dir).
     Pod(Box<crate::pod::PodArgs>),
@@ -245,7 +245,7 @@ mod tests {
     fn doctor(args: &[&str]) -> Result<DoctorArgs, clap::Error> {
         let argv = ["rcni", "doctor"].iter().chain(args);
         match Cli::try_parse_from(argv)?.command {
-            Command::Doctor(d) => Ok(d),
+            Command::Doctor(d) => Ok(*d),
             other => panic!("{other:?}"),
         }
     }
