@@ -325,7 +325,9 @@ spec:
     assert_eq!(
         out,
         "Pod shop/web-1 on node node1: 198.19.1.5 (labels app=web)\n\
-         Policies: shop/egress-none (Egress), shop/web-from-frontend (Ingress)\n\
+         Policies:\n  \
+         shop/egress-none: PodSelector: app=web; Policy Types: Egress\n  \
+         shop/web-from-frontend: PodSelector: app=web; Policy Types: Ingress\n\
          Ingress: isolated by shop/web-from-frontend\n  \
          shop/web-from-frontend[0]: from pods: app=frontend in namespace shop (1 address); on TCP/http (named)\n  \
          shop/web-from-frontend[1]: from ipBlock 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
@@ -347,6 +349,7 @@ spec:
     );
     assert_eq!(v["egress"]["rules"], json!([]));
     assert_eq!(v["policies"][0]["policyTypes"], json!(["Egress"]));
+    assert_eq!(v["policies"][0]["podSelector"], "app=web");
 
     // A pod no node published.
     let err = failed(env.policy("explain", &["shop/web-2"], ""));
