@@ -107,6 +107,9 @@ struct Builder {
     dispatch: BTreeMap<&'static str, Vec<(IpAddr, Verdict)>>,
 }
 
+/// The base chains on the `forward` hook: egress (dispatching by source), then ingress.
+pub const BASE_CHAINS: [&str; 2] = ["egress", "ingress"];
+
 /// The verdict maps dispatching to pod chains, with their key type.
 pub const MAPS: [(&str, SetType); 4] = [
     ("egress4", SetType::Ipv4Addr),
@@ -136,8 +139,8 @@ impl Builder {
             self.batch.add_verdict_map(&map(name))?;
         }
         for (chain, priority, maps, by_source) in [
-            ("egress", 0, ["egress4", "egress6"], true),
-            ("ingress", 1, ["ingress4", "ingress6"], false),
+            (BASE_CHAINS[0], 0, ["egress4", "egress6"], true),
+            (BASE_CHAINS[1], 1, ["ingress4", "ingress6"], false),
         ] {
             self.batch.add_chain(
                 &Chain::base(F, TABLE, chain, ChainType::Filter, Hook::Forward, priority)

@@ -238,6 +238,17 @@ fn a_consistent_dataplane_is_clean_and_each_removed_piece_is_named() {
             format!("ingress: policy chain {policy_chain} (policy x/allow-b) is missing"),
         ]
     );
+
+    // A base chain: the node's, not one pod's.
+    env.program();
+    env.nft(&format!("flush chain inet {TABLE} ingress"));
+    env.nft(&format!("delete chain inet {TABLE} ingress"));
+    let check = env.check();
+    assert_eq!(
+        problems(&check, None),
+        ["base chain ingress is missing: the ingress of no pod is filtered"]
+    );
+    assert_eq!(check["disagreements"].as_array().unwrap().len(), 1);
 }
 
 #[test]

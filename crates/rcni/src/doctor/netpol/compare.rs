@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use cni_nft::Verdict;
 use cni_policy::effective::Direction;
-use cni_policy::nft::{dispatch_map_name, TABLE};
+use cni_policy::nft::{dispatch_map_name, BASE_CHAINS, TABLE};
 
 use super::expected::{DirectionPlan, Expected, PodPlan};
 use super::kernel::Observed;
@@ -36,6 +36,15 @@ pub fn compare(expected: &Expected, observed: &Observed) -> Vec<Disagreement> {
         }];
     }
     let mut out = Vec::new();
+    for chain in BASE_CHAINS
+        .iter()
+        .filter(|c| !observed.base_chains.contains(**c))
+    {
+        out.push(Disagreement {
+            pod: None,
+            problem: format!("base chain {chain} is missing: the {chain} of no pod is filtered"),
+        });
+    }
     for pod in &expected.pods {
         for plan in &pod.directions {
             let problems = match plan.isolated {
@@ -228,6 +237,7 @@ mod tests {
             ..Observed::default()
         };
         o.chains.extend(e.policy_chains.keys().cloned());
+        o.base_chains.extend(BASE_CHAINS.map(String::from));
         for pod in &e.pods {
             for plan in pod.directions.iter().filter(|d| d.isolated) {
                 o.chains.insert(plan.chain.clone());

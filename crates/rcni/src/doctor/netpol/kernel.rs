@@ -15,6 +15,8 @@ use super::expected::Expected;
 pub struct Observed {
     pub table: bool,
     pub chains: BTreeSet<String>,
+    /// The chains attached to a hook.
+    pub base_chains: BTreeSet<String>,
     /// The chains each listed pod chain jumps to, in rule order.
     pub jumps: BTreeMap<String, Vec<String>>,
     /// Verdict map elements, by map name.
@@ -33,11 +35,12 @@ pub fn read(expected: &Expected) -> Result<Observed, cni_nft::Error> {
     if !out.table {
         return Ok(out);
     }
-    out.chains = nft
-        .list_chains(Family::Inet, TABLE)?
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    for chain in nft.list_chains(Family::Inet, TABLE)? {
+        if chain.is_base {
+            out.base_chains.insert(chain.name.clone());
+        }
+        out.chains.insert(chain.name);
+    }
     for plan in expected.pods.iter().flat_map(|p| &p.directions) {
         if !out.chains.contains(&plan.chain) {
             continue;
