@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use crate::attr::AttrWriter;
 use crate::objects::Family;
 use crate::sys::*;
+use crate::Error;
 
 /// A data register. Each holds 16 bytes, enough for an IPv6 address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +219,23 @@ impl Verdict {
             Verdict::Jump(c) | Verdict::Goto(c) => Some(c),
             _ => None,
         }
+    }
+
+    /// The verdict of a code and, for jumps, a chain, as the kernel lists them.
+    pub(crate) fn decode(code: i32, chain: Option<String>) -> Result<Verdict, Error> {
+        Ok(match (code, chain) {
+            (0, _) => Verdict::Drop,
+            (1, _) => Verdict::Accept,
+            (-1, _) => Verdict::Continue,
+            (-5, _) => Verdict::Return,
+            (-3, Some(c)) => Verdict::Jump(c),
+            (-4, Some(c)) => Verdict::Goto(c),
+            (code, chain) => {
+                return Err(Error::Decode(format!(
+                    "verdict code {code} with chain {chain:?}"
+                )))
+            }
+        })
     }
 
     /// The inside of an `NFTA_DATA_VERDICT` attribute: the code and, for jumps, the chain.
@@ -558,6 +576,25 @@ mod tests {
         let mut w = AttrWriter::new();
         e.encode(&mut w);
         w.into_bytes()
+    }
+
+    #[test]
+    fn verdicts_decode_from_their_code_and_chain() {
+        for v in [
+            Verdict::Accept,
+            Verdict::Drop,
+            Verdict::Continue,
+            Verdict::Return,
+            Verdict::Jump("c".into()),
+            Verdict::Goto("c".into()),
+        ] {
+            assert_eq!(
+                Verdict::decode(v.code(), v.chain().map(str::to_string)).unwrap(),
+                v
+            );
+        }
+        assert!(Verdict::decode(-3, None).is_err());
+        assert!(Verdict::decode(7, None).is_err());
     }
 
     /// `[len, type]` of an attribute header, host order.

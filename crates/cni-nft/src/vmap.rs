@@ -7,9 +7,11 @@
 
 use std::net::IpAddr;
 
-use crate::attr::AttrWriter;
+use crate::attr::{self, AttrWriter};
 use crate::batch::Batch;
+use crate::client::Nft;
 use crate::expr::{Expr, PayloadBase, Reg, Verdict};
+use crate::message::NfMsg;
 use crate::objects::{check_name, Family, SetType};
 use crate::rule::RuleBuilder;
 use crate::sys::*;
@@ -148,6 +150,61 @@ impl Batch {
         self.push(kind, flags, map.family, a, what);
         Ok(())
     }
+}
+
+impl Nft {
+    /// Every element of `map` with its verdict (a dump; empty when the map or its table does
+    /// not exist).
+    pub fn list_verdict_elements(
+        &mut self,
+        map: &VerdictMap,
+    ) -> Result<Vec<(IpAddr, Verdict)>, Error> {
+        check_name("table", &map.table)?;
+        check_name("set", &map.name)?;
+        let mut a = AttrWriter::new();
+        a.str(NFTA_SET_ELEM_LIST_TABLE, &map.table)
+            .str(NFTA_SET_ELEM_LIST_SET, &map.name);
+        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, map.family.number(), a.into_bytes());
+        let items = match self.dump(&msg, &format!("list elements of map {}", map.describe())) {
+            Ok(items) => items,
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for item in &items {
+            let attrs = attr::parse(&item.attrs)?;
+            let Some(list) = attr::find(&attrs, NFTA_SET_ELEM_LIST_ELEMENTS) else {
+                continue;
+            };
+            for el in list.nested()? {
+                out.push(decode_verdict_element(&el.nested()?)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One element of a verdict map: its address key and its verdict.
+fn decode_verdict_element(attrs: &[attr::Attr<'_>]) -> Result<(IpAddr, Verdict), Error> {
+    let missing = |what: &str| Error::Decode(format!("verdict map element without {what}"));
+    let key = attr::find(attrs, NFTA_SET_ELEM_KEY).ok_or_else(|| missing("key"))?;
+    let key = attr::find(&key.nested()?, NFTA_DATA_VALUE).ok_or_else(|| missing("key"))?;
+    let addr = match key.data.len() {
+        4 => IpAddr::from(<[u8; 4]>::try_from(key.data).unwrap_or_default()),
+        16 => IpAddr::from(<[u8; 16]>::try_from(key.data).unwrap_or_default()),
+        n => return Err(Error::Decode(format!("verdict map key of {n} bytes"))),
+    };
+    let data = attr::find(attrs, NFTA_SET_ELEM_DATA).ok_or_else(|| missing("verdict"))?;
+    let verdict =
+        attr::find(&data.nested()?, NFTA_DATA_VERDICT).ok_or_else(|| missing("verdict"))?;
+    let verdict = verdict.nested()?;
+    let code = attr::find(&verdict, NFTA_VERDICT_CODE)
+        .ok_or_else(|| missing("verdict code"))?
+        .be32()? as i32;
+    let chain = attr::find(&verdict, NFTA_VERDICT_CHAIN)
+        .map(|c| c.str().map(str::to_string))
+        .transpose()?;
+    Ok((addr, Verdict::decode(code, chain)?))
 }
 
 impl RuleBuilder {

@@ -18,7 +18,7 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::cluster::{Cluster, Pod, Protocol};
-use crate::selector::{matches, Labels, SelectorError};
+use crate::selector::{matches, Labels, SelectorError, SelectorText};
 
 /// The direction of traffic, from the selected pod's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -332,15 +332,33 @@ pub(crate) fn resolve_ports(ports: Option<Vec<NetworkPolicyPort>>) -> Option<Vec
     )
 }
 
+/// A `podSelector` / `namespaceSelector` peer in words, its selectors as Kubernetes prints
+/// them: `pods: app=web in namespace x`, `any pod in namespaces: ns=x`, `any pod in any
+/// namespace`. The text also names the peer's address sets in the dataplane.
 pub(crate) fn describe_peer(peer: &NetworkPolicyPeer, namespace: &str) -> String {
-    let sel = |s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
-        serde_json::to_string(s).unwrap_or_default()
+    let pods = match &peer.pod_selector {
+        Some(p) if !SelectorText(p).is_everything() => format!("pods: {}", SelectorText(p)),
+        _ => "any pod".to_string(),
     };
-    match (&peer.namespace_selector, &peer.pod_selector) {
-        (None, Some(p)) => format!("pods {} in namespace {namespace}", sel(p)),
-        (Some(n), None) => format!("every pod in namespaces {}", sel(n)),
-        (Some(n), Some(p)) => format!("pods {} in namespaces {}", sel(p), sel(n)),
-        (None, None) => format!("every pod in namespace {namespace}"),
+    let namespaces = match &peer.namespace_selector {
+        None => format!("namespace {namespace}"),
+        Some(n) if SelectorText(n).is_everything() => "any namespace".to_string(),
+        Some(n) => format!("namespaces: {}", SelectorText(n)),
+    };
+    format!("{pods} in {namespaces}")
+}
+
+impl fmt::Display for Peer {
+    /// The peer's selectors (see `describe_peer`), or `ipBlock CIDR except A, B`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Peer::Pods { what, .. } => f.write_str(what),
+            Peer::Block { cidr, except } if except.is_empty() => write!(f, "ipBlock {cidr}"),
+            Peer::Block { cidr, except } => {
+                let except: Vec<String> = except.iter().map(|e| e.to_string()).collect();
+                write!(f, "ipBlock {cidr} except {}", except.join(", "))
+            }
+        }
     }
 }
 
@@ -410,25 +428,24 @@ impl fmt::Display for Effective {
         if self.rules.is_empty() {
             return writeln!(f, "  nothing allowed");
         }
+        let (towards, anywhere) = match self.direction {
+            Direction::Ingress => ("from", "from anywhere"),
+            Direction::Egress => ("to", "to anywhere"),
+        };
         for r in &self.rules {
             let peers = match &r.peers {
-                None => "any peer".to_string(),
-                Some(ps) => ps
-                    .iter()
-                    .map(|p| match p {
-                        Peer::Pods { what, ips } => format!("{what} ({} addresses)", ips.len()),
-                        Peer::Block { cidr, except } if except.is_empty() => cidr.to_string(),
-                        Peer::Block { cidr, except } => format!(
-                            "{cidr} except {}",
-                            except
-                                .iter()
-                                .map(|e| e.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                None => anywhere.to_string(),
+                Some(ps) => {
+                    let each: Vec<String> = ps
+                        .iter()
+                        .map(|p| match p {
+                            Peer::Pods { ips, .. } if ips.len() == 1 => format!("{p} (1 address)"),
+                            Peer::Pods { ips, .. } => format!("{p} ({} addresses)", ips.len()),
+                            Peer::Block { .. } => p.to_string(),
+                        })
+                        .collect();
+                    format!("{towards} {}", each.join(" or "))
+                }
             };
             let ports = match &r.ports {
                 None => "any port".to_string(),
@@ -456,11 +473,7 @@ impl fmt::Display for Effective {
                     .collect::<Vec<_>>()
                     .join(", "),
             };
-            writeln!(
-                f,
-                "  {}[{}]: from/to {peers}; on {ports}",
-                r.policy, r.index
-            )?;
+            writeln!(f, "  {}[{}]: {peers}; on {ports}", r.policy, r.index)?;
         }
         Ok(())
     }

@@ -32,7 +32,10 @@
 //! the node itself to its pods (kubelet probes) takes the `output` hook and is never
 //! filtered.
 
-use cni_nft::{Batch, Family};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use cni_nft::{Batch, Family, SetType};
 
 use crate::cluster::{Cluster, Pod};
 use crate::effective::Direction;
@@ -43,6 +46,8 @@ mod objects;
 mod rules;
 
 pub use enforcer::Enforcer;
+pub use objects::verdict_map as map;
+pub use rules::{dispatch_map_name, BASE_CHAINS, MAPS};
 
 /// The table the program lives in.
 pub const TABLE: &str = "rcni_policy";
@@ -94,6 +99,22 @@ pub fn policy_chain_name(policy_key: &str, direction: Direction) -> String {
 /// `what` ([`crate::Peer::Pods`]).
 pub fn peer_set_name(what: &str, v6: bool) -> String {
     format!("peer{}-{}", if v6 { 6 } else { 4 }, short_hash(what))
+}
+
+/// The peer sets of the peer described as `what` with members `ips`: (name, key type,
+/// members) for each address family that has members.
+pub fn peer_sets(what: &str, ips: &BTreeSet<IpAddr>) -> Vec<(String, SetType, Vec<IpAddr>)> {
+    [(false, SetType::Ipv4Addr), (true, SetType::Ipv6Addr)]
+        .into_iter()
+        .filter_map(|(v6, key)| {
+            let members: Vec<IpAddr> = ips
+                .iter()
+                .copied()
+                .filter(|ip| ip.is_ipv6() == v6)
+                .collect();
+            (!members.is_empty()).then(|| (peer_set_name(what, v6), key, members))
+        })
+        .collect()
 }
 
 fn letter(d: Direction) -> char {

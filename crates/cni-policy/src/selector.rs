@@ -2,6 +2,7 @@
 //! `matchExpressions` requirement must hold (AND); an empty selector selects everything.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -37,6 +38,53 @@ pub fn matches(selector: &LabelSelector, labels: &Labels) -> Result<bool, Select
         }
     }
     Ok(true)
+}
+
+/// A label selector as Kubernetes prints it (`metav1.FormatLabelSelector`, the text of
+/// `kubectl get networkpolicy`'s POD-SELECTOR column and of `kubectl describe`): the
+/// requirements sorted by key, `matchLabels` as `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`
+/// (Exists), `!k` (DoesNotExist), values sorted; `<none>` for the empty selector, which
+/// selects everything.
+pub struct SelectorText<'a>(pub &'a LabelSelector);
+
+impl SelectorText<'_> {
+    /// Whether the selector selects everything (prints as `<none>`).
+    pub fn is_everything(&self) -> bool {
+        self.0.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && self
+                .0
+                .match_expressions
+                .as_ref()
+                .is_none_or(|e| e.is_empty())
+    }
+}
+
+impl fmt::Display for SelectorText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut requirements: Vec<(&str, String)> = Vec::new();
+        for (k, v) in self.0.match_labels.iter().flatten() {
+            requirements.push((k, format!("{k}={v}")));
+        }
+        for e in self.0.match_expressions.iter().flatten() {
+            let mut values = e.values.clone().unwrap_or_default();
+            values.sort();
+            let k = &e.key;
+            let text = match e.operator.as_str() {
+                "In" => format!("{k} in ({})", values.join(",")),
+                "NotIn" => format!("{k} notin ({})", values.join(",")),
+                "Exists" => k.clone(),
+                "DoesNotExist" => format!("!{k}"),
+                _ => return f.write_str("<error>"),
+            };
+            requirements.push((k, text));
+        }
+        if requirements.is_empty() {
+            return f.write_str("<none>");
+        }
+        requirements.sort_by(|a, b| a.0.cmp(b.0));
+        let texts: Vec<String> = requirements.into_iter().map(|(_, t)| t).collect();
+        f.write_str(&texts.join(","))
+    }
 }
 
 #[cfg(test)]
@@ -111,6 +159,32 @@ mod tests {
         };
         assert_eq!(matches(&absent, &labels(&[])), Ok(true));
         assert_eq!(matches(&absent, &labels(&[("pod", "x")])), Ok(false));
+    }
+
+    #[test]
+    fn selectors_print_as_kubernetes_formats_them() {
+        let s = LabelSelector {
+            match_labels: Some(labels(&[("tier", "web"), ("app", "shop")])),
+            match_expressions: Some(vec![
+                expr("env", "In", &["prod", "dev"]),
+                expr("zone", "DoesNotExist", &[]),
+                expr("canary", "Exists", &[]),
+                expr("x", "NotIn", &["b", "a"]),
+            ]),
+        };
+        assert_eq!(
+            SelectorText(&s).to_string(),
+            "app=shop,canary,env in (dev,prod),tier=web,x notin (a,b),!zone"
+        );
+        assert!(!SelectorText(&s).is_everything());
+        let empty = LabelSelector::default();
+        assert_eq!(SelectorText(&empty).to_string(), "<none>");
+        assert!(SelectorText(&empty).is_everything());
+        let bad = LabelSelector {
+            match_expressions: Some(vec![expr("pod", "Like", &["a"])]),
+            ..Default::default()
+        };
+        assert_eq!(SelectorText(&bad).to_string(), "<error>");
     }
 
     #[test]

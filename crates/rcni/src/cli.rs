@@ -122,7 +122,7 @@ pub enum Command {
     /// Diagnose CNI problems. Without a subcommand: inspect this node read-only (configs,
     /// plugins, and leaked leases, veths, nft rules, tuning backups and cache entries).
     /// Exit status 1 if anything is found.
-    Doctor(DoctorArgs),
+    Doctor(Box<DoctorArgs>),
     /// Pod-sandbox network lifecycle, as a CRI runtime runs it for kubelet: run, status, stop,
     /// rm, ls, ready, update-cidr, gc (records in --state-dir).
     Pod(Box<crate::pod::PodArgs>),
@@ -151,7 +151,9 @@ pub struct ConformanceArgs {
     pub plugins: Vec<String>,
 }
 
+/// The etcd flags are optional here (the NetworkPolicy check is skipped without them).
 #[derive(Debug, Args)]
+#[command(mut_arg("endpoints", |a| a.required(false)))]
 pub struct DoctorArgs {
     #[command(subcommand)]
     pub command: Option<DoctorCommand>,
@@ -161,6 +163,21 @@ pub struct DoctorArgs {
     /// State dir of `rcni pod` whose records are audited (a record without its netns).
     #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
     pub pod_state_dir: std::path::PathBuf,
+    /// With the etcd flags: compare this node's NetworkPolicy dataplane with the datastore.
+    #[command(flatten)]
+    pub etcd: Option<cni_etcd::EtcdOptions>,
+    /// The etcd key prefix of the network (`rcni-node --prefix`; default: /rcni.io/network).
+    #[arg(long, requires = "endpoints")]
+    pub prefix: Option<String>,
+    /// The name rcni-node publishes this node's pods under (its `--node-name`; default: the
+    /// hostname).
+    #[arg(
+        long,
+        visible_alias = "node",
+        value_name = "NAME",
+        requires = "endpoints"
+    )]
+    pub node_name: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -218,4 +235,30 @@ pub enum NetnsCommand {
     Del { name: String },
     /// List the named namespaces.
     List,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn doctor(args: &[&str]) -> Result<DoctorArgs, clap::Error> {
+        let argv = ["rcni", "doctor"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Doctor(d) => Ok(*d),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn doctor_checks_policies_only_with_the_etcd_flags() {
+        assert!(doctor(&[]).unwrap().etcd.is_none());
+        let d = doctor(&["--etcd-endpoints", "http://a:2379", "--node", "n1"]).unwrap();
+        let etcd = d.etcd.expect("the etcd flags given");
+        assert_eq!(etcd.endpoints, ["http://a:2379"]);
+        assert_eq!(d.node_name.as_deref(), Some("n1"));
+        assert_eq!(d.prefix, None);
+        // Another flag of the check without the endpoints.
+        assert!(doctor(&["--node-name", "n1"]).is_err());
+    }
 }

@@ -287,7 +287,7 @@ fn conformance(g: &Global, c: &crate::cli::ConformanceArgs) -> Result<(), Failur
 
 fn doctor(g: &Global, d: &crate::cli::DoctorArgs) -> Result<(), Failure> {
     let rt = setup::runtime(g);
-    match crate::doctor::inspect(&g.conf_dir, &rt, &d.pod_state_dir, d.fix, g.json) {
+    match crate::doctor::inspect(&g.conf_dir, &rt, d, g.json) {
         Ok(true) => Ok(()),
         Ok(false) => Err(Failure::Reported),
         Err(e) => Err(Failure::other("doctor", code::INTERNAL, e)),

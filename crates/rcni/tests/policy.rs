@@ -1,31 +1,17 @@
 //! Root-only: `rcni policy` against a real etcd in a throwaway namespace, every write
 //! checked independently with `etcdctl get --prefix`.
 
-use std::process::Command;
-
-use cni_testkit::etcd::Etcd;
-use cni_testkit::{is_root, run_command, PluginOutput, Sandbox};
+use cni_testkit::PluginOutput;
 use serde_json::{json, Value};
 
 const PREFIX: &str = "/rcni.test/network";
 
-/// etcd in the sandbox's host namespace (dropped, so killed, before the namespace goes).
-struct Env {
-    etcd: Etcd,
-    sb: Sandbox,
-}
+mod support;
+
+/// etcd in the sandbox's host namespace, and `rcni policy` run there.
+use support::EtcdHost as Env;
 
 impl Env {
-    fn new() -> Option<Env> {
-        if !is_root() {
-            eprintln!("skipped: needs root to create network namespaces");
-            return None;
-        }
-        let sb = Sandbox::new().unwrap();
-        let etcd = Etcd::start(sb.host(), sb.dir()).unwrap();
-        Some(Env { etcd, sb })
-    }
-
     /// `rcni policy VERB --etcd-endpoints <etcd> --prefix PREFIX ARGS` in the namespace.
     fn policy(&self, verb: &str, args: &[&str], stdin: &str) -> PluginOutput {
         self.rcni(&[], &self.etcd.url, verb, args, stdin)
@@ -40,15 +26,17 @@ impl Env {
         args: &[&str],
         stdin: &str,
     ) -> PluginOutput {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.sb.host().name])
-            .arg(env!("CARGO_BIN_EXE_rcni"))
-            .args(global)
-            .args(["policy", verb, "--etcd-endpoints", endpoints])
-            .args(["--prefix", PREFIX])
-            .args(args)
-            .env_remove("RCNI_ETCD_ENDPOINTS");
-        run_command(cmd, stdin.as_bytes()).unwrap()
+        let mut all = global.to_vec();
+        all.extend([
+            "policy",
+            verb,
+            "--etcd-endpoints",
+            endpoints,
+            "--prefix",
+            PREFIX,
+        ]);
+        all.extend(args);
+        self.run_rcni(&all, stdin)
     }
 
     /// What etcdctl sees under the prefix.
@@ -337,10 +325,12 @@ spec:
     assert_eq!(
         out,
         "Pod shop/web-1 on node node1: 198.19.1.5 (labels app=web)\n\
-         Policies: shop/egress-none (Egress), shop/web-from-frontend (Ingress)\n\
+         Policies:\n  \
+         shop/egress-none: PodSelector: app=web; Policy Types: Egress\n  \
+         shop/web-from-frontend: PodSelector: app=web; Policy Types: Ingress\n\
          Ingress: isolated by shop/web-from-frontend\n  \
-         shop/web-from-frontend[0]: from/to pods {\"matchLabels\":{\"app\":\"frontend\"}} in namespace shop (1 addresses); on TCP/http (named)\n  \
-         shop/web-from-frontend[1]: from/to 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
+         shop/web-from-frontend[0]: from pods: app=frontend in namespace shop (1 address); on TCP/http (named)\n  \
+         shop/web-from-frontend[1]: from ipBlock 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
          Egress: isolated by shop/egress-none\n  nothing allowed\n"
     );
 
@@ -353,8 +343,13 @@ spec:
         json!(["198.19.2.7"])
     );
     assert_eq!(v["ingress"]["rules"][0]["ports"][0]["name"], "http");
+    assert_eq!(
+        v["ingress"]["rules"][0]["peers"][0]["pods"],
+        "pods: app=frontend in namespace shop"
+    );
     assert_eq!(v["egress"]["rules"], json!([]));
     assert_eq!(v["policies"][0]["policyTypes"], json!(["Egress"]));
+    assert_eq!(v["policies"][0]["podSelector"], "app=web");
 
     // A pod no node published.
     let err = failed(env.policy("explain", &["shop/web-2"], ""));

@@ -440,15 +440,30 @@ fn explanation_lists_policies_and_rules() {
         "x",
         "web",
         "  podSelector: {matchLabels: {pod: a}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {pod: b}}}, {ipBlock: {cidr: 198.19.0.0/16, except: [198.19.1.0/24]}}]\n    ports: [{port: 80}, {port: 81, endPort: 82, protocol: UDP}]\n",
-    ) + &policy("x", "none", "  podSelector: {}\n  policyTypes: [Egress]\n")));
+    ) + &policy("x", "none", "  podSelector: {}\n  policyTypes: [Egress]\n")
+        + &policy(
+            "x",
+            "out",
+            "  podSelector: {matchLabels: {pod: b}}\n  egress:\n  - to: [{namespaceSelector: {matchLabels: {ns: y}}, podSelector: {matchExpressions: [{key: pod, operator: In, values: [c, a]}]}}, {namespaceSelector: {}}, {podSelector: {}}]\n  - to: [{namespaceSelector: {matchLabels: {ns: z}}}]\n  - ports: [{port: 53, protocol: UDP}]\n",
+        )));
     let xa = &c.pods[0];
     let text = effective(&c, xa, Direction::Ingress).unwrap().to_string();
     assert_eq!(
         text,
-        "Ingress: isolated by x/web\n  x/web[0]: from/to pods {\"matchLabels\":{\"pod\":\"b\"}} in namespace x (1 addresses); 198.19.0.0/16 except 198.19.1.0/24; on TCP/80, UDP/81-82\n"
+        "Ingress: isolated by x/web\n  x/web[0]: from pods: pod=b in namespace x (1 address) or ipBlock 198.19.0.0/16 except 198.19.1.0/24; on TCP/80, UDP/81-82\n"
     );
     let text = effective(&c, xa, Direction::Egress).unwrap().to_string();
     assert_eq!(text, "Egress: isolated by x/none\n  nothing allowed\n");
+    let text = effective(&c, &c.pods[1], Direction::Egress)
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        text,
+        "Egress: isolated by x/none, x/out\n  \
+         x/out[0]: to pods: pod in (a,c) in namespaces: ns=y (2 addresses) or any pod in any namespace (9 addresses) or any pod in namespace x (3 addresses); on any port\n  \
+         x/out[1]: to any pod in namespaces: ns=z (3 addresses); on any port\n  \
+         x/out[2]: to anywhere; on UDP/53\n"
+    );
     let text = effective(&c, &c.pods[3], Direction::Ingress)
         .unwrap()
         .to_string();

@@ -21,7 +21,7 @@ use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::objects::{Objects, PeerSet};
-use super::rules::{self, map_for, PeerRef, PolicyContext, PolicyRule};
+use super::rules::{self, dispatch_map_name, PeerRef, PolicyContext, PolicyRule};
 use super::{peer_set_name, pod_chain_name, policy_chain_name, ProgramError, Summary};
 use crate::cluster::{Cluster, Pod, Protocol};
 use crate::effective::{
@@ -235,7 +235,7 @@ impl Enforcer {
                 for ip in &old.pod.ips {
                     self.objects
                         .dispatch
-                        .set((map_for(direction, *ip), *ip), None);
+                        .set((dispatch_map_name(direction, *ip), *ip), None);
                 }
             }
         }
@@ -356,7 +356,7 @@ impl Enforcer {
                     let jump = rules.is_some().then(|| chain.clone());
                     self.objects
                         .dispatch
-                        .set((map_for(direction, *ip), *ip), jump);
+                        .set((dispatch_map_name(direction, *ip), *ip), jump);
                 }
                 self.objects.chains.set(chain, rules);
             }

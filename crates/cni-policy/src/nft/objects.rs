@@ -79,7 +79,8 @@ pub(super) struct Objects {
     pub dispatch: Journaled<(&'static str, IpAddr), String>,
 }
 
-fn verdict_map(name: &str) -> VerdictMap {
+/// The verdict map `name` of [`MAPS`].
+pub fn verdict_map(name: &str) -> VerdictMap {
     let key = MAPS
         .iter()
         .find(|(n, _)| *n == name)

@@ -14,8 +14,11 @@ use super::{peer_set_name, ProgramError, F, TABLE};
 use crate::cluster::Protocol;
 use crate::effective::{Direction, PortSpec};
 
+/// The base chains on the `forward` hook: egress (dispatching by source), then ingress.
+pub const BASE_CHAINS: [&str; 2] = ["egress", "ingress"];
+
 /// The verdict maps and their key types.
-pub(super) const MAPS: [(&str, SetType); 4] = [
+pub const MAPS: [(&str, SetType); 4] = [
     ("egress4", SetType::Ipv4Addr),
     ("egress6", SetType::Ipv6Addr),
     ("ingress4", SetType::Ipv4Addr),
@@ -23,7 +26,7 @@ pub(super) const MAPS: [(&str, SetType); 4] = [
 ];
 
 /// The verdict map dispatching `ip`'s packets of `direction`.
-pub(super) fn map_for(direction: Direction, ip: IpAddr) -> &'static str {
+pub fn dispatch_map_name(direction: Direction, ip: IpAddr) -> &'static str {
     match (direction, ip) {
         (Direction::Egress, IpAddr::V4(_)) => "egress4",
         (Direction::Egress, IpAddr::V6(_)) => "egress6",
@@ -37,7 +40,7 @@ pub(super) fn skeleton(b: &mut Batch) -> Result<(), ProgramError> {
     for (name, key) in MAPS {
         b.add_verdict_map(&VerdictMap::new(F, TABLE, name, key))?;
     }
-    for (chain, priority, by_source) in [("egress", 0, true), ("ingress", 1, false)] {
+    for (chain, priority, by_source) in [(BASE_CHAINS[0], 0, true), (BASE_CHAINS[1], 1, false)] {
         b.add_chain(
             &Chain::base(F, TABLE, chain, ChainType::Filter, Hook::Forward, priority)
                 .with_policy(Policy::Accept),

@@ -3,13 +3,15 @@
 //! inspected read-only (configs, plugins, and the leak audit of `audit.rs`), and `--fix`
 //! removes the leaks through the plugins' DEL and GC (`fix.rs`); `rcni pod` records without
 //! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`); attachments
-//! whose nf_tables rules are missing are listed (`missing_rules.rs`).
+//! whose nf_tables rules are missing are listed (`missing_rules.rs`); with the etcd flags,
+//! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`).
 
 mod agent;
 mod audit;
 mod explain;
 mod fix;
 mod missing_rules;
+mod netpol;
 mod read;
 mod sandboxes;
 
@@ -18,6 +20,8 @@ use std::path::Path;
 use serde_json::json;
 
 use cni_runtime::Runtime;
+
+use crate::cli::DoctorArgs;
 
 pub use audit::{judge, Finding, Snapshot};
 pub use explain::{explain, Explanation};
@@ -73,10 +77,10 @@ fn config_problems(conf_dir: &Path, rt: &Runtime) -> Vec<Problem> {
 pub fn inspect(
     conf_dir: &Path,
     rt: &Runtime,
-    pod_state_dir: &Path,
-    fix: bool,
+    args: &DoctorArgs,
     json_out: bool,
 ) -> Result<bool, String> {
+    let (pod_state_dir, fix) = (args.pod_state_dir.as_path(), args.fix);
     let problems = config_problems(conf_dir, rt);
     let audit = || -> Result<Vec<Finding>, String> {
         let mut f = sandboxes::audit(pod_state_dir)?;
@@ -92,15 +96,17 @@ pub fn inspect(
         findings = audit()?;
     }
     let missing = missing_rules::audit(rt);
+    let policy = netpol::audit(args);
     if json_out {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
-                       "missingRules": missing});
+                       "missingRules": missing, "networkPolicy": policy});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_report(&problems, &findings, &applied);
         missing_rules::print(&missing);
+        netpol::print(&policy);
     }
-    Ok(problems.is_empty() && findings.is_empty() && missing.is_empty())
+    Ok(problems.is_empty() && findings.is_empty() && missing.is_empty() && policy.is_clean())
 }
 
 fn print_report(problems: &[Problem], findings: &[Finding], applied: &[fix::Applied]) {

@@ -3,9 +3,10 @@
 //! allow in each direction.
 
 use cni_policy::effective::{effective, policy_types, selects};
-use cni_policy::stored::{cluster_from, Key};
+use cni_policy::selector::SelectorText;
 use cni_policy::{Cluster, Direction, Effective, Peer, Pod, PortSpec};
 use cni_types::code;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
 use super::store::Datastore;
@@ -18,33 +19,19 @@ pub fn run(ds: &mut Datastore, pod: &str, json: bool) -> Result<(), Problem> {
             format!("error: {pod:?}: give the pod as NAMESPACE/NAME"),
         ));
     };
-    let entries = ds.list(&format!("{}/", ds.prefix))?;
-    let (cluster, bad) = cluster_from(
-        &ds.keys,
-        entries.iter().map(|e| (e.key.as_str(), e.value.as_slice())),
-    );
-    for b in &bad {
+    let stored = ds.cluster()?;
+    for b in &stored.bad {
         eprintln!("warning: ignoring {b}");
     }
+    let cluster = &stored.cluster;
     let Some(found) = cluster.pod(namespace, name) else {
         return Err(Problem::new(
             code::UNKNOWN_CONTAINER,
-            unknown(&cluster, namespace, name),
+            unknown(cluster, namespace, name),
         ));
     };
-    // The node that published it: the key it is stored under.
-    let node = entries
-        .iter()
-        .find_map(|e| match ds.keys.parse(&e.key) {
-            Some(Key::Pod {
-                node,
-                namespace: n,
-                name: p,
-            }) if n == namespace && p == name => Some(node),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let explanation = explain(&cluster, found)
+    let node = stored.nodes.get(&found.key()).cloned().unwrap_or_default();
+    let explanation = explain(cluster, found)
         .map_err(|e| Problem::new(code::DECODING_FAILURE, format!("error: {e}")))?;
     if json {
         println!("{}", to_json(found, &node, &explanation));
@@ -54,9 +41,9 @@ pub fn run(ds: &mut Datastore, pod: &str, json: bool) -> Result<(), Problem> {
     Ok(())
 }
 
-/// The policies selecting a pod (with their directions) and what each direction allows.
+/// The policies selecting a pod and what each direction allows.
 pub struct Explanation {
-    pub policies: Vec<(String, Vec<Direction>)>,
+    pub policies: Vec<Selecting>,
     pub ingress: Effective,
     pub egress: Effective,
 }
@@ -70,7 +57,12 @@ fn explain(cluster: &Cluster, pod: &Pod) -> Result<Explanation, cni_policy::Sele
                 cni_policy::effective::policy_namespace(p),
                 p.metadata.name.as_deref().unwrap_or_default()
             );
-            policies.push((name, policy_types(p)));
+            let selector = p.spec.as_ref().and_then(|s| s.pod_selector.clone());
+            policies.push(Selecting {
+                name,
+                types: policy_types(p),
+                pod_selector: pod_selector_text(&selector.unwrap_or_default()),
+            });
         }
     }
     Ok(Explanation {
@@ -78,6 +70,30 @@ fn explain(cluster: &Cluster, pod: &Pod) -> Result<Explanation, cni_policy::Sele
         ingress: effective(cluster, pod, Direction::Ingress)?,
         egress: effective(cluster, pod, Direction::Egress)?,
     })
+}
+
+/// A policy selecting the pod.
+pub struct Selecting {
+    /// `namespace/name`.
+    pub name: String,
+    /// Its policy types, defaulted.
+    pub types: Vec<Direction>,
+    /// Its pod selector as `kubectl describe networkpolicy` prints it.
+    pub pod_selector: String,
+}
+
+/// A policy's pod selector in `kubectl describe networkpolicy`'s words.
+fn pod_selector_text(selector: &LabelSelector) -> String {
+    let text = SelectorText(selector);
+    match text.is_everything() {
+        true => format!("{text} (Allowing the specific traffic to all pods in this namespace)"),
+        false => text.to_string(),
+    }
+}
+
+fn types_text(types: &[Direction]) -> String {
+    let names: Vec<String> = types.iter().map(|d| format!("{d:?}")).collect();
+    names.join(", ")
 }
 
 /// The pod is not published: say so, and which pods of its namespace are.
@@ -115,15 +131,15 @@ pub fn to_text(pod: &Pod, node: &str, e: &Explanation) -> String {
     if e.policies.is_empty() {
         out += "Policies: none selects the pod\n";
     } else {
-        let list: Vec<String> = e
-            .policies
-            .iter()
-            .map(|(name, dirs)| {
-                let dirs: Vec<String> = dirs.iter().map(|d| format!("{d:?}")).collect();
-                format!("{name} ({})", dirs.join(", "))
-            })
-            .collect();
-        out += &format!("Policies: {}\n", list.join(", "));
+        out += "Policies:\n";
+        for p in &e.policies {
+            out += &format!(
+                "  {}: PodSelector: {}; Policy Types: {}\n",
+                p.name,
+                p.pod_selector,
+                types_text(&p.types)
+            );
+        }
     }
     out += &e.ingress.to_string();
     out += &e.egress.to_string();
@@ -167,9 +183,9 @@ pub fn to_json(pod: &Pod, node: &str, e: &Explanation) -> Value {
     let policies: Vec<Value> = e
         .policies
         .iter()
-        .map(|(name, dirs)| {
-            let dirs: Vec<String> = dirs.iter().map(|d| format!("{d:?}")).collect();
-            json!({"name": name, "policyTypes": dirs})
+        .map(|p| {
+            let types: Vec<String> = p.types.iter().map(|d| format!("{d:?}")).collect();
+            json!({"name": p.name, "policyTypes": types, "podSelector": p.pod_selector})
         })
         .collect();
     json!({
@@ -213,8 +229,8 @@ mod tests {
         assert_eq!(
             to_text(&c.pods[0], "n1", &e),
             "Pod x/a on node n1: 198.18.0.5 (labels app=a)\n\
-             Policies: x/in (Ingress)\n\
-             Ingress: isolated by x/in\n  x/in[0]: from/to any peer; on TCP/80, UDP/53-54\n\
+             Policies:\n  x/in: PodSelector: <none> (Allowing the specific traffic to all pods in this namespace); Policy Types: Ingress\n\
+             Ingress: isolated by x/in\n  x/in[0]: from anywhere; on TCP/80, UDP/53-54\n\
              Egress: not isolated (no policy selects the pod): all allowed\n"
         );
         let v = to_json(&c.pods[0], "n1", &e);

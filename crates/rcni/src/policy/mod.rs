@@ -10,7 +10,7 @@ mod apply;
 mod explain;
 mod object;
 mod show;
-mod store;
+pub(crate) mod store;
 
 use std::io::Read;
 

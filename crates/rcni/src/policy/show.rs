@@ -1,8 +1,8 @@
 //! `rcni policy get`, `list` and `delete`: stored policies shown as `kubectl` shows them.
 
+use cni_policy::selector::SelectorText;
 use cni_types::code;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
 use super::object::{policy_named, Object};
@@ -135,7 +135,7 @@ pub fn table(policies: &[NetworkPolicy], all_namespaces: bool) -> String {
             .unwrap_or_default();
         rows.push(vec![
             p.metadata.name.clone().unwrap_or_default(),
-            selector_text(&selector),
+            SelectorText(&selector).to_string(),
         ]);
     }
     if all_namespaces {
@@ -172,34 +172,6 @@ fn columns(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// A label selector as Kubernetes prints one (`metav1.FormatLabelSelector`): requirements
-/// sorted by key, `<none>` for the empty selector.
-pub fn selector_text(selector: &LabelSelector) -> String {
-    let mut requirements: Vec<(String, String)> = Vec::new();
-    for (k, v) in selector.match_labels.iter().flatten() {
-        requirements.push((k.clone(), format!("{k}={v}")));
-    }
-    for e in selector.match_expressions.iter().flatten() {
-        let mut values = e.values.clone().unwrap_or_default();
-        values.sort();
-        let k = &e.key;
-        let text = match e.operator.as_str() {
-            "In" => format!("{k} in ({})", values.join(",")),
-            "NotIn" => format!("{k} notin ({})", values.join(",")),
-            "Exists" => k.clone(),
-            "DoesNotExist" => format!("!{k}"),
-            _ => return "<error>".into(),
-        };
-        requirements.push((k.clone(), text));
-    }
-    requirements.sort_by(|a, b| a.0.cmp(&b.0));
-    let texts: Vec<String> = requirements.into_iter().map(|(_, t)| t).collect();
-    match texts.is_empty() {
-        true => "<none>".into(),
-        false => texts.join(","),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,19 +185,6 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .collect()
-    }
-
-    #[test]
-    fn selectors_print_as_kubernetes_formats_them() {
-        let p = policies(
-            "kind: NetworkPolicy\nmetadata: {name: a}\nspec:\n  podSelector:\n    matchLabels: {tier: web, app: shop}\n    matchExpressions:\n    - {key: env, operator: In, values: [prod, dev]}\n    - {key: zone, operator: DoesNotExist}\n    - {key: canary, operator: Exists}\n    - {key: x, operator: NotIn, values: [b, a]}\n",
-        );
-        let sel = p[0].spec.as_ref().unwrap().pod_selector.clone().unwrap();
-        assert_eq!(
-            selector_text(&sel),
-            "app=shop,canary,env in (dev,prod),tier=web,x notin (a,b),!zone"
-        );
-        assert_eq!(selector_text(&LabelSelector::default()), "<none>");
     }
 
     #[test]

@@ -3,7 +3,10 @@
 
 use cni_etcd::etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use cni_etcd::{Access, Connection, Entry, Probe};
-use cni_policy::stored::Keys;
+use std::collections::BTreeMap;
+
+use cni_policy::stored::{cluster_from, BadEntry, Key, Keys};
+use cni_policy::Cluster;
 
 use super::Problem;
 
@@ -37,6 +40,32 @@ impl Datastore {
             conn,
             keys,
             prefix: prefix.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// Everything stored under the prefix: the cluster, the entries that do not decode, and
+    /// the node publishing each pod.
+    pub fn cluster(&mut self) -> Result<Stored, Problem> {
+        let entries = self.list(&format!("{}/", self.prefix))?;
+        let (cluster, bad) = cluster_from(
+            &self.keys,
+            entries.iter().map(|e| (e.key.as_str(), e.value.as_slice())),
+        );
+        let nodes = entries
+            .iter()
+            .filter_map(|e| match self.keys.parse(&e.key) {
+                Some(Key::Pod {
+                    node,
+                    namespace,
+                    name,
+                }) => Some((format!("{namespace}/{name}"), node)),
+                _ => None,
+            })
+            .collect();
+        Ok(Stored {
+            cluster,
+            bad,
+            nodes,
         })
     }
 
@@ -81,4 +110,13 @@ impl Datastore {
             .map_err(Problem::store)?;
         Ok(resp.succeeded())
     }
+}
+
+/// The cluster as the datastore has it.
+pub struct Stored {
+    pub cluster: Cluster,
+    /// Entries that do not decode (the rest is still used).
+    pub bad: Vec<BadEntry>,
+    /// The node publishing each pod, by `namespace/name`.
+    pub nodes: BTreeMap<String, String>,
 }

@@ -5,8 +5,40 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use cni_testkit::Sandbox;
+use cni_testkit::etcd::Etcd;
+use cni_testkit::{is_root, run_command, PluginOutput, Sandbox};
 use serde_json::Value;
+
+/// A real etcd in a sandbox's host namespace (dropped, so killed, before the namespace
+/// goes), for the commands that keep their objects in etcd.
+pub struct EtcdHost {
+    pub etcd: Etcd,
+    pub sb: Sandbox,
+}
+
+impl EtcdHost {
+    /// `None` (the test is skipped) without root.
+    pub fn new() -> Option<EtcdHost> {
+        if !is_root() {
+            eprintln!("skipped: needs root to create network namespaces");
+            return None;
+        }
+        let sb = Sandbox::new().unwrap();
+        let etcd = Etcd::start(sb.host(), sb.dir()).unwrap();
+        Some(EtcdHost { etcd, sb })
+    }
+
+    /// `rcni ARGS` in the host namespace with `stdin`, no etcd endpoints taken from the
+    /// caller's environment.
+    pub fn run_rcni(&self, args: &[&str], stdin: &str) -> PluginOutput {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.sb.host().name])
+            .arg(env!("CARGO_BIN_EXE_rcni"))
+            .args(args)
+            .env_remove("RCNI_ETCD_ENDPOINTS");
+        run_command(cmd, stdin.as_bytes()).unwrap()
+    }
+}
 
 /// `rcni <args>` inside the sandbox's host namespace (so the plugins it runs see only that),
 /// with the test's conf dir, plugin dir and cache, and no CNI variables from the caller's
