@@ -13,6 +13,8 @@
 //! - [`cni_conf`], [`cni_version`], [`masq`], [`files`]: what the agent writes for the node;
 //! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
+//! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
+//!   enforced on them with nf_tables;
 //! - [`node`]: wiring it together from the command line's options.
 
 pub mod agent;
@@ -27,4 +29,6 @@ pub mod lease;
 pub mod masq;
 pub mod network;
 pub mod node;
+pub mod pods;
+pub mod policy;
 pub mod store;

@@ -26,6 +26,7 @@ use crate::gc::{self, GcConfig};
 use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
 use crate::lease::LeaseAttrs;
 use crate::network::BackendKind;
+use crate::policy::{self, PolicyConfig};
 use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
 use crate::{cni_conf, cni_version, masq};
@@ -74,6 +75,10 @@ pub struct Options {
     pub gc_grace: Duration,
     /// The runtime's libcni cache directory.
     pub cni_cache_dir: PathBuf,
+    /// Enforce NetworkPolicy on the node's pods (see [`crate::policy`]).
+    pub network_policy: bool,
+    /// The `rcni pod` records the node's pods are read from (without `cri_socket`).
+    pub pod_state_dir: PathBuf,
 }
 
 /// The plugins the conflist chains.
@@ -368,10 +373,16 @@ async fn run_agent(
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
     let networks = network.networks();
     let (v4, v6) = (network.ipv4.is_some(), network.ipv6.is_some());
+    let network_policy = opts.network_policy;
     kernel
         .run(move |r| -> anyhow::Result<()> {
             r.configure_local()?;
             cni_linux::sysctl::enable_ip_forwarding(v4, v6).context("enable forwarding")?;
+            if network_policy {
+                policy::enable_bridge_netfilter()?;
+            } else {
+                policy::remove_program().context("remove the NetworkPolicy program")?;
+            }
             if !masq::install(&networks).context("install the masquerade rules")? {
                 log::info!("masquerade rules already in place");
             }
@@ -399,6 +410,18 @@ async fn run_agent(
         };
         let client = CriClient::new(socket);
         tokio::spawn(gc::run(gc, client, health.clone(), shutdown.clone()));
+    }
+
+    if opts.network_policy {
+        let cfg = PolicyConfig {
+            access: opts.etcd.clone(),
+            prefix: opts.prefix.clone(),
+            node: opts.node_name.clone(),
+            subnet_key: crate::lease::subnet_key(&opts.prefix, subnet),
+            cri_socket: opts.cri_socket.clone(),
+            pod_state_dir: opts.pod_state_dir.clone(),
+        };
+        policy::spawn(cfg, health.clone(), shutdown.clone());
     }
 
     // The conflist is what makes the runtime report the network ready (containerd's

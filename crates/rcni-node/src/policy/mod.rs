@@ -1,0 +1,340 @@
+//! Kubernetes NetworkPolicy enforcement on this node (`--network-policy`, on by default).
+//!
+//! Two tasks:
+//!
+//! - the scan ([`publish`]): every [`RESCAN`] the node's pods are listed from its
+//!   [`PodSource`] (the `rcni pod` records, or the CRI runtime with `--cri-socket`), handed
+//!   to the enforcement, and published in the datastore bound to the node's lease;
+//! - the enforcement: one read of everything under the prefix, then a watch of it, keep a
+//!   [`View`] of the stored policies, namespaces and other nodes' pods; on every change (bursts
+//!   coalesced over [`COALESCE`]) the nf_tables program of [`cni_policy::nft`] is built for
+//!   the node's pods and committed in one transaction on a blocking thread.
+//!
+//! The program outlives the agent's view of the datastore: while etcd is unreachable the
+//! last program stays, the agent never deletes it on exit, and a restarted agent leaves the
+//! previous run's program in place until it has read the datastore and its pods in full.
+//! Same-node pod traffic is bridged: it reaches the `forward` hook only with
+//! `br_netfilter`, whose switches [`enable_bridge_netfilter`] turns on in the agent's
+//! namespace.
+
+pub mod kv;
+pub mod publish;
+pub mod view;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use cni_policy::stored::Keys;
+use cni_policy::Pod;
+use tokio::sync::watch;
+
+use crate::agent::stopped;
+use crate::cri::CriClient;
+use crate::health::{lock, unix_now, SharedHealth};
+use crate::pods::cri::CriPods;
+use crate::pods::records::RecordPods;
+use crate::pods::PodSource;
+use crate::store::etcd::Access;
+use kv::{Kv, KvWatch};
+use publish::Publisher;
+use view::View;
+
+/// How often the node's pods are listed.
+pub const RESCAN: Duration = Duration::from_secs(2);
+/// How long the enforcement waits after a change for more before it builds a program.
+pub const COALESCE: Duration = Duration::from_millis(50);
+/// Pause before retrying a failed read or program.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The switches that send bridged IPv4 and IPv6 frames through the IP hooks.
+const BRIDGE_SWITCHES: [&str; 2] = [
+    "net.bridge.bridge-nf-call-iptables",
+    "net.bridge.bridge-nf-call-ip6tables",
+];
+
+/// Policy enforcement could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(
+        "NetworkPolicy needs the br_netfilter module ({switch} is missing): load it with \
+         `modprobe br_netfilter`, or start the agent with --network-policy=false"
+    )]
+    NoBrNetfilter { switch: &'static str },
+    #[error("turn on {switch}: {source}")]
+    Switch {
+        switch: &'static str,
+        #[source]
+        source: cni_linux::sysctl::SysctlError,
+    },
+}
+
+/// Turns on the `br_netfilter` switches in this namespace (blocking).
+pub fn enable_bridge_netfilter() -> Result<(), PolicyError> {
+    for switch in BRIDGE_SWITCHES {
+        match cni_linux::sysctl::ensure(switch, "1") {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Err(PolicyError::NoBrNetfilter { switch }),
+            Err(source) => return Err(PolicyError::Switch { switch, source }),
+        }
+    }
+    Ok(())
+}
+
+/// What enforcement reports on `/metrics`.
+#[derive(Debug, Default, Clone)]
+pub struct PolicyHealth {
+    /// Policies in the last program's input.
+    pub policies: usize,
+    /// Local pods isolated by at least one policy.
+    pub selected_pods: usize,
+    /// Addresses in the program's sets and maps.
+    pub set_elements: usize,
+    /// Unix time of the last program committed.
+    pub last_sync_unix: Option<u64>,
+    /// Programs that could not be built or committed, and failed reads of the datastore.
+    pub sync_errors: u64,
+}
+
+impl PolicyHealth {
+    /// The Prometheus text of these values.
+    pub fn metrics(&self) -> String {
+        format!(
+            "# HELP rcni_node_policies NetworkPolicies in the node's program.\n\
+             # TYPE rcni_node_policies gauge\nrcni_node_policies {}\n\
+             # HELP rcni_node_policy_selected_pods Local pods isolated by a NetworkPolicy.\n\
+             # TYPE rcni_node_policy_selected_pods gauge\nrcni_node_policy_selected_pods {}\n\
+             # HELP rcni_node_policy_set_elements Addresses in the policy program's sets and maps.\n\
+             # TYPE rcni_node_policy_set_elements gauge\nrcni_node_policy_set_elements {}\n\
+             # HELP rcni_node_policy_last_sync_timestamp_seconds Unix time of the last policy program committed.\n\
+             # TYPE rcni_node_policy_last_sync_timestamp_seconds gauge\nrcni_node_policy_last_sync_timestamp_seconds {}\n\
+             # HELP rcni_node_policy_sync_errors_total Policy programs not built or committed, and failed reads.\n\
+             # TYPE rcni_node_policy_sync_errors_total counter\nrcni_node_policy_sync_errors_total {}\n",
+            self.policies,
+            self.selected_pods,
+            self.set_elements,
+            self.last_sync_unix.unwrap_or(0),
+            self.sync_errors,
+        )
+    }
+}
+
+/// Where enforcement reads and writes, and who this node is.
+#[derive(Debug, Clone)]
+pub struct PolicyConfig {
+    pub access: Access,
+    /// The network's key prefix.
+    pub prefix: String,
+    pub node: String,
+    /// The node's subnet key (its store lease binds the published pods).
+    pub subnet_key: String,
+    /// The CRI runtime to list pods from; the `rcni pod` records otherwise.
+    pub cri_socket: Option<PathBuf>,
+    /// The `rcni pod` record directory.
+    pub pod_state_dir: PathBuf,
+}
+
+/// Starts enforcement for the node; runs until `shutdown`.
+pub fn spawn(
+    cfg: PolicyConfig,
+    health: SharedHealth,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    lock(&health).policy = Some(PolicyHealth::default());
+    match cfg.cri_socket.clone() {
+        Some(socket) => {
+            log::info!("NetworkPolicy: pods from the CRI runtime at {}", socket.display());
+            let source = CriPods::new(CriClient::new(&socket));
+            tokio::spawn(run(cfg, source, health, shutdown))
+        }
+        None => {
+            log::info!("NetworkPolicy: pods from the records in {}", cfg.pod_state_dir.display());
+            let source = RecordPods::new(&cfg.pod_state_dir);
+            tokio::spawn(run(cfg, source, health, shutdown))
+        }
+    }
+}
+
+async fn run<S: PodSource + Send + 'static>(
+    cfg: PolicyConfig,
+    source: S,
+    health: SharedHealth,
+    shutdown: watch::Receiver<bool>,
+) {
+    let (local_tx, local_rx) = watch::channel(None);
+    let scan = tokio::spawn(scan(cfg.clone(), source, local_tx, shutdown.clone()));
+    enforce(&cfg, local_rx, &health, shutdown).await;
+    let _ = scan.await;
+}
+
+/// Connects `kv` if it is not yet.
+async fn connected<'a>(kv: &'a mut Option<Kv>, access: &Access) -> Result<&'a mut Kv, crate::store::StoreError> {
+    if kv.is_none() {
+        *kv = Some(Kv::connect(access).await?);
+    }
+    Ok(kv.as_mut().expect("set above"))
+}
+
+/// Lists the node's pods every [`RESCAN`], hands them to the enforcement and publishes them.
+async fn scan<S: PodSource>(
+    cfg: PolicyConfig,
+    mut source: S,
+    local: watch::Sender<Option<Vec<Pod>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let publisher = Publisher {
+        keys: Keys::new(&cfg.prefix),
+        node: cfg.node.clone(),
+        subnet_key: cfg.subnet_key.clone(),
+    };
+    let mut kv = None;
+    loop {
+        match source.pods().await {
+            Ok(pods) => {
+                local.send_if_modified(|last| {
+                    let changed = last.as_ref() != Some(&pods);
+                    *last = Some(pods.clone());
+                    changed
+                });
+                let published = match connected(&mut kv, &cfg.access).await {
+                    Ok(kv) => publisher.round(kv, &pods).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = published {
+                    log::warn!("publish this node's pods: {e}; retrying");
+                }
+            }
+            Err(e) => log::warn!("list this node's pods: {e}; keeping the last list"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RESCAN) => {}
+            _ = stopped(&mut shutdown) => return,
+        }
+    }
+}
+
+/// Reads everything under the prefix into `view` and watches it from there.
+async fn relist(kv: &mut Option<Kv>, cfg: &PolicyConfig, view: &mut View) -> Result<(KvWatch, bool), crate::store::StoreError> {
+    let kv = connected(kv, &cfg.access).await?;
+    let prefix = format!("{}/", cfg.prefix.trim_end_matches('/'));
+    let (entries, revision) = kv.list(&prefix).await?;
+    let changed = view.load(entries);
+    Ok((kv.watch(&prefix, revision).await?, changed))
+}
+
+/// Builds the program of `view` and commits it (on a blocking thread); records the outcome.
+async fn sync(view: &View, health: &SharedHealth) -> bool {
+    let view = view.clone();
+    let started = Instant::now();
+    let done = tokio::task::spawn_blocking(move || -> anyhow::Result<view::Built> {
+        let built = view.build()?;
+        cni_nft::Nft::new()?.commit(&built.batch)?;
+        Ok(built)
+    })
+    .await;
+    let outcome = done.map_err(anyhow::Error::from).and_then(|r| r);
+    let mut h = lock(health);
+    let Some(p) = h.policy.as_mut() else { return true };
+    match outcome {
+        Ok(built) => {
+            log::info!(
+                "policy program: {} policies, {} local pod(s) isolated, {} addresses, committed in {} ms",
+                built.policies,
+                built.summary.isolated_pods,
+                built.summary.elements,
+                started.elapsed().as_millis()
+            );
+            p.policies = built.policies;
+            p.selected_pods = built.summary.isolated_pods;
+            p.set_elements = built.summary.elements;
+            p.last_sync_unix = Some(unix_now());
+            true
+        }
+        Err(e) => {
+            log::warn!("policy program not applied: {e:#}; the previous one stays");
+            p.sync_errors += 1;
+            false
+        }
+    }
+}
+
+fn read_failed(health: &SharedHealth, e: &crate::store::StoreError) {
+    log::warn!("policy inputs: {e}; the program in force stays, re-reading");
+    if let Some(p) = lock(health).policy.as_mut() {
+        p.sync_errors += 1;
+    }
+}
+
+/// The enforcement loop: keeps `view` current and commits a program after every change.
+async fn enforce(
+    cfg: &PolicyConfig,
+    mut local: watch::Receiver<Option<Vec<Pod>>>,
+    health: &SharedHealth,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut view = View::new(Keys::new(&cfg.prefix), &cfg.node);
+    let mut kv = None;
+    let mut watch: Option<KvWatch> = None;
+    let mut relist_at = tokio::time::Instant::now();
+    let mut dirty = false;
+    let mut due: Option<tokio::time::Instant> = None;
+    loop {
+        if watch.is_none() && tokio::time::Instant::now() >= relist_at {
+            match relist(&mut kv, cfg, &mut view).await {
+                Ok((w, changed)) => {
+                    watch = Some(w);
+                    dirty |= changed;
+                }
+                Err(e) => {
+                    read_failed(health, &e);
+                    relist_at = tokio::time::Instant::now() + RETRY;
+                }
+            }
+        }
+        if dirty && view.ready() && due.is_none() {
+            due = Some(tokio::time::Instant::now() + COALESCE);
+        }
+        let watching = watch.is_some();
+        let next = async {
+            match watch.as_mut() {
+                Some(w) => w.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stopped(&mut shutdown) => return,
+            changes = next => match changes {
+                Ok(changes) => dirty |= view.apply(changes),
+                Err(e) => {
+                    read_failed(health, &e);
+                    watch = None;
+                    relist_at = tokio::time::Instant::now() + RETRY;
+                }
+            },
+            scanned = local.changed() => {
+                if scanned.is_err() {
+                    return;
+                }
+                if let Some(pods) = local.borrow_and_update().clone() {
+                    dirty |= view.set_local(pods);
+                }
+            }
+            _ = tokio::time::sleep_until(relist_at), if !watching => {}
+            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                due = None;
+                if sync(&view, health).await {
+                    dirty = false;
+                } else {
+                    due = Some(tokio::time::Instant::now() + RETRY);
+                }
+            }
+        }
+    }
+}
+
+/// Removes the program, if any (blocking): with enforcement turned off, no earlier run's
+/// program may keep filtering.
+pub fn remove_program() -> Result<(), cni_nft::Error> {
+    let mut batch = cni_nft::Batch::new();
+    batch.destroy_table(cni_nft::Family::Inet, cni_policy::nft::TABLE)?;
+    cni_nft::Nft::new()?.commit(&batch)
+}
