@@ -110,10 +110,7 @@ mod tests {
         async fn ready_sandboxes(&mut self) -> Result<Vec<PodSandbox>, CriError> {
             Ok(self.0.iter().map(|(s, _)| s.clone()).collect())
         }
-        async fn sandbox_status(
-            &mut self,
-            id: &str,
-        ) -> Result<Option<PodSandboxStatus>, CriError> {
+        async fn sandbox_status(&mut self, id: &str) -> Result<Option<PodSandboxStatus>, CriError> {
             let Some((_, ips)) = self.0.iter().find(|(s, _)| s.id == id) else {
                 return Ok(None);
             };
@@ -180,8 +177,14 @@ mod tests {
         let pods = CriPods::new(runtime).pods().await.unwrap();
         let keys: Vec<String> = pods.iter().map(Pod::key).collect();
         assert_eq!(keys, ["x/db", "y/web"]);
-        assert_eq!(pods[0].labels, [("tier".to_string(), "data".to_string())].into());
-        assert_eq!(pods[1].labels, [("app".to_string(), "web".to_string())].into());
+        assert_eq!(
+            pods[0].labels,
+            [("tier".to_string(), "data".to_string())].into()
+        );
+        assert_eq!(
+            pods[1].labels,
+            [("app".to_string(), "web".to_string())].into()
+        );
         assert_eq!(pods[1].ips.len(), 2);
     }
 }

@@ -88,7 +88,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = RecordStore::new(dir.path());
         store
-            .save(&record("s2", "y", "b", State::Ready, &["198.18.1.3", "2001:2::3"]))
+            .save(&record(
+                "s2",
+                "y",
+                "b",
+                State::Ready,
+                &["198.18.1.3", "2001:2::3"],
+            ))
             .unwrap();
         store
             .save(&record("s1", "x", "a", State::Ready, &["198.18.1.2"]))
@@ -109,14 +115,20 @@ mod tests {
         assert_eq!(pods[0].labels["pod"], "a");
         assert_eq!(
             pods[1].ips,
-            ["198.18.1.3".parse::<std::net::IpAddr>().unwrap(), "2001:2::3".parse().unwrap()]
+            [
+                "198.18.1.3".parse::<std::net::IpAddr>().unwrap(),
+                "2001:2::3".parse().unwrap()
+            ]
         );
     }
 
     #[tokio::test]
     async fn a_missing_directory_is_no_pods() {
         let dir = tempfile::tempdir().unwrap();
-        let pods = RecordPods::new(dir.path().join("none")).pods().await.unwrap();
+        let pods = RecordPods::new(dir.path().join("none"))
+            .pods()
+            .await
+            .unwrap();
         assert!(pods.is_empty());
     }
 }

@@ -42,9 +42,7 @@ pub struct Kv {
 impl Kv {
     /// Connects to the endpoints of `access`.
     pub async fn connect(access: &Access) -> Result<Kv, StoreError> {
-        let material = access
-            .tls_material()
-            .map_err(|e| err("TLS files", e))?;
+        let material = access.tls_material().map_err(|e| err("TLS files", e))?;
         let options = access
             .connect_options(&material)
             .with_connect_timeout(REQUEST_TIMEOUT)

@@ -142,12 +142,18 @@ pub fn spawn(
     lock(&health).policy = Some(PolicyHealth::default());
     match cfg.cri_socket.clone() {
         Some(socket) => {
-            log::info!("NetworkPolicy: pods from the CRI runtime at {}", socket.display());
+            log::info!(
+                "NetworkPolicy: pods from the CRI runtime at {}",
+                socket.display()
+            );
             let source = CriPods::new(CriClient::new(&socket));
             tokio::spawn(run(cfg, source, health, shutdown))
         }
         None => {
-            log::info!("NetworkPolicy: pods from the records in {}", cfg.pod_state_dir.display());
+            log::info!(
+                "NetworkPolicy: pods from the records in {}",
+                cfg.pod_state_dir.display()
+            );
             let source = RecordPods::new(&cfg.pod_state_dir);
             tokio::spawn(run(cfg, source, health, shutdown))
         }
@@ -167,7 +173,10 @@ async fn run<S: PodSource + Send + 'static>(
 }
 
 /// Connects `kv` if it is not yet.
-async fn connected<'a>(kv: &'a mut Option<Kv>, access: &Access) -> Result<&'a mut Kv, crate::store::StoreError> {
+async fn connected<'a>(
+    kv: &'a mut Option<Kv>,
+    access: &Access,
+) -> Result<&'a mut Kv, crate::store::StoreError> {
     if kv.is_none() {
         *kv = Some(Kv::connect(access).await?);
     }
@@ -213,7 +222,11 @@ async fn scan<S: PodSource>(
 }
 
 /// Reads everything under the prefix into `view` and watches it from there.
-async fn relist(kv: &mut Option<Kv>, cfg: &PolicyConfig, view: &mut View) -> Result<(KvWatch, bool), crate::store::StoreError> {
+async fn relist(
+    kv: &mut Option<Kv>,
+    cfg: &PolicyConfig,
+    view: &mut View,
+) -> Result<(KvWatch, bool), crate::store::StoreError> {
     let kv = connected(kv, &cfg.access).await?;
     let prefix = format!("{}/", cfg.prefix.trim_end_matches('/'));
     let (entries, revision) = kv.list(&prefix).await?;
@@ -233,7 +246,9 @@ async fn sync(view: &View, health: &SharedHealth) -> bool {
     .await;
     let outcome = done.map_err(anyhow::Error::from).and_then(|r| r);
     let mut h = lock(health);
-    let Some(p) = h.policy.as_mut() else { return true };
+    let Some(p) = h.policy.as_mut() else {
+        return true;
+    };
     match outcome {
         Ok(built) => {
             log::info!(

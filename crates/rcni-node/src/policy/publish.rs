@@ -110,7 +110,11 @@ mod tests {
     #[test]
     fn only_what_differs_is_written_and_gone_pods_are_deleted() {
         let keys = Keys::new("/p");
-        let before = records(&keys, "n1", &[pod("a", "198.18.1.2"), pod("b", "198.18.1.3")]);
+        let before = records(
+            &keys,
+            "n1",
+            &[pod("a", "198.18.1.2"), pod("b", "198.18.1.3")],
+        );
         let stored: Vec<Entry> = before
             .iter()
             .map(|(k, v)| Entry {

@@ -98,10 +98,7 @@ impl View {
     /// The cluster as this node sees it, and the local pods' keys. Stored values that do
     /// not decode are logged and left out.
     pub fn cluster(&self) -> (Cluster, BTreeSet<String>) {
-        let entries = self
-            .stored
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_slice()));
+        let entries = self.stored.iter().map(|(k, v)| (k.as_str(), v.as_slice()));
         let (mut cluster, bad) = cluster_from(&self.keys, entries);
         for b in bad {
             log::warn!("policy input {b}; left out");
@@ -109,7 +106,9 @@ impl View {
         let local = self.local.clone().unwrap_or_default();
         let keys = local.iter().map(Pod::key).collect();
         // A pod of this node replaces a stale record of the same pod on another node.
-        cluster.pods.retain(|p| !local.iter().any(|l| l.key() == p.key()));
+        cluster
+            .pods
+            .retain(|p| !local.iter().any(|l| l.key() == p.key()));
         cluster.pods.extend(local);
         cluster
             .pods
@@ -152,14 +151,16 @@ mod tests {
         }
     }
 
-    const DENY: &[u8] = br#"{"metadata":{"name":"deny","namespace":"x"},"spec":{"podSelector":{}}}"#;
+    const DENY: &[u8] =
+        br#"{"metadata":{"name":"deny","namespace":"x"},"spec":{"podSelector":{}}}"#;
 
     #[test]
     fn nothing_is_built_before_both_inputs_are_read_and_own_records_are_ignored() {
         let keys = Keys::new("/p");
         let mut view = View::new(keys.clone(), "n1");
         assert!(!view.ready());
-        let remote = serde_json::to_vec(&PodRecord::of(&pod("x", "b", "198.18.2.2"), "n2")).unwrap();
+        let remote =
+            serde_json::to_vec(&PodRecord::of(&pod("x", "b", "198.18.2.2"), "n2")).unwrap();
         let own = serde_json::to_vec(&PodRecord::of(&pod("x", "old", "198.18.1.9"), "n1")).unwrap();
         assert!(view.load(vec![
             entry(keys.policy("x", "deny"), DENY),
