@@ -16,6 +16,7 @@ pub mod cri;
 pub mod etcd;
 pub mod kubelet;
 pub mod manifest;
+pub mod netpol;
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
