@@ -183,15 +183,15 @@ fn enforcement_survives_an_etcd_outage_and_an_agent_restart() {
     // etcd down: the programs stay.
     c.stop_etcd();
     std::thread::sleep(Duration::from_secs(3));
-    assert!(w.agrees(), "enforcement kept while etcd is down");
+    w.agrees_now(&c, "enforcement kept while etcd is down");
     c.start_etcd();
 
     // The agent of node1 killed: its program stays in the kernel.
     c.nodes[0].agent.kill();
     assert!(policy_table(&c.nodes[0].ns.name).is_some());
-    assert!(w.agrees(), "enforcement kept while the agent is down");
+    w.agrees_now(&c, "enforcement kept while the agent is down");
     c.restart_agent(0);
-    assert!(w.agrees(), "enforcement kept across the restart");
+    w.agrees_now(&c, "enforcement kept across the restart");
     // The new run is in charge: a change is enforced by it.
     w.delete(&c, "x", "deny");
     w.enforced(&c, "policy deleted after the restart");
