@@ -201,15 +201,15 @@ impl World {
 
     /// The cluster as the model sees it.
     pub fn model(&self) -> Model {
-        let mut m = Model::default();
-        m.namespaces = self.namespaces.clone();
-        m.pods = self.pods.iter().map(|p| p.pod.clone()).collect();
-        m.policies = self
-            .policies
-            .values()
-            .map(|v| serde_json::from_value(v.clone()).unwrap())
-            .collect();
-        m
+        Model {
+            namespaces: self.namespaces.clone(),
+            pods: self.pods.iter().map(|p| p.pod.clone()).collect(),
+            policies: self
+                .policies
+                .values()
+                .map(|v| serde_json::from_value(v.clone()).unwrap())
+                .collect(),
+        }
     }
 
     /// Observed and expected matrices of every protocol and port, labelled.
