@@ -272,8 +272,8 @@ fn run() -> Result<()> {
         churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
     }
     if step("pods") {
-        let (pods_n, pods_c) = if o.quick { (6, 3) } else { (100, 16) };
-        pods::measure(&mut report, &rcni_cli, &rcni, &go, pods_n, pods_c, &work.0)?;
+        let size = if o.quick { (6, 3, 12) } else { (100, 16, 1000) };
+        pods::measure(&mut report, &rcni_cli, (&rcni, &go), size, &work.0)?;
     }
     if step("resources") {
         resources::measure(&mut report, &rcni, &go, &work.0)?;

@@ -4,6 +4,9 @@
 //! plugins under the same `rcni pod`. p50/p99 of each run (spawn to exit) and sandboxes per
 //! second over the whole batch; then every sandbox is stopped and removed, and what is left
 //! (failures, duplicate addresses, veths, leases, namespaces, records) goes into the note.
+//! The same batch is measured again with many sandboxes already resident on the node (each
+//! with its own port mapping), started before the clock starts and removed after it: the
+//! setup cost of a pod must not grow with what the node already runs.
 //! The published anchor: Cilium's setupPodNetwork at about 310 ms per pod with 100 pods
 //! started in parallel on kind (cilium #48392).
 
@@ -19,6 +22,7 @@ use serde_json::{json, Value};
 
 use crate::chain::Impl;
 use crate::churn::parallel;
+use crate::configs::slot_subnet;
 use crate::ns::links_with_prefix;
 use crate::report::{Report, Row, Series};
 use crate::stats::{ms, quantile};
@@ -31,10 +35,17 @@ struct Outcome {
     leftovers: usize,
 }
 
+/// The config slot (see [`slot_subnet`]) of implementation `slot`: a /20 holds the resident
+/// sandboxes and the measured batch.
+fn config_slot(slot: u8) -> u8 {
+    28 + slot
+}
+
 fn conflist(slot: u8, data: &Path) -> Value {
+    let subnet = slot_subnet(config_slot(slot)).to_string();
     json!({"cniVersion": "1.0.0", "name": format!("bench-pods-{slot}"), "plugins": [
         {"type": "bridge", "bridge": format!("rcnipod{slot}"), "isGateway": true,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("198.19.{}.0/24", 100 + slot)}]],
+         "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]],
                   "routes": [{"dst": "0.0.0.0/0"}], "dataDir": data.display().to_string()}},
         {"type": "portmap", "capabilities": {"portMappings": true}}]})
 }
@@ -49,15 +60,22 @@ fn count_entries(dir: &Path, keep: impl Fn(&str) -> bool) -> usize {
         .unwrap_or(0)
 }
 
-fn run_one(
-    rcni_cli: &Path,
-    imp: &Impl,
-    slot: u8,
+/// The size of one run: `n` sandboxes measured, started `workers` at a time, with `resident`
+/// sandboxes started before and kept through the measurement.
+#[derive(Clone, Copy)]
+struct Batch {
     n: usize,
     workers: usize,
-    work: &Path,
-) -> Result<Outcome> {
-    let base = work.join(format!("pods-{}", imp.label));
+    resident: usize,
+}
+
+fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> Result<Outcome> {
+    let Batch {
+        n,
+        workers,
+        resident,
+    } = size;
+    let base = work.join(format!("pods-{}-{resident}", imp.label));
     let (conf, state, cache, data) = (
         base.join("net.d"),
         base.join("state"),
@@ -85,10 +103,18 @@ fn run_one(
             .output()
     };
     let ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    let resident_ids: Vec<String> = (0..resident).map(|i| format!("{prefix}r{i}")).collect();
     let latencies = Mutex::new(Vec::new());
     let ips = Mutex::new(Vec::new());
     let failures = AtomicUsize::new(0);
     let veths_before = links_with_prefix("veth").len();
+    parallel(resident, workers, |i| {
+        let port = format!("{}:80", 30000 + i);
+        let out = pod(&["run", "bench", "--id", &resident_ids[i], "--port", &port]);
+        if !matches!(out, Ok(o) if o.status.success()) {
+            failures.fetch_add(1, Ordering::Relaxed);
+        }
+    });
     let started = Instant::now();
     parallel(n, workers, |i| {
         let port = format!("{}:80", 20000 + i);
@@ -113,9 +139,10 @@ fn run_one(
     let per_sec = n as f64 / started.elapsed().as_secs_f64();
     let ips = ips.into_inner().unwrap_or_default();
     let duplicates = ips.len() - ips.iter().collect::<HashSet<_>>().len();
-    parallel(n, workers, |i| {
+    let every_id: Vec<&String> = ids.iter().chain(&resident_ids).collect();
+    parallel(every_id.len(), workers, |i| {
         for verb in ["stop", "rm"] {
-            if !matches!(pod(&[verb, &ids[i]]), Ok(o) if o.status.success()) {
+            if !matches!(pod(&[verb, every_id[i]]), Ok(o) if o.status.success()) {
                 failures.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -138,17 +165,38 @@ fn run_one(
     })
 }
 
+/// The figure: `n` sandboxes `workers` at a time on an empty node, then the same with
+/// `resident` sandboxes already on it.
 pub fn measure(
     report: &mut Report,
     rcni_cli: &Path,
-    rcni: &Impl,
-    go: &Impl,
-    n: usize,
-    workers: usize,
+    (rcni, go): (&Impl, &Impl),
+    (n, workers, resident): (usize, usize, usize),
     work: &Path,
 ) -> Result<()> {
-    let a = run_one(rcni_cli, rcni, 0, n, workers, work);
-    let b = run_one(rcni_cli, go, 1, n, workers, work);
+    let empty = Batch {
+        n,
+        workers,
+        resident: 0,
+    };
+    let p50_empty = measure_batch(report, rcni_cli, (rcni, go), empty, None, work)?;
+    let dense = Batch { resident, ..empty };
+    measure_batch(report, rcni_cli, (rcni, go), dense, Some(p50_empty), work)?;
+    Ok(())
+}
+
+/// One batch for both implementations, as rows; returns the p50s (rcni, Go). With
+/// `empty_p50`, the note gives each p50 over the empty node's.
+fn measure_batch(
+    report: &mut Report,
+    rcni_cli: &Path,
+    (rcni, go): (&Impl, &Impl),
+    size: Batch,
+    empty_p50: Option<(Option<f64>, Option<f64>)>,
+    work: &Path,
+) -> Result<(Option<f64>, Option<f64>)> {
+    let a = run_one(rcni_cli, rcni, 0, size, work);
+    let b = run_one(rcni_cli, go, 1, size, work);
     let detail = |label: &str, r: &Result<Outcome>| match r {
         Ok(o) => format!(
             "{label}: {} failed, {} dup, {} left",
@@ -156,13 +204,34 @@ pub fn measure(
         ),
         Err(e) => format!("{label}: {e}"),
     };
+    let q = |r: &Result<Outcome>, p: f64| r.as_ref().ok().and_then(|o| quantile(&o.latencies, p));
+    let p50 = (q(&a, 0.5), q(&b, 0.5));
+    let growth = match empty_p50 {
+        Some(empty) => {
+            let ratio = |now: Option<f64>, then: Option<f64>| match (now, then) {
+                (Some(now), Some(then)) if then > 0.0 => format!("{:.2}x", now / then),
+                _ => "n/a".to_string(),
+            };
+            format!(
+                "; p50 over the empty node's: rcni {}, Go {}",
+                ratio(p50.0, empty.0),
+                ratio(p50.1, empty.1)
+            )
+        }
+        None => String::new(),
+    };
     let note = format!(
-        "{}; {}; Cilium publishes ≈310 ms per pod (setupPodNetwork) at 100 in parallel",
+        "{}; {}{growth}; Cilium publishes ≈310 ms per pod (setupPodNetwork) at 100 in parallel",
         detail("rcni", &a),
         detail("Go", &b)
     );
-    let item = format!("{n} sandboxes via rcni pod run, concurrency {workers}");
-    let q = |r: &Result<Outcome>, p: f64| r.as_ref().ok().and_then(|o| quantile(&o.latencies, p));
+    let Batch {
+        n,
+        workers,
+        resident,
+    } = size;
+    let item =
+        format!("{n} sandboxes via rcni pod run, concurrency {workers}, {resident} resident");
     for (what, p) in [("p50", 0.5), ("p99", 0.99)] {
         report.add_row(Row {
             figure: "pods",
@@ -192,5 +261,5 @@ pub fn measure(
             });
         }
     }
-    Ok(())
+    Ok(p50)
 }

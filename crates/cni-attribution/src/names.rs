@@ -117,6 +117,10 @@ pub mod rcni_node {
     pub const CHAIN: &str = "postrouting";
 }
 
+/// The multi-call executable every rcni plugin name links to (`rcni-plugins install`): the
+/// runtime sends rcni's own repair commands only to it.
+pub const PLUGINS_EXECUTABLE: &str = "rcni-plugins";
+
 /// The tables whose rules carry attachment tags ([`crate::AttachmentId::comment`]).
 pub fn tagged_tables() -> Vec<(NftFamily, &'static str)> {
     let mut t = vec![

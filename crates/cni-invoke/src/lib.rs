@@ -15,4 +15,4 @@ pub use exec::{
     ExecOptions,
 };
 pub use find::find_in_path;
-pub use invocation::Invocation;
+pub use invocation::{Invocation, RCNI_REPAIR, RCNI_REPAIR_LOOK};

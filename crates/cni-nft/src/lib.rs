@@ -85,6 +85,7 @@ pub mod fake;
 pub mod legacy;
 mod list;
 mod message;
+mod monitor;
 mod objects;
 mod rule;
 mod sys;
@@ -101,6 +102,7 @@ pub use expr::{
     ct_state, fib_flags, CmpOp, CtKey, Expr, FibResult, MetaKey, NatKind, PayloadBase, Reg, Verdict,
 };
 pub use list::{ChainInfo, RuleInfo};
+pub use monitor::RulesetMonitor;
 pub use objects::{
     priority, BaseChain, Chain, ChainType, Family, Hook, Policy, Set, SetElement, SetType,
     MAX_NAME_LEN,

@@ -54,7 +54,7 @@ pub fn install(
 }
 
 /// The name of the executable's copy in the plugin directory.
-pub const COPY_NAME: &str = "rcni-plugins";
+pub const COPY_NAME: &str = cni_attribution::names::PLUGINS_EXECUTABLE;
 
 /// Copies the executable `from` to `<dir>/rcni-plugins` (through a temp file renamed into place,
 /// so a runtime executing a plugin meanwhile sees the old or the new file, never a partial

@@ -34,6 +34,11 @@ fn main() {
 }
 
 fn front_end(name: &str, args: &[OsString]) -> i32 {
+    // rcni's repair of one attachment's rules, sent by the runtime to this executable.
+    let command = std::env::var("CNI_COMMAND").unwrap_or_default();
+    if let Some(mode) = cni_plugins::repair::mode_of(&command).filter(|_| args.is_empty()) {
+        return cni_plugins::repair::run_command(mode);
+    }
     // A runtime executing us under a name we do not know gets a CNI error, not help text.
     if std::env::var_os("CNI_COMMAND").is_some_and(|c| !c.is_empty()) && args.is_empty() {
         let e = CniError::internal(format!(

@@ -145,3 +145,30 @@ fn version_does_not_hang_on_open_stdin() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["cniVersion"], "0.3.1");
 }
+
+/// `rcni-plugins` under its own name with `CNI_COMMAND=RCNI_REPAIR_LOOK` (what the runtime's
+/// repair sends it): `stdin`'s answer and exit code.
+fn repair_look(stdin: &str) -> (i32, serde_json::Value) {
+    let out = cni_testkit::PluginCall::new("RCNI_REPAIR_LOOK")
+        .container_id("c1")
+        .ifname("eth0")
+        .stdin(stdin)
+        .run_here(BIN)
+        .unwrap();
+    (out.status, out.json().unwrap())
+}
+
+// The repair command: a plugin type without rules says so, bad input is a CNI error, a
+// rule-owning plugin without the cached result it needs is refused with code 7.
+#[test]
+fn repair_command_answers_for_one_plugin() {
+    let (code, v) = repair_look(r#"{"cniVersion":"1.0.0","name":"n","type":"loopback"}"#);
+    assert_eq!((code, v), (0, serde_json::json!({"ownsNoRules": true})));
+    let (code, v) = repair_look("{not json");
+    assert_eq!(code, 1);
+    assert_eq!(v["code"], 6, "{v}");
+    let (code, v) = repair_look(r#"{"cniVersion":"1.0.0","name":"n","type":"portmap"}"#);
+    assert_eq!(code, 1);
+    assert_eq!(v["code"], 7, "{v}");
+    assert!(v["msg"].as_str().unwrap().contains("prevResult"), "{v}");
+}

@@ -674,3 +674,138 @@ fn per_mapping_rules_are_replaced_by_add_and_removed_by_del() {
         owned_comments(&host)
     );
 }
+
+/// A lab with the outside namespace and two pods on one bridge (no mapping yet).
+fn lab_with_two_pods(
+    a: &str,
+    b: &str,
+) -> (
+    Lab,
+    cni_testkit::Netns,
+    (cni_testkit::Netns, Value),
+    (cni_testkit::Netns, Value),
+) {
+    let lab = Lab::new();
+    let outside = lab.add_outside();
+    let conf = lab.bridge_conf(NET, "cni0", "198.19.128.0/24", None);
+    let pod_a = lab.add_pod(a, &conf);
+    let pod_b = lab.add_pod(b, &conf);
+    (lab, outside, pod_a, pod_b)
+}
+
+/// containernetworking/plugins#1209: a mapping, with or without `hostIP`, applies only to
+/// packets addressed to the host itself. Pod A is the target of a mapping of port 8081 (no
+/// hostIP) and of 8082 with `hostIP` set to the outside server's address (an address the host
+/// does not own). Connections to the outside server on those ports, from another pod, from
+/// pod A itself and from the host, all arrive at the outside server; the mapping itself is
+/// live (the host's address on 8081 reaches pod A).
+#[test]
+fn mappings_capture_only_traffic_addressed_to_the_host() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let (lab, outside, (pod_a, res_a), (pod_b, res_b)) = lab_with_two_pods("pod-a", "pod-b");
+    let _srv = http_server(&pod_a.name, [0, 0, 0, 0], 80).unwrap();
+    let stdin = chained(
+        NET,
+        portmap_keys(),
+        Some(&res_a),
+        mappings(json!([
+            { "hostPort": 8081, "containerPort": 80, "protocol": "tcp" },
+            { "hostPort": 8082, "containerPort": 80, "protocol": "tcp", "hostIP": OUTSIDE_IP4 }
+        ])),
+    );
+    let netns = pod_a.path.display().to_string();
+    lab.rcni("portmap", "ADD", "pod-a", &netns, &stdin)
+        .assert_success();
+    let live = eventually("outside -> hostIP:8081 reaches pod A", || {
+        http_get(&outside.name, &format!("http://{HOST_IP4}:8081/"))
+    });
+    assert_eq!(live, HTTP_BODY);
+
+    let ip = |res: &Value| -> std::net::IpAddr { result_ip(res, false).parse().unwrap() };
+    let host_ip: std::net::IpAddr = HOST_IP4.parse().unwrap();
+    for port in [8081u16, 8082] {
+        let target: SocketAddr = format!("{OUTSIDE_IP4}:{port}").parse().unwrap();
+        for (who, from, source) in [
+            ("pod B", &pod_b, ip(&res_b)),
+            ("pod A (the mapping's target)", &pod_a, ip(&res_a)),
+            ("the host", lab.host(), host_ip),
+        ] {
+            assert_eq!(
+                source_seen(from, &outside, target),
+                Some(source),
+                "{who} -> {target}: did not reach the outside server\n{:#?}",
+                rules(&lab.host().name)
+            );
+        }
+    }
+}
+
+/// A UDP responder in `ns` answering every datagram with `tag`; runs until the test ends.
+fn udp_tagged(ns: &cni_testkit::Netns, addr: SocketAddr, tag: &'static str) {
+    let sock = cni_testkit::run_in(&ns.name, move || Ok(std::net::UdpSocket::bind(addr)?)).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((_, peer)) = sock.recv_from(&mut buf) {
+            let _ = sock.send_to(tag.as_bytes(), peer);
+        }
+    });
+}
+
+/// A UDP client that keeps sending from one source port (one conntrack entry) to the host's
+/// port 5353 while the pod behind the mapping is replaced: after pod 1's DEL it is answered by
+/// the host's own service on that port (DEL flushed the entry DNATed to pod 1), after pod 2's
+/// ADD by pod 2 (ADD flushed the entry of the unmapped port).
+#[test]
+fn a_udp_client_that_keeps_sending_follows_the_mapping_when_the_pod_is_replaced() {
+    if !pod_plugins_available() {
+        return;
+    }
+    let (lab, outside, (pod1, res1), (pod2, res2)) = lab_with_two_pods("pod-1", "pod-2");
+    let any: SocketAddr = "0.0.0.0:5353".parse().unwrap();
+    udp_tagged(&pod1, any, "pod-1");
+    udp_tagged(&pod2, any, "pod-2");
+    udp_tagged(lab.host(), any, "host");
+    let map = || mappings(json!([{ "hostPort": 5353, "containerPort": 5353, "protocol": "udp" }]));
+    let portmap = |verb: &str, cid: &str, pod: &cni_testkit::Netns, res: &Value| {
+        let stdin = chained(NET, portmap_keys(), Some(res), map());
+        let netns = pod.path.display().to_string();
+        lab.rcni("portmap", verb, cid, &netns, &stdin)
+            .assert_success();
+    };
+    portmap("ADD", "pod-1", &pod1, &res1);
+
+    let client = udp_client(&outside, format!("{OUTSIDE_IP4}:40053").parse().unwrap());
+    client
+        .set_read_timeout(Some(std::time::Duration::from_millis(100)))
+        .unwrap();
+    let to: SocketAddr = format!("{HOST_IP4}:5353").parse().unwrap();
+    let last = Arc::new(std::sync::Mutex::new(String::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let (last, stop) = (last.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(tag) = udp_exchange(&client, to, "who?") {
+                    *last.lock().unwrap() = tag;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    let answered_by = |want: &str| {
+        eventually(&format!("the client is answered by {want}"), || {
+            let got = last.lock().unwrap().clone();
+            anyhow::ensure!(got == want, "answered by {got:?}");
+            Ok(())
+        })
+    };
+    answered_by("pod-1");
+    portmap("DEL", "pod-1", &pod1, &res1);
+    answered_by("host");
+    portmap("ADD", "pod-2", &pod2, &res2);
+    answered_by("pod-2");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sender.join().unwrap();
+}

@@ -1,5 +1,5 @@
 //! How policies, namespaces and pods are kept in the datastore, under the network's key prefix
-//! (the prefix `rcni-node` leases subnets under, flannel's `/coreos.com/network` by default):
+//! (the prefix `rcni-node` leases subnets under, `/rcni.io/network` by default):
 //!
 //! | key | value |
 //! |---|---|

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort,
 };
@@ -282,6 +283,23 @@ impl Errors {
             );
         }
     }
+}
+
+/// Every field error of `namespace` (its name and labels, what the layout and the policies
+/// use of it); empty when the API server would accept them.
+pub fn validate_namespace(namespace: &Namespace) -> Vec<FieldError> {
+    let mut v = Errors::default();
+    match namespace.metadata.name.as_deref() {
+        None | Some("") => v.required("metadata.name", "name or generateName is required"),
+        Some(name) => v.dns_label("metadata.name", name),
+    }
+    for (key, value) in namespace.metadata.labels.iter().flatten() {
+        v.label_key("metadata.labels", key);
+        if let Some(why) = label_value_problem(value) {
+            v.invalid("metadata.labels".to_string(), value, why);
+        }
+    }
+    v.0
 }
 
 /// Why `key=value` is not a valid Kubernetes label, if it is not.

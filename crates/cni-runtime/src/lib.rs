@@ -24,6 +24,7 @@ mod error;
 pub mod gojson;
 mod lock;
 mod network;
+pub mod repair;
 pub mod request;
 mod runtime;
 pub mod sandbox;

@@ -152,7 +152,7 @@ impl Runtime {
             .unwrap_or_else(|| "/opt/cni/bin".to_string())
     }
 
-    fn invocation(&self, op: Operation, att: Option<&Attachment>) -> Invocation {
+    pub(crate) fn invocation(&self, op: Operation, att: Option<&Attachment>) -> Invocation {
         let mut inv = Invocation::new(op.command());
         inv.path = self.cni_path();
         if let Some(att) = att {
@@ -165,13 +165,13 @@ impl Runtime {
     }
 
     /// The clock for one operation over the whole chain.
-    fn deadline(&self, op: Operation) -> Deadline {
+    pub(crate) fn deadline(&self, op: Operation) -> Deadline {
         Deadline::start(self.timeouts.for_op(op))
     }
 
     /// Options for the next plugin of an operation: its timeout is what is left of the
     /// operation's deadline, so the deadline is applied once per chain, not once per plugin.
-    fn options(
+    pub(crate) fn options(
         &self,
         op: Operation,
         plugin: &RawObject,

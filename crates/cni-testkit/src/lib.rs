@@ -10,6 +10,7 @@
 //! - Run commands: [`Sandbox::exec_in`], [`Sandbox::exec_host`].
 //! - Read the kernel with iproute2/nft JSON, independent of rcni's netlink code:
 //!   [`links`], [`link`], [`addrs`], [`routes`], [`bridge_vlans`], [`qdiscs`], [`nft_json`].
+//! - etcd: [`etcd::Etcd`], a one-member store in a sandbox namespace, and [`etcd::Member`].
 //! - Real traffic: [`ping`], [`http_server`] and [`http_get`].
 //!
 //! ```no_run
@@ -37,6 +38,7 @@
 //! a plugin or command that merely exits non-zero is not an error (see [`PluginOutput`]).
 
 mod bins;
+pub mod etcd;
 mod http;
 mod in_netns;
 pub use in_netns::run_in;
@@ -62,6 +64,12 @@ pub use probe::{
     reach_mark, reach_matrix, serve_tcp_udp, tcp_connects, udp_echoes, Servers, Transport,
 };
 pub use process::PROCESS_TIMEOUT;
+
+/// Runs `cmd` to completion with `stdin`, its output captured (killed after
+/// [`PROCESS_TIMEOUT`]); a non-zero exit is not an error here.
+pub fn run_command(cmd: std::process::Command, stdin: &[u8]) -> anyhow::Result<PluginOutput> {
+    process::run(cmd, stdin, PROCESS_TIMEOUT)
+}
 pub use sandbox::{Netns, Sandbox};
 
 /// True when the test runs as root (namespaces need it; tests skip with a message otherwise).

@@ -126,13 +126,26 @@ impl Sandbox {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.host().name])
             .arg(binary.as_ref());
+        call.execute(cmd)
+    }
+}
+
+impl PluginCall {
+    /// Executes `binary` in the test's own namespace with the call's environment and stdin,
+    /// for calls that touch no network (decoding, refusals); waits as
+    /// [`Sandbox::run_plugin`] does.
+    pub fn run_here(&self, binary: impl AsRef<Path>) -> anyhow::Result<PluginOutput> {
+        self.execute(Command::new(binary.as_ref()))
+    }
+
+    fn execute(&self, mut cmd: Command) -> anyhow::Result<PluginOutput> {
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("CNI_") {
                 cmd.env_remove(key);
             }
         }
-        cmd.envs(call.env_vars());
-        run(cmd, call.stdin.as_bytes(), PROCESS_TIMEOUT)
+        cmd.envs(self.env_vars());
+        run(cmd, self.stdin.as_bytes(), PROCESS_TIMEOUT)
     }
 }
 

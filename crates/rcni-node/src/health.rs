@@ -48,6 +48,8 @@ pub struct HealthState {
     pub etcd_errors: u64,
     /// Kernel objects put back by resyncs.
     pub repairs: u64,
+    /// nf_tables objects put back after something else removed them (`rule_repair`).
+    pub rule_repairs: u64,
     /// The first complete list of leases has been programmed.
     pub leases_loaded: bool,
     /// Completed GC rounds of forgotten sandboxes (`--cri-socket`).
@@ -122,6 +124,8 @@ impl HealthState {
              # TYPE rcni_node_etcd_errors_total counter\nrcni_node_etcd_errors_total {}\n\
              # HELP rcni_node_repairs_total Kernel objects put back by resyncs.\n\
              # TYPE rcni_node_repairs_total counter\nrcni_node_repairs_total {}\n\
+             # HELP rcni_node_rule_repairs_total nf_tables objects put back after another firewall removed them.\n\
+             # TYPE rcni_node_rule_repairs_total counter\nrcni_node_rule_repairs_total {}\n\
              # HELP rcni_node_gc_runs_total Completed GC rounds of sandboxes the runtime forgot.\n\
              # TYPE rcni_node_gc_runs_total counter\nrcni_node_gc_runs_total {}\n\
              # HELP rcni_node_gc_reclaimed_total Attachments of forgotten sandboxes reclaimed.\n\
@@ -133,6 +137,7 @@ impl HealthState {
             self.last_sync_unix.unwrap_or(0),
             self.etcd_errors,
             self.repairs,
+            self.rule_repairs,
             self.gc_runs,
             self.gc_reclaimed,
             self.gc_errors,

@@ -12,6 +12,7 @@
 //! - [`agent`]: lease acquisition and the reconcile loop;
 //! - [`cni_conf`], [`cni_version`], [`masq`], [`files`]: what the agent writes for the node;
 //! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
+//! - [`rule_repair`]: putting back the node's nf_tables rules after another firewall removed them;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
 //! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
 //!   enforced on them with nf_tables;
@@ -31,4 +32,5 @@ pub mod network;
 pub mod node;
 pub mod pods;
 pub mod policy;
+pub mod rule_repair;
 pub mod store;

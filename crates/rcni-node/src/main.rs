@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use cni_etcd::{Access, EtcdOptions};
 use log::{LevelFilter, Log, Metadata, Record};
 use rcni_node::node::{self, Options};
-use rcni_node::store::etcd::{Access, EtcdOptions};
 
 /// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw or
 /// VXLAN).
@@ -33,7 +33,7 @@ struct Cli {
     #[arg(long)]
     iface: Option<String>,
     /// The etcd key prefix.
-    #[arg(long, default_value = "/rcni.io/network")]
+    #[arg(long, default_value = cni_etcd::DEFAULT_PREFIX)]
     prefix: String,
     /// Where the conflist goes.
     #[arg(long, default_value = "/etc/cni/net.d")]

@@ -6,8 +6,9 @@
 //! by its own task from the start to the end (unhealthy until the first list of leases is
 //! programmed, and with the reason once the agent stops).
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use anyhow::{anyhow, Context};
 use cni_linux::Handle;
 use tokio::sync::watch;
 
-use crate::agent::{self, AgentConfig, Kernel, Reconciler};
+use crate::agent::{self, AgentConfig, Held, Kernel, Reconciler};
 use crate::backend::host_gw::HostGw;
 use crate::backend::vxlan::{Vxlan, VxlanSetup};
 use crate::backend::Backend;
@@ -24,12 +25,12 @@ use crate::cni_version::ConfVersions;
 use crate::cri::CriClient;
 use crate::gc::{self, GcConfig};
 use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
-use crate::lease::LeaseAttrs;
-use crate::network::BackendKind;
+use crate::lease::{LeaseAttrs, Subnets};
+use crate::network::{BackendKind, NetworkConfig};
 use crate::policy::{self, PolicyConfig};
 use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
-use crate::{cni_conf, cni_version, masq};
+use crate::{cni_conf, cni_version, masq, rule_repair};
 
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
@@ -101,12 +102,15 @@ pub async fn wait_for_signal() {
 }
 
 /// The underlay device: `--iface`, else the link holding the public IP (or IPv6).
-fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<(u32, u32)> {
+fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<Underlay> {
     if let Some(name) = &opts.iface {
         let link = nl
             .link_by_name(name)
             .with_context(|| format!("underlay device {name}"))?;
-        return Ok((link.index, link.mtu));
+        return Ok(Underlay {
+            index: link.index,
+            mtu: link.mtu,
+        });
     }
     let addrs = nl.addresses(None).context("list addresses")?;
     let public: Vec<IpAddr> = opts
@@ -120,7 +124,10 @@ fn underlay(nl: &mut Handle, opts: &Options) -> anyhow::Result<(u32, u32)> {
         .find(|a| public.contains(&a.addr.addr()))
         .ok_or_else(|| anyhow!("no device holds the public address {public:?}; give --iface"))?;
     let link = nl.link_by_index(holder.index).context("underlay device")?;
-    Ok((link.index, link.mtu))
+    Ok(Underlay {
+        index: link.index,
+        mtu: link.mtu,
+    })
 }
 
 /// The conflist's versions, from the plugins' answers and `--cni-version` (refused when a
@@ -150,26 +157,15 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
     if opts.public_ip.is_none() && opts.public_ipv6.is_none() {
         return Err(anyhow!("give --public-ip, --public-ipv6 or both"));
     }
-    for plugin in PLUGINS {
-        if !opts.cni_bin_dir.join(plugin).exists() {
-            log::warn!(
-                "{} has no {plugin} plugin; pods cannot use the conflist until it is installed",
-                opts.cni_bin_dir.display()
-            );
-        }
-    }
+    warn_missing_plugins(&opts.cni_bin_dir);
     let versions = conflist_versions(&opts).await?;
-    let status_file = health::default_status_file(&opts.state_dir);
-    let mut writer = StatusWriter::new(status_file.clone(), opts.node_name.clone());
-    writer
-        .write(&Err("starting".into()))
-        .with_context(|| format!("write {}", status_file.display()))?;
     let health: SharedHealth = Arc::new(std::sync::Mutex::new(HealthState {
         node_name: opts.node_name.clone(),
         ..HealthState::default()
     }));
     let (stop_status, status_stop) = watch::channel(None);
     let (written, says_healthy) = watch::channel(false);
+    let writer = starting_status_file(&opts)?;
     let status = tokio::spawn(health::keep_status_file(
         writer,
         health.clone(),
@@ -185,6 +181,29 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
     let _ = stop_status.send(Some(reason));
     let _ = status.await;
     result
+}
+
+/// Warns about each plugin the conflist chains that `bin_dir` lacks (the agent still starts:
+/// the plugins may be installed after it).
+fn warn_missing_plugins(bin_dir: &Path) {
+    for plugin in PLUGINS {
+        if !bin_dir.join(plugin).exists() {
+            log::warn!(
+                "{} has no {plugin} plugin; pods cannot use the conflist until it is installed",
+                bin_dir.display()
+            );
+        }
+    }
+}
+
+/// The status file's writer, the file already saying "starting" (unhealthy).
+fn starting_status_file(opts: &Options) -> anyhow::Result<StatusWriter> {
+    let status_file = health::default_status_file(&opts.state_dir);
+    let mut writer = StatusWriter::new(status_file.clone(), opts.node_name.clone());
+    writer
+        .write(&Err("starting".into()))
+        .with_context(|| format!("write {}", status_file.display()))?;
+    Ok(writer)
 }
 
 /// Connects to the datastore, retrying every second through outages; `None` if shut down
@@ -211,21 +230,22 @@ async fn connect(
     }
 }
 
-/// The node's underlay as the backend needs it.
+/// The node's underlay device.
 #[derive(Debug, Clone, Copy)]
 struct Underlay {
     index: u32,
     mtu: u32,
-    public_ip: Option<Ipv4Addr>,
-    public_ipv6: Option<Ipv6Addr>,
 }
 
-/// Sets up the backend `kind` (on a blocking thread: the VXLAN devices are made over netlink).
+/// Sets up the backend `kind` over `underlay`, its VTEPs on the public addresses of `cfg` (on
+/// a blocking thread: the VXLAN devices are made over netlink).
 async fn backend_for(
     kind: BackendKind,
     nl: Handle,
     underlay: Underlay,
+    cfg: &AgentConfig,
 ) -> anyhow::Result<Box<dyn Backend>> {
+    let (local, local6) = (cfg.public_ip, cfg.public_ipv6);
     tokio::task::spawn_blocking(move || -> anyhow::Result<Box<dyn Backend>> {
         Ok(match kind {
             BackendKind::HostGw => Box::new(HostGw::new(nl, underlay.index)),
@@ -234,8 +254,8 @@ async fn backend_for(
                 VxlanSetup {
                     vni,
                     port,
-                    local: underlay.public_ip,
-                    local6: underlay.public_ipv6,
+                    local,
+                    local6,
                     underlay: underlay.index,
                     underlay_mtu: underlay.mtu,
                 },
@@ -281,8 +301,11 @@ async fn publish_when_healthy(
     write_files(files, opts).await
 }
 
-/// Everything the agent does between its start and its stop. `says_healthy` follows what the
-/// status file says.
+/// Everything the agent does between its start and its stop, in order: the health endpoint,
+/// the datastore, the network config, the backend, the lease, the node's kernel setup, rule
+/// repair, NetworkPolicy enforcement, the GC, then the reconcile loop (the conflist is
+/// published once healthy) until `shutdown`; the lease is released on the way out if asked.
+/// A shutdown during any wait stops it cleanly. `says_healthy` follows what the status file says.
 async fn run_agent(
     opts: Options,
     versions: ConfVersions,
@@ -291,67 +314,22 @@ async fn run_agent(
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let mut nl = Handle::new().context("open netlink")?;
-    let (underlay_index, underlay_mtu) = underlay(&mut nl, &opts)?;
-    let cfg = AgentConfig {
-        public_ip: opts.public_ip,
-        public_ipv6: opts.public_ipv6,
-        lease_ttl: opts.lease_ttl,
-        release_on_exit: opts.release_on_exit,
-        resync_interval: opts.resync_interval,
-    };
+    let underlay = underlay(&mut nl, &opts)?;
     if let Some(addr) = opts.health_addr {
-        let listener = health::bind(addr)
-            .await
-            .with_context(|| format!("--health-addr {addr}"))?;
-        let (h, rx) = (health.clone(), shutdown.clone());
-        let grace = opts.status_grace;
-        tokio::spawn(async move {
-            if let Err(e) = health::serve(listener, h, grace, rx).await {
-                log::error!("health endpoint {addr}: {e}");
-            }
-        });
+        spawn_health_endpoint(addr, &opts, &health, &shutdown).await?;
     }
-
-    let Some(store) = connect(&opts, &health, &mut shutdown).await else {
+    let Some(mut store) = connect(&opts, &health, &mut shutdown).await.transpose()? else {
         return Ok(());
     };
-    let mut store = store?;
-    let Some(network) = agent::wait_for_config(&mut store, &health, &mut shutdown).await else {
+    let Some(network) = agent::wait_for_config(&mut store, &health, &mut shutdown)
+        .await
+        .transpose()?
+    else {
         return Ok(());
     };
-    let network = network?;
-    if network.ipv4.is_some() && opts.public_ip.is_none() {
-        return Err(anyhow!("the network has IPv4: --public-ip is required"));
-    }
-    if network.ipv6.is_some() && opts.public_ipv6.is_none() {
-        return Err(anyhow!("the network has IPv6: --public-ipv6 is required"));
-    }
-    // Only the families the network has: a node's other address is not published.
-    let public_ip = opts.public_ip.filter(|_| network.ipv4.is_some());
-    let public_ipv6 = opts.public_ipv6.filter(|_| network.ipv6.is_some());
-    let cfg = AgentConfig {
-        public_ip,
-        public_ipv6,
-        ..cfg
-    };
-    // One pod MTU for both families: the larger overhead wins.
-    let mtu = underlay_mtu - network.backend.mtu_overhead(network.ipv6.is_some());
-
-    let underlay = Underlay {
-        index: underlay_index,
-        mtu: underlay_mtu,
-        public_ip,
-        public_ipv6,
-    };
-    let backend = backend_for(network.backend, nl, underlay).await?;
-    let attrs = LeaseAttrs {
-        public_ip: public_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
-        public_ipv6,
-        backend_type: network.backend.name().to_string(),
-        backend_data: backend.backend_data(),
-        backend_v6_data: backend.backend_v6_data(),
-        node_name: Some(opts.node_name.clone()),
-    };
+    let cfg = agent_config(&opts, &network)?;
+    let backend = backend_for(network.backend, nl, underlay, &cfg).await?;
+    let attrs = lease_attrs(&opts, &network, &cfg, backend.as_ref());
     let remembered = cni_conf::read_subnet_file(&opts.subnet_file);
     let Some(held) = agent::acquire(
         &mut store,
@@ -363,17 +341,99 @@ async fn run_agent(
         &mut shutdown,
     )
     .await
+    .transpose()?
     else {
         return Ok(());
     };
-    let held = held?;
     let subnet = held.lease.subnet;
     lock(&health).subnet = Some(subnet);
-
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
+    configure_node(&kernel, &network, opts.network_policy).await?;
+    spawn_rule_repair(&opts, &network, &health, &shutdown)?;
+    if opts.network_policy {
+        spawn_policy(&opts, subnet, &health, &shutdown);
+    }
+    // One pod MTU for both families: the larger overhead wins.
+    let mtu = underlay.mtu - network.backend.mtu_overhead(network.ipv6.is_some());
+    let files = node_files(&opts, network, subnet, mtu, versions);
+    if let Some(socket) = &opts.cri_socket {
+        spawn_gc(socket, &opts, &files, &health, &shutdown);
+    }
+    let publish = publish_when_healthy(says_healthy, &files, &opts);
+    let run = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown);
+    let held = run_publishing(run, publish).await?;
+    if cfg.release_on_exit {
+        release(&mut store, &held).await;
+    }
+    log::info!("stopped");
+    Ok(())
+}
+
+/// Serves `/healthz` and `/metrics` on `addr` until `shutdown`; a port that cannot be bound
+/// stops the start.
+async fn spawn_health_endpoint(
+    addr: SocketAddr,
+    opts: &Options,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = health::bind(addr)
+        .await
+        .with_context(|| format!("--health-addr {addr}"))?;
+    let (health, shutdown, grace) = (health.clone(), shutdown.clone(), opts.status_grace);
+    tokio::spawn(async move {
+        if let Err(e) = health::serve(listener, health, grace, shutdown).await {
+            log::error!("health endpoint {addr}: {e}");
+        }
+    });
+    Ok(())
+}
+
+/// The loop's configuration for `network`: the public address of each family the network
+/// has (required), and only those (a node's other address is not published).
+fn agent_config(opts: &Options, network: &NetworkConfig) -> anyhow::Result<AgentConfig> {
+    if network.ipv4.is_some() && opts.public_ip.is_none() {
+        return Err(anyhow!("the network has IPv4: --public-ip is required"));
+    }
+    if network.ipv6.is_some() && opts.public_ipv6.is_none() {
+        return Err(anyhow!("the network has IPv6: --public-ipv6 is required"));
+    }
+    Ok(AgentConfig {
+        public_ip: opts.public_ip.filter(|_| network.ipv4.is_some()),
+        public_ipv6: opts.public_ipv6.filter(|_| network.ipv6.is_some()),
+        lease_ttl: opts.lease_ttl,
+        release_on_exit: opts.release_on_exit,
+        resync_interval: opts.resync_interval,
+    })
+}
+
+/// What the node's lease tells the other nodes: its addresses and how its backend reaches it.
+fn lease_attrs(
+    opts: &Options,
+    network: &NetworkConfig,
+    cfg: &AgentConfig,
+    backend: &dyn Backend,
+) -> LeaseAttrs {
+    LeaseAttrs {
+        public_ip: cfg.public_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
+        public_ipv6: cfg.public_ipv6,
+        backend_type: network.backend.name().to_string(),
+        backend_data: backend.backend_data(),
+        backend_v6_data: backend.backend_v6_data(),
+        node_name: Some(opts.node_name.clone()),
+    }
+}
+
+/// The node's own kernel setup once its subnet is known: the backend's local part,
+/// forwarding for the network's families, the bridge netfilter switches NetworkPolicy needs
+/// (or, with it off, the removal of an earlier run's policy program), and the masquerade rules.
+async fn configure_node(
+    kernel: &Kernel,
+    network: &NetworkConfig,
+    network_policy: bool,
+) -> anyhow::Result<()> {
     let networks = network.networks();
     let (v4, v6) = (network.ipv4.is_some(), network.ipv6.is_some());
-    let network_policy = opts.network_policy;
     kernel
         .run(move |r| -> anyhow::Result<()> {
             r.configure_local()?;
@@ -388,9 +448,37 @@ async fn run_agent(
             }
             Ok(())
         })
-        .await?;
-    let files = NodeFiles {
-        network: network.clone(),
+        .await
+}
+
+/// Starts the thread that puts back the node's and its pods' nf_tables rules when another
+/// firewall removes them (see [`rule_repair`]).
+fn spawn_rule_repair(
+    opts: &Options,
+    network: &NetworkConfig,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let config = rule_repair::RuleRepairConfig {
+        networks: network.networks(),
+        cache_dir: opts.cni_cache_dir.clone(),
+        bin_dir: opts.cni_bin_dir.clone(),
+    };
+    rule_repair::spawn(config, health.clone(), shutdown.clone())
+        .context("start the rule repair thread")?;
+    Ok(())
+}
+
+/// The files the node publishes for the pods' plugins (conflist, subnet file).
+fn node_files(
+    opts: &Options,
+    network: NetworkConfig,
+    subnet: Subnets,
+    mtu: u32,
+    versions: ConfVersions,
+) -> NodeFiles {
+    NodeFiles {
+        network,
         subnet,
         mtu,
         status_file: health::default_status_file(&opts.state_dir),
@@ -398,53 +486,71 @@ async fn run_agent(
         tuning_dir: opts.state_dir.join("tuning"),
         versions,
         node_name: opts.node_name.clone(),
-    };
-    if let Some(socket) = &opts.cri_socket {
-        let gc = GcConfig {
-            cache_dir: opts.cni_cache_dir.clone(),
-            conflist: opts.cni_conf_dir.join(cni_conf::CONFLIST_NAME),
-            bin_dir: opts.cni_bin_dir.clone(),
-            ipam_dir: files.ipam_dir.clone(),
-            interval: opts.gc_interval,
-            grace: opts.gc_grace,
-        };
-        let client = CriClient::new(socket);
-        tokio::spawn(gc::run(gc, client, health.clone(), shutdown.clone()));
     }
+}
 
-    if opts.network_policy {
-        let cfg = PolicyConfig {
-            access: opts.etcd.clone(),
-            prefix: opts.prefix.clone(),
-            node: opts.node_name.clone(),
-            subnet_key: crate::lease::subnet_key(&opts.prefix, subnet),
-            cri_socket: opts.cri_socket.clone(),
-            pod_state_dir: opts.pod_state_dir.clone(),
-        };
-        policy::spawn(cfg, health.clone(), shutdown.clone());
-    }
-
-    // The conflist is what makes the runtime report the network ready (containerd's
-    // NetworkReady): it is published only once the status file says healthy, so that no ADD
-    // the runtime sends after seeing it is refused as "agent not ready".
-    let publish = publish_when_healthy(says_healthy, &files, &opts);
-    let held = {
-        let run = agent::run(&mut store, held, &kernel, &cfg, &health, &mut shutdown);
-        tokio::pin!(run);
-        tokio::select! {
-            held = &mut run => held,
-            published = publish => {
-                published?;
-                run.await
-            }
-        }
+/// Starts NetworkPolicy enforcement on the node's pods (see [`policy`]), until `shutdown`.
+fn spawn_policy(
+    opts: &Options,
+    subnet: Subnets,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let cfg = PolicyConfig {
+        access: opts.etcd.clone(),
+        prefix: opts.prefix.clone(),
+        node: opts.node_name.clone(),
+        subnet_key: crate::lease::subnet_key(&opts.prefix, subnet),
+        cri_socket: opts.cri_socket.clone(),
+        pod_state_dir: opts.pod_state_dir.clone(),
     };
-    if cfg.release_on_exit {
-        match store.revoke(held.id).await {
-            Ok(()) => log::info!("released subnet {}", held.lease.subnet),
-            Err(e) => log::warn!("release subnet {}: {e}", held.lease.subnet),
+    policy::spawn(cfg, health.clone(), shutdown.clone());
+}
+
+/// Starts the GC of the attachments of sandboxes the CRI runtime at `socket` no longer has,
+/// until `shutdown`.
+fn spawn_gc(
+    socket: &Path,
+    opts: &Options,
+    files: &NodeFiles,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let gc = GcConfig {
+        cache_dir: opts.cni_cache_dir.clone(),
+        conflist: opts.cni_conf_dir.join(cni_conf::CONFLIST_NAME),
+        bin_dir: opts.cni_bin_dir.clone(),
+        ipam_dir: files.ipam_dir.clone(),
+        interval: opts.gc_interval,
+        grace: opts.gc_grace,
+    };
+    let client = CriClient::new(socket);
+    tokio::spawn(gc::run(gc, client, health.clone(), shutdown.clone()));
+}
+
+/// Runs the reconcile loop `run` to its end, publishing the conflist alongside (`publish`).
+/// The conflist is what makes the runtime report the network ready (containerd's
+/// NetworkReady): it is published only once the status file says healthy, so that no ADD the
+/// runtime sends after seeing it is refused as "agent not ready". A failed publish stops the
+/// agent at once.
+async fn run_publishing(
+    run: impl Future<Output = Held>,
+    publish: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<Held> {
+    tokio::pin!(run);
+    tokio::select! {
+        held = &mut run => Ok(held),
+        published = publish => {
+            published?;
+            Ok(run.await)
         }
     }
-    log::info!("stopped");
-    Ok(())
+}
+
+/// Revokes the node's lease (`--release-on-exit`); a failure is logged, the stop goes on.
+async fn release(store: &mut EtcdStore, held: &Held) {
+    match store.revoke(held.id).await {
+        Ok(()) => log::info!("released subnet {}", held.lease.subnet),
+        Err(e) => log::warn!("release subnet {}: {e}", held.lease.subnet),
+    }
 }

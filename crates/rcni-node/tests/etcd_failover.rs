@@ -34,7 +34,12 @@ struct Members {
 
 impl Members {
     fn start(&mut self, k: usize) {
-        self.guards[k] = self.members[k].spawn(&self.ns[k], &self.dir, &self.initial, &[]);
+        self.guards[k] = Guard(Some(self.members[k].spawn(
+            &self.ns[k],
+            &self.dir,
+            &self.initial,
+            &[],
+        )));
     }
     fn stop(&mut self, k: usize) {
         self.guards[k].kill();

@@ -6,9 +6,10 @@ mod harness;
 
 use std::time::Duration;
 
+use cni_etcd::{Access, EtcdOptions};
 use harness::*;
 use rcni_node::lease::{Lease, LeaseAttrs};
-use rcni_node::store::etcd::{Access, EtcdOptions, EtcdStore};
+use rcni_node::store::etcd::EtcdStore;
 use rcni_node::store::{Claim, LeaseEvent, LeaseWatch, Store};
 use serde_json::json;
 

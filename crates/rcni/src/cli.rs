@@ -126,6 +126,22 @@ pub enum Command {
     /// Pod-sandbox network lifecycle, as a CRI runtime runs it for kubelet: run, status, stop,
     /// rm, ls, ready, update-cidr, gc (records in --state-dir).
     Pod(Box<crate::pod::PodArgs>),
+    /// Put back the nf_tables rules rcni's plugins made for the cached attachments (port
+    /// mappings, ipMasq, firewall, macspoofchk) after a firewall flush or reload removed
+    /// them. Adds only what is missing; never touches links, addresses, routes, leases or
+    /// other software's rules; Go plugins are left alone. Exit status 1 if a plugin failed.
+    Repair(RepairArgs),
+    /// Kubernetes NetworkPolicies kept in rcni-node's etcd: apply, get, list, delete, and
+    /// explain what applies to a pod (--etcd-endpoints or RCNI_ETCD_ENDPOINTS, as rcni-node).
+    #[command(subcommand)]
+    Policy(Box<crate::policy::PolicyCommand>),
+}
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// Only the attachments of this network (default: every cached attachment).
+    #[arg(long, value_name = "NAME")]
+    pub network: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -33,6 +33,8 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
             None => doctor(g, d),
         },
         Command::Pod(p) => crate::pod::run(g, p),
+        Command::Repair(r) => crate::repair::run(g, r),
+        Command::Policy(p) => crate::policy::run(p, g.json),
     }
 }
 
@@ -48,7 +50,7 @@ fn network(g: &Global, verb: &str, name: &str) -> Result<Network, Failure> {
 
 /// The value, pretty, and a newline, in one write(2): `println!` passed the text and its
 /// newline to std's line-buffered stdout separately, which then took two writes.
-fn print_json(v: &Value) {
+pub(crate) fn print_json(v: &Value) {
     let mut text = cni_types::pretty_json(v);
     text.push('\n');
     print!("{text}");

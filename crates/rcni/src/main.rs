@@ -11,6 +11,8 @@ mod lab;
 mod logger;
 mod netns;
 mod pod;
+mod policy;
+mod repair;
 mod scratch;
 mod setup;
 

@@ -223,9 +223,11 @@ impl Handle {
     }
 
     /// The main-table routes through a gateway whose protocol is `protocol`, of one family.
+    /// The kernel filters the dump by protocol, so its cost follows the routes of that
+    /// protocol (one per remote node for the node agent), not the node's pod routes.
     pub fn nexthop_routes(&mut self, ipv6: bool, protocol: u8) -> Result<Vec<NextHopRoute>, Error> {
         Ok(self
-            .unicast_route_messages(ipv6)?
+            .unicast_route_messages_in(ipv6, None, Some(protocol))?
             .into_iter()
             .filter(|msg| u8::from(msg.header.protocol) == protocol)
             .filter_map(NextHopRoute::from_message)
@@ -297,6 +299,34 @@ mod tests {
             Some(v6.into())
         );
         assert_eq!(fdb_dst(&NeighbourAddress::Other(vec![1, 2])), None);
+    }
+
+    #[test]
+    fn nexthop_routes_ask_the_kernel_for_one_protocol_and_still_check_it() {
+        let (mut h, fake) = handle();
+        let ours = NextHopRoute {
+            dst: "198.19.2.0/24".parse().unwrap(),
+            via: Ipv4Addr::new(198, 18, 0, 2).into(),
+            oif: 5,
+            onlink: false,
+            protocol: 0x7c,
+        };
+        let theirs = NextHopRoute {
+            protocol: 4,
+            dst: "198.19.3.0/24".parse().unwrap(),
+            ..ours
+        };
+        // What an old kernel that ignores the filter would send: both routes.
+        let reply = |r: &NextHopRoute| RouteNetlinkMessage::NewRoute(r.to_message().unwrap());
+        fake.push_dump(vec![reply(&ours), reply(&theirs)]);
+        assert_eq!(h.nexthop_routes(false, 0x7c).unwrap(), vec![ours]);
+        let NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetRoute(q)) =
+            &fake.sent()[0].payload
+        else {
+            panic!("not RTM_GETROUTE")
+        };
+        assert_eq!(u8::from(q.header.protocol), 0x7c);
+        assert_eq!(q.header.address_family, AddressFamily::Inet);
     }
 
     #[test]

@@ -206,16 +206,19 @@ impl Handle {
         &mut self,
         ipv6: bool,
     ) -> Result<Vec<RouteMessage>, Error> {
-        self.unicast_route_messages_in(ipv6, None)
+        self.unicast_route_messages_in(ipv6, None, None)
     }
 
-    /// [`Self::unicast_route_messages`] of one table when `table` is given: the kernel then
-    /// dumps only that table (`RTA_TABLE` in a strictly checked request), so the routes of
-    /// other tables never cross the socket.
-    fn unicast_route_messages_in(
+    /// [`Self::unicast_route_messages`] of one table when `table` is given, and of one
+    /// protocol (`rtm_protocol`) when `protocol` is: the kernel then dumps only those
+    /// (`RTA_TABLE` and the header's protocol in a strictly checked request, Linux 4.20 and
+    /// later), so the node's other routes never cross the socket. Callers still check what
+    /// they get: an older kernel ignores the filter and sends everything.
+    pub(super) fn unicast_route_messages_in(
         &mut self,
         ipv6: bool,
         table: Option<u32>,
+        protocol: Option<u8>,
     ) -> Result<Vec<RouteMessage>, Error> {
         let mut msg = RouteMessage::default();
         msg.header.address_family = if ipv6 {
@@ -225,6 +228,9 @@ impl Handle {
         };
         if let Some(table) = table {
             msg.attributes.push(RouteAttribute::Table(table));
+        }
+        if let Some(protocol) = protocol {
+            msg.header.protocol = RouteProtocol::from(protocol);
         }
         let replies = self.dump(RouteNetlinkMessage::GetRoute(msg))?;
         Ok(replies
@@ -277,7 +283,7 @@ impl Handle {
     pub fn routes(&mut self, ipv6: bool, table: Option<u32>) -> Result<Vec<Route>, Error> {
         let table = table.unwrap_or(RT_TABLE_MAIN);
         // The kernel refuses to filter by a table that does not exist (yet): no routes.
-        let messages = match self.unicast_route_messages_in(ipv6, Some(table)) {
+        let messages = match self.unicast_route_messages_in(ipv6, Some(table), None) {
             Err(e) if e.errno() == Some(libc::ENOENT) => return Ok(Vec::new()),
             other => other?,
         };

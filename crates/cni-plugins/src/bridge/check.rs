@@ -74,7 +74,9 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     }
 
     validate::expected_ips(&mut in_container, &args.ifname, &prev.ips)?;
-    validate::expected_routes(&mut in_container, &prev.routes)
+    validate::expected_routes(&mut in_container, &prev.routes)?;
+    let spoofcheck = conf.macspoofchk.then_some(conf.bridge.as_str());
+    crate::repair::check_rules("bridge", args, conf.layer3 && conf.ip_masq, spoofcheck)
 }
 
 /// The bridge entry must name a bridge in the host namespace, with its MAC, and its promisc

@@ -160,6 +160,39 @@ fn try_setup(nft: &mut Nft, tag: &AttachmentId, ips: &[IpNet]) -> Result<(), cni
     nft.commit(&batch)
 }
 
+/// What of one attachment's masquerade is missing from the kernel (table, chains and the
+/// constant rules, or its per-address rules), named for CHECK and repair; `None`: all there.
+pub fn missing_masquerade(
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+    ips: &[IpNet],
+) -> Result<Option<String>, CniError> {
+    let tag = AttachmentId::new(network, container_id, ifname);
+    let mut nft = open_host("ipMasq check")?;
+    missing_with(&mut nft, &tag, ips).map_err(|e| nft_error("listing ipMasq rules", e))
+}
+
+fn missing_with(
+    nft: &mut Nft,
+    tag: &AttachmentId,
+    ips: &[IpNet],
+) -> Result<Option<String>, cni_nft::Error> {
+    if !skeleton_in_place(nft)? {
+        return Ok(Some(format!(
+            "table {FAMILY} {TABLE} with chain {POSTROUTING_CHAIN} is missing or incomplete"
+        )));
+    }
+    let have = super::nft_tag::owned_rules(nft, FAMILY, TABLE, &[CHECKS_CHAIN], tag)?.len();
+    Ok((have != ips.len()).then(|| {
+        format!(
+            "{FAMILY} {TABLE} {CHECKS_CHAIN} holds {have} of the {} masquerade rules of {}",
+            ips.len(),
+            tag.comment()
+        )
+    }))
+}
+
 /// Removes every masquerade rule of one attachment; nothing to remove is success.
 pub fn teardown_masquerade(
     network: &str,

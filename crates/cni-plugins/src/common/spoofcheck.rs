@@ -142,6 +142,36 @@ pub fn setup_spoofcheck(
     .map_err(|e| nft_error("setting up macspoofchk rules", e))
 }
 
+/// What of one attachment's spoof check is missing (the jump from `PREROUTING`, its two
+/// chains or their rules), named for CHECK and repair; `None`: all there.
+pub fn missing_spoofcheck(container_id: &str, ifname: &str) -> Result<Option<String>, CniError> {
+    let mut nft = open_host("macspoofchk check")?;
+    missing_with(&mut nft, container_id, ifname)
+        .map_err(|e| nft_error("listing macspoofchk rules", e))
+}
+
+fn missing_with(
+    nft: &mut Nft,
+    container_id: &str,
+    ifname: &str,
+) -> Result<Option<String>, cni_nft::Error> {
+    let (iface, mac_chain, comment) = names(container_id, ifname);
+    // (chain, rules it holds with the attachment's comment); a missing chain lists none.
+    for (chain, want) in [(PREROUTING_CHAIN, 1), (iface.as_str(), 1), (&mac_chain, 2)] {
+        let have = nft
+            .list_rules(FAMILY, TABLE, chain)?
+            .iter()
+            .filter(|r| r.comment.as_deref() == Some(comment.as_str()))
+            .count();
+        if have < want {
+            return Ok(Some(format!(
+                "{FAMILY} {TABLE} {chain} holds {have} of its {want} rules tagged {comment}"
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Removes the spoof check of one attachment; nothing to remove is success.
 pub fn teardown_spoofcheck(container_id: &str, ifname: &str) -> Result<(), CniError> {
     let mut nft = open_host("macspoofchk teardown")?;

@@ -40,6 +40,7 @@ use crate::common::nft_tag::{
     delete_selected, nft_error, open_host, owned_rules, owns_rule, retry_transient,
     stale_in_network,
 };
+use crate::repair::REPAIR_HINT;
 use cni_attribution::AttachmentId;
 use conf::{FirewallConf, IngressPolicy};
 
@@ -174,7 +175,7 @@ fn verify(nft: &mut Nft, plan: &Plan<'_>, cid: &str) -> Result<(), CniError> {
         let present = iptables::survey(nft, *family, &plan.conf).map_err(listing)?;
         if !present.complete() {
             return Err(CniError::internal(format!(
-                "firewall: {family} filter lacks the jump FORWARD -> {} -> {}",
+                "firewall: {family} filter lacks the jump FORWARD -> {} -> {}; {REPAIR_HINT}",
                 iptables::CNI_FORWARD,
                 plan.conf.admin_chain
             )));
@@ -196,34 +197,56 @@ fn verify(nft: &mut Nft, plan: &Plan<'_>, cid: &str) -> Result<(), CniError> {
             .len();
         if have < want {
             return Err(CniError::internal(format!(
-                "firewall: missing rules for container {cid} in {family} {table} {chain}: found {have} of {want}"
+                "firewall: missing rules for container {cid} in {family} {table} {chain}: found {have} of {want}; {REPAIR_HINT}"
             )));
         }
     }
     Ok(())
 }
 
+/// ADD's kernel work: the attachment's rules in one batch, then duplicate jumps removed.
+fn apply(plan: &Plan<'_>) -> Result<(), CniError> {
+    refuse_legacy(&plan.families)?;
+    let mut nft = open_host("firewall")?;
+    retry_transient(|| {
+        let batch = add_batch(&mut nft, plan)?;
+        nft.commit(&batch)
+    })
+    .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
+    retry_transient(|| {
+        let mut b = Batch::new();
+        for family in &plan.families {
+            iptables::duplicate_jumps(&mut nft, &mut b, *family, &plan.conf)?;
+        }
+        if b.is_empty() {
+            return Ok(());
+        }
+        nft.commit(&b)
+    })
+    .map_err(|e| nft_error("firewall: removing duplicate jumps", e))
+}
+
+impl Firewall {
+    /// Puts back (with `fix`) the attachment's rules when CHECK finds any missing, through
+    /// ADD's own [`apply`] (which replaces them, so nothing is doubled); returns what was
+    /// missing.
+    pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
+        let plan = planned(args)?;
+        let mut nft = open_host("firewall")?;
+        let Err(missing) = verify(&mut nft, &plan, &args.container_id) else {
+            return Ok(Vec::new());
+        };
+        if fix {
+            apply(&plan)?;
+        }
+        Ok(vec![missing.msg.replace(&format!("; {REPAIR_HINT}"), "")])
+    }
+}
+
 impl Plugin for Firewall {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
         let plan = planned(args)?;
-        refuse_legacy(&plan.families)?;
-        let mut nft = open_host("firewall")?;
-        retry_transient(|| {
-            let batch = add_batch(&mut nft, &plan)?;
-            nft.commit(&batch)
-        })
-        .map_err(|e| nft_error("firewall: unable to set up rules", e))?;
-        retry_transient(|| {
-            let mut b = Batch::new();
-            for family in &plan.families {
-                iptables::duplicate_jumps(&mut nft, &mut b, *family, &plan.conf)?;
-            }
-            if b.is_empty() {
-                return Ok(());
-            }
-            nft.commit(&b)
-        })
-        .map_err(|e| nft_error("firewall: removing duplicate jumps", e))?;
+        apply(&plan)?;
         Ok(plan.prev.clone())
     }
 

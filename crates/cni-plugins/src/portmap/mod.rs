@@ -10,7 +10,9 @@
 //! - DEL: removes the elements its index (see [`index`]) lists, and, when the index says it
 //!   may have some or there is no index, every rule carrying the attachment's tag, in both
 //!   families; it needs neither `portMappings` nor `prevResult` nor the netns (the Go
-//!   plugin does nothing without mappings, upstream #683/#752).
+//!   plugin does nothing without mappings, upstream #683/#752). With the mappings, it also
+//!   flushes their UDP conntrack entries, which would keep a sending client DNATed to the
+//!   gone container.
 //! - CHECK: the attachment's elements (or rules) exist for each family it has an address in
 //!   (IPv4-only attachments pass, unlike Go, upstream #819).
 //! - GC: removes this network's index entries (and index chains of the previous layout),
@@ -331,6 +333,63 @@ impl Portmap {
     }
 }
 
+/// What CHECK and repair compare with the kernel, and what they found missing.
+struct Audit {
+    conf: PortMapConf,
+    mappings: Vec<PortMapping>,
+    tag: AttachmentId,
+    nft: Nft,
+    /// Per family with an address: (IPv6?, the container address, what is missing).
+    missing: Vec<(bool, IpNet, String)>,
+}
+
+fn audit(args: &CmdArgs) -> Result<Audit, CniError> {
+    let conf = PortMapConf::parse(&args.conf)?;
+    let mappings = port_mappings(&args.conf)?;
+    let tag = tag_of(args);
+    let (v4, v6) = container_addresses(prev_result(args)?, &args.ifname);
+    let mut nft = open_host("portmap")?;
+    let mut missing = Vec::new();
+    for (ipv6, addr) in [(false, v4), (true, v6)] {
+        let Some(addr) = addr else { continue };
+        if let Err(why) = check_family(&mut nft, &conf, &tag, addr, &mappings) {
+            missing.push((ipv6, addr, why));
+        }
+    }
+    Ok(Audit {
+        conf,
+        mappings,
+        tag,
+        nft,
+        missing,
+    })
+}
+
+impl Portmap {
+    /// Puts back (with `fix`), per family, the mappings CHECK finds missing, through ADD's own
+    /// install (which replaces the attachment's elements and rules, so nothing is doubled),
+    /// then flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while
+    /// the mapping was gone made entries without the DNAT. Returns what was missing.
+    pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
+        let mut a = audit(args)?;
+        let mut restored = Vec::new();
+        for (ipv6, addr, why) in &a.missing {
+            restored.push(format!("portmap {}: {why}", family_name(*ipv6)));
+            if !fix {
+                continue;
+            }
+            install(&mut a.nft, &a.conf, &a.tag, *addr, &a.mappings).map_err(|e| {
+                nft_error(
+                    &format!("portmap: restoring {} port mappings", family_name(*ipv6)),
+                    e,
+                )
+            })?;
+            host::flush_udp_conntrack(&mut a.nft, *ipv6, &a.mappings);
+        }
+        Ok(restored)
+    }
+}
+
 impl Plugin for Portmap {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
         let conf = PortMapConf::parse(&args.conf)?;
@@ -349,7 +408,7 @@ impl Plugin for Portmap {
     fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
         // The config is decoded like ADD's, so every command refuses the same configs.
         PortMapConf::parse(&args.conf)?;
-        port_mappings(&args.conf)?;
+        let mappings = port_mappings(&args.conf)?;
         let tag = tag_of(args);
         let mut nft = open_host("portmap")?;
         let mut errors = Vec::new();
@@ -357,6 +416,8 @@ impl Plugin for Portmap {
             if let Err(e) = remove_family(&mut nft, ipv6, &tag) {
                 errors.push(format!("{}: {e}", family_name(ipv6)));
             }
+            // A UDP client that keeps sending would stay DNATed to the gone container.
+            host::flush_udp_conntrack(&mut nft, ipv6, &mappings);
         }
         if errors.is_empty() {
             Ok(())
@@ -369,23 +430,15 @@ impl Plugin for Portmap {
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let conf = PortMapConf::parse(&args.conf)?;
-        let mappings = port_mappings(&args.conf)?;
-        let prev = prev_result(args)?;
-        let tag = tag_of(args);
-        let (v4, v6) = container_addresses(prev, &args.ifname);
-        let mut nft = open_host("portmap")?;
-        for (ipv6, addr) in [(false, v4), (true, v6)] {
-            let Some(addr) = addr else { continue };
-            check_family(&mut nft, &conf, &tag, addr, &mappings).map_err(|why| {
-                CniError::internal(format!(
-                    "portmap: missing {} hostport mappings for container {}: {why}",
-                    family_name(ipv6),
-                    args.container_id
-                ))
-            })?;
+        match audit(args)?.missing.first() {
+            None => Ok(()),
+            Some((ipv6, _, why)) => Err(CniError::internal(format!(
+                "portmap: missing {} hostport mappings for container {}: {why}; {}",
+                family_name(*ipv6),
+                args.container_id,
+                crate::repair::REPAIR_HINT
+            ))),
         }
-        Ok(())
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {

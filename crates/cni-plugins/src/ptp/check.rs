@@ -9,7 +9,7 @@ use crate::netns;
 
 pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     // The config is decoded first, as on ADD and DEL, so a wrong-typed key is code 7 here too.
-    super::PtpConf::parse(&args.conf)?;
+    let conf = super::PtpConf::parse(&args.conf)?;
     let ns = netns::open_required(&args.netns)?;
     ipam::ipam_check(args)?;
     let prev = args
@@ -31,5 +31,6 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     let mut h = Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
     validate::veth_interface(&mut h, &container_entry, true)?;
     validate::expected_ips(&mut h, &args.ifname, &prev.ips)?;
-    validate::expected_routes(&mut h, &prev.routes)
+    validate::expected_routes(&mut h, &prev.routes)?;
+    crate::repair::check_rules("ptp", args, conf.ip_masq, None)
 }

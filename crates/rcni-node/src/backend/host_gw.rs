@@ -100,7 +100,8 @@ impl Backend for HostGw {
     fn resync(&mut self, remotes: &[Lease]) -> Result<Repairs, BackendError> {
         let per_node: Vec<Vec<NextHopRoute>> = remotes.iter().map(|l| self.routes_for(l)).collect();
         let nodes = per_node.iter().filter(|r| !r.is_empty()).count();
-        let wanted: Vec<NextHopRoute> = per_node.into_iter().flatten().collect();
+        // Sets on both sides: the comparison stays linear in the remote nodes.
+        let wanted: HashSet<NextHopRoute> = per_node.into_iter().flatten().collect();
         let mut actual: HashSet<NextHopRoute> = HashSet::new();
         for ipv6 in [false, true] {
             actual.extend(

@@ -314,24 +314,23 @@ impl Vxlan {
             .filter_map(|n| Some((n.ip, n.mac?)))
             .collect();
 
+        // What the paths want, as sets: the comparisons stay linear in the remote nodes.
+        let wanted_routes: HashSet<&NextHopRoute> = wanted.iter().map(|p| &p.route).collect();
+        let wanted_fdb: HashSet<&FdbEntry> = wanted.iter().map(|p| &p.fdb).collect();
+        let wanted_neigh: HashSet<(IpAddr, MacAddr)> =
+            wanted.iter().map(|p| (p.gateway, p.mac)).collect();
         // Stale objects first (reverse order: route, fdb, neighbour).
-        for r in routes
-            .iter()
-            .filter(|r| !wanted.iter().any(|p| p.route == **r))
-        {
+        for r in routes.iter().filter(|r| !wanted_routes.contains(r)) {
             gone_is_fine(self.nl.delete_nexthop_route(r))
                 .map_err(nl_err(format!("delete stale route to {}", r.dst)))?;
             repairs.removed += 1;
         }
-        for f in fdb.iter().filter(|f| !wanted.iter().any(|p| p.fdb == **f)) {
+        for f in fdb.iter().filter(|f| !wanted_fdb.contains(f)) {
             gone_is_fine(self.nl.delete_fdb_entry(dev.index, f))
                 .map_err(nl_err(format!("delete stale fdb {}", f.mac)))?;
             repairs.removed += 1;
         }
-        for (ip, mac) in neigh
-            .iter()
-            .filter(|(ip, mac)| !wanted.iter().any(|p| p.gateway == *ip && p.mac == *mac))
-        {
+        for (ip, mac) in neigh.iter().filter(|n| !wanted_neigh.contains(n)) {
             log::debug!("removing stale neighbour {ip} -> {mac}");
             gone_is_fine(self.nl.delete_neighbour(dev.index, *ip))
                 .map_err(nl_err(format!("delete stale neighbour {ip}")))?;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions, WatchStream};
+use cni_etcd::etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions, WatchStream};
 
 use crate::store::etcd::Access;
 use crate::store::{LeaseId, StoreError};

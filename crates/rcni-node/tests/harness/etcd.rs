@@ -1,53 +1,16 @@
-//! etcd as production runs it, for the tests: members (one process each, in a namespace of
-//! the test's), certificates made with `openssl` (a CA, server and client certificates with
-//! the underlay addresses as IP SANs), and agents expected to refuse to start.
+//! etcd as production runs it, for the tests: members (`cni_testkit::etcd::Member`, one
+//! process each, in a namespace of the test's), certificates made with `openssl` (a CA,
+//! server and client certificates with the underlay addresses as IP SANs), and agents
+//! expected to refuse to start.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use super::{attach_to_underlay, sh, wait_for, Cluster, Guard};
+use super::{attach_to_underlay, sh, wait_for, Cluster};
 
-/// One etcd member: its name, client URL and peer URL.
-#[derive(Debug, Clone)]
-pub struct Member {
-    pub name: String,
-    pub client_url: String,
-    pub peer_url: String,
-}
-
-impl Member {
-    /// `name=peer_url`, an `--initial-cluster` entry.
-    pub fn initial_cluster_entry(&self) -> String {
-        format!("{}={}", self.name, self.peer_url)
-    }
-
-    /// Starts the member in namespace `ns`, its data in `<dir>/etcd-<name>` (kept across
-    /// restarts) and its log in `<dir>/etcd-<name>.log`.
-    pub fn spawn(&self, ns: &str, dir: &Path, initial_cluster: &str, extra: &[String]) -> Guard {
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(format!("etcd-{}.log", self.name)))
-            .unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "etcd", "--name", &self.name])
-            .arg("--data-dir")
-            .arg(dir.join(format!("etcd-{}", self.name)))
-            .args(["--listen-client-urls", &self.client_url])
-            .args(["--advertise-client-urls", &self.client_url])
-            .args(["--listen-peer-urls", &self.peer_url])
-            .args(["--initial-advertise-peer-urls", &self.peer_url])
-            .args(["--initial-cluster", initial_cluster])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd (Debian package etcd-server)");
-        Guard(Some(child))
-    }
-}
+pub use cni_testkit::etcd::Member;
 
 /// The last lines of every etcd log in `dir`.
 pub fn log_tails(dir: &Path) -> String {

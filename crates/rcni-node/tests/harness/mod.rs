@@ -403,12 +403,12 @@ impl Cluster {
             peer_url: "http://127.0.0.1:2380".into(),
         };
         let cluster = member.initial_cluster_entry();
-        self.etcd = member.spawn(
+        self.etcd = Guard(Some(member.spawn(
             &self.sb.host().name,
             self.sb.dir(),
             &cluster,
             &self.etcd_server_args,
-        );
+        )));
         self.wait_etcd_healthy(&self.etcd_url.clone());
     }
 
@@ -495,6 +495,15 @@ impl Cluster {
             .clone()
             .unwrap_or_else(|| self.agent_etcd_args.clone());
         let node = &mut self.nodes[i];
+        // The agent's rule repair walks this cache: the node's own, never the machine's
+        // /var/lib/cni (a test may name another one).
+        let mut cache = Vec::new();
+        if !node.extra.iter().any(|a| a == "--cni-cache-dir") {
+            cache = vec![
+                "--cni-cache-dir".into(),
+                node.dir.join("cache").into_os_string(),
+            ];
+        }
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -525,6 +534,7 @@ impl Cluster {
                 "2",
             ])
             .args(["--health-addr", &format!("{}:9477", node.ip)])
+            .args(&cache)
             .args(&node.extra)
             .envs(node.env.iter().map(|(k, v)| (k, v)))
             .env("RCNI_LOG", "info")

@@ -2,12 +2,14 @@
 //! events or runtime logs in its CNI lifecycle stage; without an argument the node is
 //! inspected read-only (configs, plugins, and the leak audit of `audit.rs`), and `--fix`
 //! removes the leaks through the plugins' DEL and GC (`fix.rs`); `rcni pod` records without
-//! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`).
+//! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`); attachments
+//! whose nf_tables rules are missing are listed (`missing_rules.rs`).
 
 mod agent;
 mod audit;
 mod explain;
 mod fix;
+mod missing_rules;
 mod read;
 mod sandboxes;
 
@@ -89,13 +91,16 @@ pub fn inspect(
         applied.extend(fix::apply(rt, &snap, &judge(&snap)));
         findings = audit()?;
     }
+    let missing = missing_rules::audit(rt);
     if json_out {
-        let v = json!({"problems": problems, "leaks": findings, "fixed": applied});
+        let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
+                       "missingRules": missing});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_report(&problems, &findings, &applied);
+        missing_rules::print(&missing);
     }
-    Ok(problems.is_empty() && findings.is_empty())
+    Ok(problems.is_empty() && findings.is_empty() && missing.is_empty())
 }
 
 fn print_report(problems: &[Problem], findings: &[Finding], applied: &[fix::Applied]) {

@@ -113,13 +113,11 @@ fn named_nsids() -> BTreeMap<i32, String> {
         .collect()
 }
 
-/// The links of the namespace at `path`, empty when it cannot be read (it may vanish).
-fn links_at(path: &Path) -> Vec<Link> {
-    NetNs::open(path)
-        .ok()
-        .and_then(|ns| Handle::in_netns(&ns).ok())
-        .and_then(|mut h| h.links().ok())
-        .unwrap_or_default()
+/// The link with `index` in the namespace at `path` (one RTM_GETLINK, not a dump); `None`
+/// when there is none or the namespace cannot be read (it may vanish).
+fn link_at(path: &Path, index: u32) -> Option<Link> {
+    let ns = NetNs::open(path).ok()?;
+    Handle::in_netns(&ns).ok()?.link_by_index(index).ok()
 }
 
 /// `<ifname> in <where>` for a veth's peer. The peer's namespace is identified by its
@@ -141,9 +139,8 @@ fn find_peer(
     };
     if let Some(name) = nsids.get(&nsid) {
         let path = Path::new("/run/netns").join(name);
-        return links_at(&path)
-            .iter()
-            .find(|l| is_peer(l))
+        return link_at(&path, peer_index)
+            .filter(is_peer)
             .map(|p| format!("{} in {}", p.name, path.display()));
     }
     cache
@@ -151,9 +148,8 @@ fn find_peer(
         .map(|e| PathBuf::from(&e.netns))
         .filter(|p| !p.as_os_str().is_empty() && !p.starts_with("/run/netns"))
         .find_map(|p| {
-            links_at(&p)
-                .iter()
-                .find(|l| is_peer(l) && l.link_netnsid.is_some())
+            link_at(&p, peer_index)
+                .filter(|l| is_peer(l) && l.link_netnsid.is_some())
                 .map(|l| format!("{} in {}", l.name, p.display()))
         })
 }

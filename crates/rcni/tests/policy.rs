@@ -1,0 +1,389 @@
+//! Root-only: `rcni policy` against a real etcd in a throwaway namespace, every write
+//! checked independently with `etcdctl get --prefix`.
+
+use std::process::Command;
+
+use cni_testkit::etcd::Etcd;
+use cni_testkit::{is_root, run_command, PluginOutput, Sandbox};
+use serde_json::{json, Value};
+
+const PREFIX: &str = "/rcni.test/network";
+
+/// etcd in the sandbox's host namespace (dropped, so killed, before the namespace goes).
+struct Env {
+    etcd: Etcd,
+    sb: Sandbox,
+}
+
+impl Env {
+    fn new() -> Option<Env> {
+        if !is_root() {
+            eprintln!("skipped: needs root to create network namespaces");
+            return None;
+        }
+        let sb = Sandbox::new().unwrap();
+        let etcd = Etcd::start(sb.host(), sb.dir()).unwrap();
+        Some(Env { etcd, sb })
+    }
+
+    /// `rcni policy VERB --etcd-endpoints <etcd> --prefix PREFIX ARGS` in the namespace.
+    fn policy(&self, verb: &str, args: &[&str], stdin: &str) -> PluginOutput {
+        self.rcni(&[], &self.etcd.url, verb, args, stdin)
+    }
+
+    /// `rcni GLOBAL policy VERB --etcd-endpoints ENDPOINTS --prefix PREFIX ARGS`.
+    fn rcni(
+        &self,
+        global: &[&str],
+        endpoints: &str,
+        verb: &str,
+        args: &[&str],
+        stdin: &str,
+    ) -> PluginOutput {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.sb.host().name])
+            .arg(env!("CARGO_BIN_EXE_rcni"))
+            .args(global)
+            .args(["policy", verb, "--etcd-endpoints", endpoints])
+            .args(["--prefix", PREFIX])
+            .args(args)
+            .env_remove("RCNI_ETCD_ENDPOINTS");
+        run_command(cmd, stdin.as_bytes()).unwrap()
+    }
+
+    /// What etcdctl sees under the prefix.
+    fn stored(&self) -> Vec<(String, String)> {
+        self.etcd.entries(&format!("{PREFIX}/")).unwrap()
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.stored().into_iter().map(|(k, _)| k).collect()
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.sb.dir().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+/// Succeeded: its stdout.
+fn ok(out: PluginOutput) -> String {
+    assert_eq!(
+        out.status, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    out.stdout
+}
+
+/// Failed with status 1, printing nothing on stdout: its stderr.
+fn failed(out: PluginOutput) -> String {
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!(out.stdout, "");
+    out.stderr
+}
+
+const MANIFEST: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {team: shop}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-all, namespace: shop}
+spec:
+  podSelector: {}
+  policyTypes: [Ingress, Egress]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-frontend}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: frontend}}}]
+    ports: [{protocol: TCP, port: 8080}]
+"#;
+
+#[test]
+fn apply_get_list_delete_round_trip() {
+    let Some(env) = Env::new() else { return };
+    let file = env.file("policies.yaml", MANIFEST);
+    assert_eq!(
+        ok(env.policy("apply", &["-f", &file], "")),
+        "namespace/shop created\n\
+         networkpolicy.networking.k8s.io/deny-all created\n\
+         networkpolicy.networking.k8s.io/web-from-frontend created\n"
+    );
+    assert_eq!(
+        env.keys(),
+        [
+            format!("{PREFIX}/namespaces/shop"),
+            format!("{PREFIX}/policies/default/web-from-frontend"),
+            format!("{PREFIX}/policies/shop/deny-all"),
+        ]
+    );
+    let stored: Value = serde_json::from_str(&env.stored()[1].1).unwrap();
+    assert_eq!(stored["metadata"]["namespace"], "default", "{stored}");
+    assert_eq!(stored["kind"], "NetworkPolicy");
+    assert_eq!(stored["spec"]["ingress"][0]["ports"][0]["port"], 8080);
+
+    // The same again: nothing changes, not even the revisions.
+    let before = env.etcd.etcdctl(&["get", "--prefix", PREFIX, "-w", "json"]);
+    let before: Value = serde_json::from_str(&before.unwrap().stdout).unwrap();
+    assert_eq!(
+        ok(env.policy("apply", &["-f", &file], "")),
+        "namespace/shop unchanged\n\
+         networkpolicy.networking.k8s.io/deny-all unchanged\n\
+         networkpolicy.networking.k8s.io/web-from-frontend unchanged\n"
+    );
+    let after = env.etcd.etcdctl(&["get", "--prefix", PREFIX, "-w", "json"]);
+    let after: Value = serde_json::from_str(&after.unwrap().stdout).unwrap();
+    assert_eq!(before["kvs"], after["kvs"]);
+
+    // A JSON List on stdin: one policy changed, one new.
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "deny-all", "namespace": "shop"},
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "db", "namespace": "shop"},
+         "spec": {"podSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db"]}]}}},
+    ]});
+    assert_eq!(
+        ok(env.policy("apply", &["-f", "-"], &list.to_string())),
+        "networkpolicy.networking.k8s.io/deny-all configured\n\
+         networkpolicy.networking.k8s.io/db created\n"
+    );
+    let deny = env.etcd.etcdctl(&[
+        "get",
+        "--print-value-only",
+        &format!("{PREFIX}/policies/shop/deny-all"),
+    ]);
+    let deny: Value = serde_json::from_str(&deny.unwrap().stdout).unwrap();
+    assert_eq!(deny["spec"]["policyTypes"], json!(["Ingress"]));
+
+    // get: the table row, and the object as stored.
+    assert_eq!(
+        ok(env.policy("get", &["-n", "shop", "db"], "")),
+        "NAME   POD-SELECTOR\ndb     tier in (db)\n"
+    );
+    let got: Value = serde_json::from_str(&ok(env.policy(
+        "get",
+        &["-n", "shop", "db", "-o", "json"],
+        "",
+    )))
+    .unwrap();
+    let stored = env.etcd.etcdctl(&[
+        "get",
+        "--print-value-only",
+        &format!("{PREFIX}/policies/shop/db"),
+    ]);
+    assert_eq!(
+        got,
+        serde_json::from_str::<Value>(&stored.unwrap().stdout).unwrap()
+    );
+    let yaml = ok(env.policy("get", &["-n", "shop", "db", "-o", "yaml"], ""));
+    assert!(
+        yaml.contains("kind: NetworkPolicy\n") && yaml.contains("name: db\n"),
+        "{yaml}"
+    );
+
+    // list: one namespace, all, and an empty one.
+    assert_eq!(
+        ok(env.policy("list", &["-n", "shop"], "")),
+        "NAME       POD-SELECTOR\ndb         tier in (db)\ndeny-all   <none>\n"
+    );
+    assert_eq!(
+        ok(env.policy("list", &["-A"], "")),
+        "NAMESPACE   NAME                POD-SELECTOR\n\
+         default     web-from-frontend   app=web\n\
+         shop        db                  tier in (db)\n\
+         shop        deny-all            <none>\n"
+    );
+    let empty = env.policy("list", &["-n", "nothing"], "");
+    assert_eq!(empty.stderr, "No resources found in nothing namespace.\n");
+    assert_eq!(ok(empty), "");
+    let listed: Value =
+        serde_json::from_str(&ok(env.policy("list", &["-A", "-o", "json"], ""))).unwrap();
+    assert_eq!(listed["kind"], "List");
+    assert_eq!(listed["items"].as_array().unwrap().len(), 3);
+
+    // delete by name, then a missing one, then by file.
+    assert_eq!(
+        ok(env.policy("delete", &["-n", "shop", "db"], "")),
+        "networkpolicy.networking.k8s.io \"db\" deleted\n"
+    );
+    assert!(!env.keys().contains(&format!("{PREFIX}/policies/shop/db")));
+    assert_eq!(
+        failed(env.policy("delete", &["-n", "shop", "db"], "")),
+        "Error from server (NotFound): networkpolicies.networking.k8s.io \"db\" not found\n"
+    );
+    assert_eq!(
+        failed(env.policy("get", &["db"], "")),
+        "Error from server (NotFound): networkpolicies.networking.k8s.io \"db\" not found\n"
+    );
+    assert_eq!(
+        ok(env.policy("delete", &["-f", &file], "")),
+        "namespace \"shop\" deleted\n\
+         networkpolicy.networking.k8s.io \"deny-all\" deleted\n\
+         networkpolicy.networking.k8s.io \"web-from-frontend\" deleted\n"
+    );
+    assert_eq!(env.keys(), Vec::<String>::new());
+}
+
+#[test]
+fn an_invalid_policy_is_refused_as_kubectl_says_it_and_nothing_is_stored() {
+    let Some(env) = Env::new() else { return };
+    let bad = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: fine, namespace: shop}
+spec: {podSelector: {}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: ports, namespace: shop}
+spec:
+  podSelector: {}
+  ingress: [{ports: [{protocol: TCP, port: 90, endPort: 80}]}]
+"#;
+    let file = env.file("bad.yaml", bad);
+    let stderr = failed(env.policy("apply", &["-f", &file], ""));
+    assert_eq!(
+        stderr,
+        "The NetworkPolicy \"ports\" is invalid: spec.ingress[0].ports[0].endPort: Invalid value: 80: must be greater than or equal to `port`\n"
+    );
+    assert_eq!(env.keys(), Vec::<String>::new(), "nothing stored");
+
+    // With --json: rcni's CNI error object on stdout instead.
+    let out = env.rcni(&["--json"], &env.etcd.url, "apply", &["-f", &file], "");
+    assert_eq!(out.status, 1);
+    let error: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(error["msg"]
+        .as_str()
+        .unwrap()
+        .starts_with("The NetworkPolicy \"ports\" is invalid"));
+    assert_eq!(env.keys(), Vec::<String>::new());
+}
+
+fn pod_record(node: &str, ns: &str, name: &str, labels: Value, ip: &str) -> (String, String) {
+    let key = format!("{PREFIX}/pods/{node}/{ns}/{name}");
+    let value = json!({"namespace": ns, "name": name, "node": node, "labels": labels,
+        "ips": [ip], "namedPorts": {"http": {"protocol": "TCP", "port": 8080}}});
+    (key, value.to_string())
+}
+
+#[test]
+fn explain_shows_the_policies_selecting_a_published_pod_and_what_they_allow() {
+    let Some(env) = Env::new() else { return };
+    let manifest = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {team: shop}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-frontend, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: frontend}}}]
+    ports: [{protocol: TCP, port: http}]
+  - from: [{ipBlock: {cidr: 198.18.0.0/16, except: [198.18.9.0/24]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: egress-none, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Egress]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: other, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: db}}
+"#;
+    ok(env.policy("apply", &["-f", "-"], manifest));
+    for (key, value) in [
+        pod_record(
+            "node1",
+            "shop",
+            "web-1",
+            json!({"app": "web"}),
+            "198.19.1.5",
+        ),
+        pod_record(
+            "node2",
+            "shop",
+            "frontend-1",
+            json!({"app": "frontend"}),
+            "198.19.2.7",
+        ),
+    ] {
+        let put = env.etcd.etcdctl(&["put", &key, &value]).unwrap();
+        assert_eq!(put.status, 0, "{}", put.stderr);
+    }
+
+    let out = ok(env.policy("explain", &["shop/web-1"], ""));
+    assert_eq!(
+        out,
+        "Pod shop/web-1 on node node1: 198.19.1.5 (labels app=web)\n\
+         Policies: shop/egress-none (Egress), shop/web-from-frontend (Ingress)\n\
+         Ingress: isolated by shop/web-from-frontend\n  \
+         shop/web-from-frontend[0]: from/to pods {\"matchLabels\":{\"app\":\"frontend\"}} in namespace shop (1 addresses); on TCP/http (named)\n  \
+         shop/web-from-frontend[1]: from/to 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
+         Egress: isolated by shop/egress-none\n  nothing allowed\n"
+    );
+
+    let out = env.rcni(&["--json"], &env.etcd.url, "explain", &["shop/web-1"], "");
+    let v: Value = serde_json::from_str(&ok(out)).unwrap();
+    assert_eq!(v["pod"]["node"], "node1");
+    assert_eq!(v["ingress"]["isolated"], true);
+    assert_eq!(
+        v["ingress"]["rules"][0]["peers"][0]["ips"],
+        json!(["198.19.2.7"])
+    );
+    assert_eq!(v["ingress"]["rules"][0]["ports"][0]["name"], "http");
+    assert_eq!(v["egress"]["rules"], json!([]));
+    assert_eq!(v["policies"][0]["policyTypes"], json!(["Egress"]));
+
+    // A pod no node published.
+    let err = failed(env.policy("explain", &["shop/web-2"], ""));
+    assert_eq!(
+        err,
+        "error: pod shop/web-2 is not known (no node publishes it); pods of namespace shop: frontend-1, web-1\n"
+    );
+    let err = failed(env.policy("explain", &["empty/x"], ""));
+    assert!(
+        err.ends_with("no node publishes a pod of namespace empty\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unreachable_etcd_is_one_line_and_status_1() {
+    let Some(env) = Env::new() else { return };
+    // Nothing listens on this port in the sandbox.
+    let out = env.rcni(&[], "http://127.0.0.1:2399", "list", &["-A"], "");
+    let err = failed(out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: etcd http://127.0.0.1:2399: unreachable ("),
+        "{err}"
+    );
+    // The input is read before etcd is asked: a missing file is said first.
+    let err = failed(env.policy("apply", &["-f", "/nonexistent.yaml"], ""));
+    assert_eq!(
+        err,
+        "error: the path \"/nonexistent.yaml\" does not exist\n"
+    );
+}
