@@ -173,7 +173,10 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
         status_stop,
         written,
     ));
-    let result = run_agent(opts, versions, health, says_healthy, shutdown).await;
+    // A local task set: the NetworkPolicy tasks hold etcd requests (`cni_etcd::Connection`)
+    // whose futures are not `Send`, so they are spawned on this thread (`spawn_local`).
+    let agent = run_agent(opts, versions, health, says_healthy, shutdown);
+    let result = tokio::task::LocalSet::new().run_until(agent).await;
     let reason = match &result {
         Ok(()) => "agent stopped".to_string(),
         Err(e) => format!("agent failed: {e:#}"),

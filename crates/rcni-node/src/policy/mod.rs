@@ -17,7 +17,6 @@
 //! `br_netfilter`, whose switches [`enable_bridge_netfilter`] turns on in the agent's
 //! namespace.
 
-pub mod kv;
 pub mod publish;
 pub mod view;
 
@@ -34,8 +33,7 @@ use crate::health::{lock, unix_now, SharedHealth};
 use crate::pods::cri::CriPods;
 use crate::pods::records::RecordPods;
 use crate::pods::PodSource;
-use crate::store::etcd::Access;
-use kv::{Kv, KvWatch};
+use cni_etcd::{Access, ConnectError, Connection, EtcdError, Probe, Watch};
 use publish::Publisher;
 use view::View;
 
@@ -133,7 +131,8 @@ pub struct PolicyConfig {
     pub pod_state_dir: PathBuf,
 }
 
-/// Starts enforcement for the node; runs until `shutdown`.
+/// Starts enforcement for the node on the current thread's local task set (see
+/// [`tokio::task::spawn_local`]); runs until `shutdown`.
 pub fn spawn(
     cfg: PolicyConfig,
     health: SharedHealth,
@@ -147,7 +146,7 @@ pub fn spawn(
                 socket.display()
             );
             let source = CriPods::new(CriClient::new(&socket));
-            tokio::spawn(run(cfg, source, health, shutdown))
+            tokio::task::spawn_local(run(cfg, source, health, shutdown))
         }
         None => {
             log::info!(
@@ -155,32 +154,48 @@ pub fn spawn(
                 cfg.pod_state_dir.display()
             );
             let source = RecordPods::new(&cfg.pod_state_dir);
-            tokio::spawn(run(cfg, source, health, shutdown))
+            tokio::task::spawn_local(run(cfg, source, health, shutdown))
         }
     }
 }
 
-async fn run<S: PodSource + Send + 'static>(
+async fn run<S: PodSource + 'static>(
     cfg: PolicyConfig,
     source: S,
     health: SharedHealth,
     shutdown: watch::Receiver<bool>,
 ) {
     let (local_tx, local_rx) = watch::channel(None);
-    let scan = tokio::spawn(scan(cfg.clone(), source, local_tx, shutdown.clone()));
+    let scan = tokio::task::spawn_local(scan(cfg.clone(), source, local_tx, shutdown.clone()));
     enforce(&cfg, local_rx, &health, shutdown).await;
     let _ = scan.await;
 }
 
-/// Connects `kv` if it is not yet.
+/// The datastore could not be reached, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("etcd: {0}")]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Etcd(#[from] EtcdError),
+}
+
+/// Connects `conn` if it is not yet, to the first endpoint that lets this client read
+/// `read` (and write `write`, when given).
 async fn connected<'a>(
-    kv: &'a mut Option<Kv>,
+    conn: &'a mut Option<Connection>,
     access: &Access,
-) -> Result<&'a mut Kv, crate::store::StoreError> {
-    if kv.is_none() {
-        *kv = Some(Kv::connect(access).await?);
+    read: &str,
+    write: Option<&str>,
+) -> Result<&'a mut Connection, ConnectError> {
+    if conn.is_none() {
+        let probe = Probe {
+            read: read.to_string(),
+            write: write.map(str::to_string),
+        };
+        *conn = Some(Connection::connect(access, &probe).await?);
     }
-    Ok(kv.as_mut().expect("set above"))
+    Ok(conn.as_mut().expect("set above"))
 }
 
 /// Lists the node's pods every [`RESCAN`], hands them to the enforcement and publishes them.
@@ -195,7 +210,9 @@ async fn scan<S: PodSource>(
         node: cfg.node.clone(),
         subnet_key: cfg.subnet_key.clone(),
     };
-    let mut kv = None;
+    let own = publisher.keys.pods(Some(&cfg.node));
+    let probe_key = format!("{own}rcni-permission-probe");
+    let mut conn = None;
     loop {
         match source.pods().await {
             Ok(pods) => {
@@ -204,10 +221,11 @@ async fn scan<S: PodSource>(
                     *last = Some(pods.clone());
                     changed
                 });
-                let published = match connected(&mut kv, &cfg.access).await {
-                    Ok(kv) => publisher.round(kv, &pods).await,
-                    Err(e) => Err(e),
-                };
+                let published =
+                    match connected(&mut conn, &cfg.access, &own, Some(&probe_key)).await {
+                        Ok(conn) => publisher.round(conn, &pods).await.map_err(InputError::from),
+                        Err(e) => Err(InputError::from(e)),
+                    };
                 if let Err(e) = published {
                     log::warn!("publish this node's pods: {e}; retrying");
                 }
@@ -223,15 +241,15 @@ async fn scan<S: PodSource>(
 
 /// Reads everything under the prefix into `view` and watches it from there.
 async fn relist(
-    kv: &mut Option<Kv>,
+    conn: &mut Option<Connection>,
     cfg: &PolicyConfig,
     view: &mut View,
-) -> Result<(KvWatch, bool), crate::store::StoreError> {
-    let kv = connected(kv, &cfg.access).await?;
+) -> Result<(Watch, bool), InputError> {
     let prefix = format!("{}/", cfg.prefix.trim_end_matches('/'));
-    let (entries, revision) = kv.list(&prefix).await?;
-    let changed = view.load(entries);
-    Ok((kv.watch(&prefix, revision).await?, changed))
+    let conn = connected(conn, &cfg.access, &prefix, None).await?;
+    let listing = conn.get_prefix(&prefix).await?;
+    let changed = view.load(listing.entries);
+    Ok((conn.watch_prefix(&prefix, listing.revision).await?, changed))
 }
 
 /// Builds the program of `view` and commits it (on a blocking thread); records the outcome.
@@ -272,7 +290,7 @@ async fn sync(view: &View, health: &SharedHealth) -> bool {
     }
 }
 
-fn read_failed(health: &SharedHealth, e: &crate::store::StoreError) {
+fn read_failed(health: &SharedHealth, e: &InputError) {
     log::warn!("policy inputs: {e}; the program in force stays, re-reading");
     if let Some(p) = lock(health).policy.as_mut() {
         p.sync_errors += 1;
@@ -287,14 +305,14 @@ async fn enforce(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut view = View::new(Keys::new(&cfg.prefix), &cfg.node);
-    let mut kv = None;
-    let mut watch: Option<KvWatch> = None;
+    let mut conn = None;
+    let mut watch: Option<Watch> = None;
     let mut relist_at = tokio::time::Instant::now();
     let mut dirty = false;
     let mut due: Option<tokio::time::Instant> = None;
     loop {
         if watch.is_none() && tokio::time::Instant::now() >= relist_at {
-            match relist(&mut kv, cfg, &mut view).await {
+            match relist(&mut conn, cfg, &mut view).await {
                 Ok((w, changed)) => {
                     watch = Some(w);
                     dirty |= changed;
@@ -320,7 +338,7 @@ async fn enforce(
             changes = next => match changes {
                 Ok(changes) => dirty |= view.apply(changes),
                 Err(e) => {
-                    read_failed(health, &e);
+                    read_failed(health, &e.into());
                     watch = None;
                     relist_at = tokio::time::Instant::now() + RETRY;
                 }

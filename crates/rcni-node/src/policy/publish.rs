@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use cni_policy::stored::{Keys, PodRecord};
 use cni_policy::Pod;
 
-use super::kv::{Entry, Kv};
-use crate::store::{LeaseId, StoreError};
+use cni_etcd::{Connection, Entry, EtcdError};
+
+use crate::store::LeaseId;
 
 /// What one round writes and deletes.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -66,18 +67,23 @@ impl Publisher {
     /// Brings the node's records in line with `pods`; how many keys it wrote or deleted.
     /// Nothing is written while the node holds no lease (its key is missing: the agent is
     /// taking it back, and the next round publishes under the new one).
-    pub async fn round(&self, kv: &mut Kv, pods: &[Pod]) -> Result<usize, StoreError> {
-        let Some(lease) = kv.lease_of(&self.subnet_key).await?.filter(|l| *l != 0) else {
+    pub async fn round(&self, conn: &mut Connection, pods: &[Pod]) -> Result<usize, EtcdError> {
+        let bound = conn.get(&self.subnet_key).await?.map(|e| e.lease);
+        let Some(lease) = bound.filter(|l| *l != 0) else {
             log::debug!("no lease on {} yet; pods not published", self.subnet_key);
             return Ok(0);
         };
-        let (stored, _) = kv.list(&self.keys.pods(Some(&self.node))).await?;
-        let plan = plan(&stored, &records(&self.keys, &self.node, pods), lease);
+        let stored = conn.get_prefix(&self.keys.pods(Some(&self.node))).await?;
+        let plan = plan(
+            &stored.entries,
+            &records(&self.keys, &self.node, pods),
+            lease,
+        );
         for (key, value) in &plan.puts {
-            kv.put(key, value, lease).await?;
+            conn.put(key, value, Some(lease)).await?;
         }
         for key in &plan.deletes {
-            kv.delete(key).await?;
+            conn.delete(key).await?;
         }
         let done = plan.puts.len() + plan.deletes.len();
         if done > 0 {
@@ -120,6 +126,8 @@ mod tests {
             .map(|(k, v)| Entry {
                 key: k.clone(),
                 value: v.clone(),
+                create_revision: 1,
+                mod_revision: 1,
                 lease: 7,
             })
             .collect();

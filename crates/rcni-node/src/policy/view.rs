@@ -10,7 +10,7 @@ use cni_policy::nft::{program, ProgramError, Summary};
 use cni_policy::stored::{cluster_from, Key, Keys};
 use cni_policy::{Cluster, Pod};
 
-use super::kv::{Change, Entry};
+use cni_etcd::{Entry, WatchEvent};
 
 /// The enforcement inputs of one node.
 #[derive(Debug, Clone)]
@@ -67,16 +67,16 @@ impl View {
     }
 
     /// Applies watched changes; whether any was an input.
-    pub fn apply(&mut self, changes: Vec<Change>) -> bool {
+    pub fn apply(&mut self, changes: Vec<WatchEvent>) -> bool {
         let mut changed = false;
         for change in changes {
             match change {
-                Change::Put { key, value } if self.wanted(&key) => {
-                    changed |= self.stored.get(&key) != Some(&value);
-                    self.stored.insert(key, value);
+                WatchEvent::Put(e) if self.wanted(&e.key) => {
+                    changed |= self.stored.get(&e.key) != Some(&e.value);
+                    self.stored.insert(e.key, e.value);
                 }
-                Change::Delete { key } => changed |= self.stored.remove(&key).is_some(),
-                Change::Put { .. } => {}
+                WatchEvent::Delete { key } => changed |= self.stored.remove(&key).is_some(),
+                WatchEvent::Put(_) => {}
             }
         }
         changed
@@ -147,6 +147,8 @@ mod tests {
         Entry {
             key,
             value: value.to_vec(),
+            create_revision: 1,
+            mod_revision: 1,
             lease: 0,
         }
     }
@@ -188,23 +190,15 @@ mod tests {
         view.load(Vec::new());
         assert!(!view.load(Vec::new()));
         let own = keys.pod("n1", "x", "a");
-        assert!(!view.apply(vec![Change::Put {
-            key: own,
-            value: b"{}".to_vec()
-        }]));
-        assert!(!view.apply(vec![Change::Put {
-            key: "/p/subnets/198.19.1.0-24".into(),
-            value: b"{}".to_vec()
-        }]));
+        assert!(!view.apply(vec![WatchEvent::Put(entry(own, b"{}"))]));
+        let subnet = "/p/subnets/198.19.1.0-24".to_string();
+        assert!(!view.apply(vec![WatchEvent::Put(entry(subnet, b"{}"))]));
         let pol = keys.policy("x", "deny");
-        let put = Change::Put {
-            key: pol.clone(),
-            value: DENY.to_vec(),
-        };
+        let put = WatchEvent::Put(entry(pol.clone(), DENY));
         assert!(view.apply(vec![put.clone()]));
         assert!(!view.apply(vec![put]));
-        assert!(view.apply(vec![Change::Delete { key: pol.clone() }]));
-        assert!(!view.apply(vec![Change::Delete { key: pol }]));
+        assert!(view.apply(vec![WatchEvent::Delete { key: pol.clone() }]));
+        assert!(!view.apply(vec![WatchEvent::Delete { key: pol }]));
         assert!(view.set_local(Vec::new()));
         assert!(!view.set_local(Vec::new()));
     }
