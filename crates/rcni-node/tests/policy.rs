@@ -24,14 +24,15 @@ const DENY_INGRESS: &str = "  podSelector: {}\n  policyTypes: [Ingress]\n";
 
 /// Whether br_netfilter is loaded (the agent refuses to enforce policies without it).
 fn br_netfilter() -> bool {
-    if std::path::Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists() {
+    if br_netfilter_loaded() {
         return true;
     }
-    eprintln!("skipping: the br_netfilter module is not loaded");
+    eprintln!("skipping: the br_netfilter module is not loaded (/proc/sys/net/bridge is absent)");
     false
 }
 
-/// Two host-gw nodes whose agents read pods from their `pods/` record directories.
+/// Two host-gw nodes whose agents read pods from their `pods/` record directories (the
+/// harness's default, [`pod_state_dir`]).
 fn two_nodes() -> Cluster {
     let mut c = Cluster::new(json!({"Type": "host-gw"}));
     // `rcni pod run` attaches loopback too.
@@ -39,10 +40,6 @@ fn two_nodes() -> Cluster {
     std::os::unix::fs::symlink(multi, c.plugins.join("loopback")).unwrap();
     for _ in 0..2 {
         let i = c.add_node();
-        let dir = pod_state_dir(&c.nodes[i].dir);
-        c.nodes[i]
-            .extra
-            .extend(["--pod-state-dir".to_string(), dir.display().to_string()]);
         c.start_agent(i);
     }
     c.wait_converged(Duration::from_secs(30))

@@ -23,7 +23,7 @@ pub const PORTS: [u16; 2] = [80, 81];
 /// millisecond; this leaves room on a loaded machine).
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The extra agent flag pointing it at node `dir`'s pod records.
+/// Where node `dir`'s `rcni pod` records are (the harness points its agent there).
 pub fn pod_state_dir(dir: &std::path::Path) -> PathBuf {
     dir.join("pods")
 }
