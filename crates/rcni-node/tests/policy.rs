@@ -34,7 +34,11 @@ fn br_netfilter() -> bool {
 /// Two host-gw nodes whose agents read pods from their `pods/` record directories (the
 /// harness's default, [`pod_state_dir`]).
 fn two_nodes() -> Cluster {
-    let mut c = Cluster::new(json!({"Type": "host-gw"}));
+    two_nodes_of(Cluster::new(json!({"Type": "host-gw"})))
+}
+
+/// Two nodes of cluster `c` (no node yet), as [`two_nodes`].
+fn two_nodes_of(mut c: Cluster) -> Cluster {
     // `rcni pod run` attaches loopback too.
     let multi = cni_testkit::bin_path("rcni-plugins").unwrap();
     std::os::unix::fs::symlink(multi, c.plugins.join("loopback")).unwrap();
@@ -199,6 +203,163 @@ fn enforcement_survives_an_etcd_outage_and_an_agent_restart() {
         metrics.contains("rcni_node_policy_last_sync_timestamp_seconds "),
         "{metrics}"
     );
+}
+
+#[test]
+fn new_pods_relabelled_namespaces_and_open_connections_follow_the_policies() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    let c = two_nodes();
+    let mut w = World::new(&c);
+    w.enforced(&c, "no policy");
+
+    // Long-lived connections into x/a (node1): from z/a on the same node, from z/b on the
+    // other; and from z/c (node1) out to y/a (node2).
+    let port = 7000;
+    let _servers: Vec<EchoServer> = [("x", "a"), ("y", "a")]
+        .iter()
+        .map(|(ns, name)| {
+            let p = w.pod(ns, name);
+            echo_server(&p.netns.name, p.pod.ips[0], port)
+        })
+        .collect();
+    let open = |from: (&str, &str), to: (&str, &str)| {
+        let (src, dst) = (w.pod(from.0, from.1), w.pod(to.0, to.1));
+        let what = format!("{} -> {}", src.pod.key(), dst.pod.key());
+        let target = std::net::SocketAddr::new(dst.pod.ips[0], port);
+        Conversation::open(&src.netns.name, target, &what)
+    };
+    let mut same_node = open(("z", "a"), ("x", "a"));
+    let mut other_node = open(("z", "b"), ("x", "a"));
+    let mut outwards = open(("z", "c"), ("y", "a"));
+    for conv in [&mut same_node, &mut other_node, &mut outwards] {
+        assert!(conv.alive(), "{}: no echo before any policy", conv.what);
+    }
+
+    // A policy that concerns none of them: they keep working.
+    w.apply(
+        &c,
+        &policy(
+            "y",
+            "deny-b",
+            "  podSelector: {matchLabels: {pod: b}}\n  policyTypes: [Ingress]\n",
+        ),
+    );
+    w.enforced(&c, "unrelated policy");
+    for conv in [&mut same_node, &mut other_node, &mut outwards] {
+        assert!(
+            conv.alive(),
+            "{}: stopped by an unrelated policy",
+            conv.what
+        );
+    }
+
+    // x admits only its own namespace: both connections into x/a stop, the other goes on.
+    w.apply(
+        &c,
+        &policy(
+            "x",
+            "same-ns",
+            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {}}]\n",
+        ),
+    );
+    w.enforced(&c, "x admits only x");
+    for conv in [&mut same_node, &mut other_node] {
+        assert!(
+            !conv.echoes(Duration::from_secs(1)),
+            "{}: still passes after its ingress was denied",
+            conv.what
+        );
+    }
+    assert!(outwards.alive(), "{}: stopped by x's policy", outwards.what);
+    // z may send nothing out: the connection out of z/c stops on its own node.
+    w.apply(
+        &c,
+        &policy(
+            "z",
+            "no-egress",
+            "  podSelector: {}\n  policyTypes: [Egress]\n",
+        ),
+    );
+    w.enforced(&c, "z egress denied");
+    assert!(
+        !outwards.echoes(Duration::from_secs(1)),
+        "{}: still passes after its egress was denied",
+        outwards.what
+    );
+
+    // A pod added after the policy that selects it (x/d on node2) is isolated at once.
+    w.clear(&c);
+    w.apply(
+        &c,
+        &policy(
+            "x",
+            "from-b",
+            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {matchLabels: {pod: b}}}]\n",
+        ),
+    );
+    w.enforced(&c, "x admits pod=b of x");
+    w.add_pod(&c, 1, "x", "d");
+    w.enforced(&c, "pod x/d added after the policy");
+
+    // A namespaceSelector peer follows the namespaces' labels.
+    w.clear(&c);
+    w.apply(
+        &c,
+        &policy(
+            "x",
+            "from-y",
+            "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: y}}}]\n",
+        ),
+    );
+    w.enforced(&c, "x admits namespaces ns=y");
+    w.label_namespace(&c, "y", &[("ns", "q")]);
+    w.enforced(&c, "y relabelled ns=q: no longer admitted");
+    w.label_namespace(&c, "z", &[("ns", "y")]);
+    w.enforced(&c, "z relabelled ns=y: admitted");
+}
+
+#[test]
+fn policies_are_enforced_on_ipv6_addresses_of_dual_stack_pods() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    // Pods get IPv6 addresses from the unique local range.
+    let config = json!({
+        "Network": CLUSTER_NET, "SubnetLen": 24,
+        "EnableIPv6": true, "IPv6Network": "fd52:18::/48", "IPv6SubnetLen": 64,
+        "Backend": {"Type": "host-gw"}
+    });
+    let c = two_nodes_of(Cluster::with_config(config));
+    let mut w = World::new(&c);
+    w.probe_ipv6 = true;
+    assert!(
+        w.pods.iter().all(|p| p.pod.ips.len() == 2),
+        "dual-stack pods"
+    );
+    w.enforced(&c, "no policy, IPv6");
+    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+    w.apply(
+        &c,
+        &policy(
+            "x",
+            "same-ns",
+            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {}}]\n",
+        ),
+    );
+    w.enforced(&c, "x: default-deny ingress and allow from x, over IPv6");
+    for (i, n) in c.nodes.iter().enumerate() {
+        let table = policy_table(&n.ns.name).unwrap();
+        let mut want: Vec<String> = w
+            .pods
+            .iter()
+            .filter(|p| p.node == i && p.pod.namespace == "x")
+            .map(|p| p.pod.ips[1].to_string())
+            .collect();
+        want.sort();
+        assert_eq!(map_addresses(&table, "ingress6"), want);
+    }
 }
 
 /// Time from a policy put (and delete) in etcd to its enforcement on both nodes, polled with

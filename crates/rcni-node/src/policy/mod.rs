@@ -8,7 +8,10 @@
 //! - the enforcement: one read of everything under the prefix, then a watch of it, keep a
 //!   [`View`] of the stored policies, namespaces and other nodes' pods; on every change (bursts
 //!   coalesced over [`COALESCE`]) the nf_tables program of [`cni_policy::nft`] is built for
-//!   the node's pods and committed in one transaction on a blocking thread.
+//!   the node's pods and committed in one transaction on a blocking thread; then the
+//!   conntrack entries of the node's pods' connections the new policies deny are deleted
+//!   ([`conntrack`]), so that a connection opened while it was allowed stops with the change
+//!   (its next packet is tracked as new and dropped), while allowed ones are left alone.
 //!
 //! The program outlives the agent's view of the datastore: while etcd is unreachable the
 //! last program stays, the agent never deletes it on exit, and a restarted agent leaves the
@@ -17,6 +20,7 @@
 //! `br_netfilter`, whose switches [`enable_bridge_netfilter`] turns on in the agent's
 //! namespace.
 
+pub mod conntrack;
 pub mod publish;
 pub mod view;
 
@@ -256,10 +260,18 @@ async fn relist(
 async fn sync(view: &View, health: &SharedHealth) -> bool {
     let view = view.clone();
     let started = Instant::now();
-    let done = tokio::task::spawn_blocking(move || -> anyhow::Result<view::Built> {
+    let done = tokio::task::spawn_blocking(move || -> anyhow::Result<(view::Built, usize)> {
         let built = view.build()?;
-        cni_nft::Nft::new()?.commit(&built.batch)?;
-        Ok(built)
+        let mut nft = cni_nft::Nft::new()?;
+        nft.commit(&built.batch)?;
+        // The program is in force whatever happens to the flush; a failed one is retried
+        // with the next program.
+        let flushed = conntrack::flush_denied(&mut nft, &built.cluster, &built.local)
+            .unwrap_or_else(|e| {
+                log::warn!("conntrack entries of newly denied connections not deleted: {e}");
+                0
+            });
+        Ok((built, flushed))
     })
     .await;
     let outcome = done.map_err(anyhow::Error::from).and_then(|r| r);
@@ -268,9 +280,9 @@ async fn sync(view: &View, health: &SharedHealth) -> bool {
         return true;
     };
     match outcome {
-        Ok(built) => {
+        Ok((built, flushed)) => {
             log::info!(
-                "policy program: {} policies, {} local pod(s) isolated, {} addresses, committed in {} ms",
+                "policy program: {} policies, {} local pod(s) isolated, {} addresses, committed in {} ms; {flushed} denied connection(s) stopped",
                 built.policies,
                 built.summary.isolated_pods,
                 built.summary.elements,

@@ -4,6 +4,7 @@
 //! through the datastore). The program is built from it once both have been read in full.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use cni_nft::Batch;
 use cni_policy::nft::{program, ProgramError, Summary};
@@ -24,11 +25,14 @@ pub struct View {
     loaded: bool,
 }
 
-/// What one build made.
+/// What one build made, and what it was made from.
 pub struct Built {
     pub batch: Batch,
     pub summary: Summary,
     pub policies: usize,
+    pub cluster: Cluster,
+    /// The addresses of this node's pods.
+    pub local: BTreeSet<IpAddr>,
 }
 
 impl View {
@@ -120,10 +124,18 @@ impl View {
     pub fn build(&self) -> Result<Built, ProgramError> {
         let (cluster, local) = self.cluster();
         let (batch, summary) = program(&cluster, |p| local.contains(&p.key()))?;
+        let addresses = cluster
+            .pods
+            .iter()
+            .filter(|p| local.contains(&p.key()))
+            .flat_map(|p| p.ips.iter().copied())
+            .collect();
         Ok(Built {
             batch,
             summary,
             policies: cluster.policies.len(),
+            cluster,
+            local: addresses,
         })
     }
 }

@@ -6,14 +6,17 @@
 //! the same cluster.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cni_policy::stored::Keys;
 use cni_policy::{allows_matrix, parse_documents, Cluster as Model, Document, Pod, Protocol};
-use cni_testkit::{bin_path, reach_matrix, serve_tcp_udp, Netns, Servers, Transport};
+use cni_testkit::{bin_path, reach_matrix, run_in, serve_tcp_udp, Netns, Servers, Transport};
 use serde_json::{json, Value};
 
 use super::{ip_json, wait_for, Cluster, PREFIX};
@@ -34,7 +37,8 @@ pub struct NetPod {
     pub pod: Pod,
     pub node: usize,
     pub id: String,
-    _servers: Servers,
+    /// The servers of each of its addresses.
+    _servers: Vec<Servers>,
 }
 
 /// Pods, namespaces and policies of one test, and what the model says of them.
@@ -43,6 +47,8 @@ pub struct World {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// Stored policies by key, as documents.
     pub policies: BTreeMap<String, Value>,
+    /// The probes go to the pods' IPv6 addresses (their IPv4 ones otherwise).
+    pub probe_ipv6: bool,
 }
 
 /// `rcni pod <args>` on node `i` with its conflist and record directory; stdout.
@@ -75,14 +81,35 @@ pub fn rcni_pod(c: &Cluster, i: usize, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The IPv4 address of `eth0` in `ns`.
-fn eth0_ip(ns: &Netns) -> IpAddr {
-    let addrs = ip_json(&ns.name, &["-4", "addr", "show", "eth0"]);
-    addrs[0]["addr_info"][0]["local"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
+/// The global addresses of `eth0` in `ns`, IPv4 first, once none is tentative (IPv6
+/// duplicate address detection) so that servers can bind them.
+fn eth0_ips(ns: &Netns) -> Vec<IpAddr> {
+    let mut ips = Vec::new();
+    let settled = wait_for(Duration::from_secs(10), || {
+        let mut tentative = false;
+        ips.clear();
+        for family in ["-4", "-6"] {
+            let addrs = ip_json(
+                &ns.name,
+                &[family, "addr", "show", "eth0", "scope", "global"],
+            );
+            // `ip -j` adds empty objects to `addr_info`; only those with `local` count.
+            let infos = addrs.as_array().unwrap().iter();
+            for info in infos.flat_map(|link| link["addr_info"].as_array().unwrap()) {
+                if let Some(local) = info["local"].as_str() {
+                    tentative |= info["tentative"] == true;
+                    ips.push(local.parse().unwrap());
+                }
+            }
+        }
+        !tentative
+    });
+    assert!(
+        settled.is_some(),
+        "{}: addresses stay tentative: {ips:?}",
+        ns.name
+    );
+    ips
 }
 
 impl World {
@@ -93,13 +120,10 @@ impl World {
             pods: Vec::new(),
             namespaces: BTreeMap::new(),
             policies: BTreeMap::new(),
+            probe_ipv6: false,
         };
         for ns in ["x", "y", "z"] {
-            let labels: BTreeMap<String, String> = [("ns".to_string(), ns.to_string())].into();
-            let doc = json!({"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": ns, "labels": labels}});
-            c.etcdctl(&["put", &Keys::new(PREFIX).namespace(ns), &doc.to_string()]);
-            world.namespaces.insert(ns.into(), labels);
+            world.label_namespace(c, ns, &[("ns", ns)]);
         }
         let mut k = 0;
         for ns in ["x", "y", "z"] {
@@ -133,15 +157,18 @@ impl World {
                 &label,
             ],
         );
-        let ip = eth0_ip(&netns);
-        let servers = serve_tcp_udp(&netns.name, ip, &PORTS).unwrap();
+        let ips = eth0_ips(&netns);
+        let servers = ips
+            .iter()
+            .map(|ip| serve_tcp_udp(&netns.name, *ip, &PORTS).unwrap())
+            .collect();
         self.pods.push(NetPod {
             netns,
             pod: Pod {
                 namespace: ns.into(),
                 name: name.into(),
                 labels: [("pod".to_string(), name.to_string())].into(),
-                ips: vec![ip],
+                ips,
                 named_ports: Default::default(),
             },
             node: i,
@@ -170,6 +197,35 @@ impl World {
         std::fs::write(&tmp, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
         std::fs::rename(&tmp, &path).unwrap();
         p.pod.labels = map;
+    }
+
+    /// Writes namespace `ns` with `labels` to etcd (replacing its labels).
+    pub fn label_namespace(&mut self, c: &Cluster, ns: &str, labels: &[(&str, &str)]) {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let doc = json!({"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": ns, "labels": labels}});
+        c.etcdctl(&["put", &Keys::new(PREFIX).namespace(ns), &doc.to_string()]);
+        self.namespaces.insert(ns.into(), labels);
+    }
+
+    /// Pod `ns/name`.
+    pub fn pod(&self, ns: &str, name: &str) -> &NetPod {
+        self.pods
+            .iter()
+            .find(|p| p.pod.namespace == ns && p.pod.name == name)
+            .unwrap_or_else(|| panic!("no pod {ns}/{name}"))
+    }
+
+    /// The address of `pod` the probes use.
+    pub fn target(&self, pod: &Pod) -> IpAddr {
+        pod.ips
+            .iter()
+            .copied()
+            .find(|ip| ip.is_ipv6() == self.probe_ipv6)
+            .unwrap_or_else(|| panic!("pod {} has no address of the probed family", pod.key()))
     }
 
     /// Writes the policies of `yaml` to etcd (replacing those of the same name).
@@ -225,7 +281,7 @@ impl World {
             for port in PORTS {
                 let targets: Vec<SocketAddr> = pods
                     .iter()
-                    .map(|p| SocketAddr::new(p.ips[0], port))
+                    .map(|p| SocketAddr::new(self.target(p), port))
                     .collect();
                 let seen = reach_matrix(&sources, &targets, transport, PROBE_TIMEOUT);
                 let want = allows_matrix(&model, &pods, proto, port).unwrap();
@@ -359,4 +415,109 @@ pub fn published(c: &Cluster) -> BTreeMap<String, Value> {
             (short, record["labels"].clone())
         })
         .collect()
+}
+
+/// A TCP echo server on `addr:port` in namespace `ns`: every connection gets back what it
+/// sends until it closes. Stopped when dropped.
+pub struct EchoServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// How often the echo server's threads look at their stop flag.
+const ECHO_POLL: Duration = Duration::from_millis(50);
+
+pub fn echo_server(ns: &str, addr: IpAddr, port: u16) -> EchoServer {
+    let at = SocketAddr::new(addr, port);
+    let listener = run_in(ns, move || {
+        let l = TcpListener::bind(at)?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    })
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        while !flag.load(Ordering::SeqCst) {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    let flag = flag.clone();
+                    conns.push(std::thread::spawn(move || echo(conn, &flag)));
+                }
+                Err(_) => std::thread::sleep(ECHO_POLL),
+            }
+        }
+        for c in conns {
+            let _ = c.join();
+        }
+    });
+    EchoServer {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+/// Sends back what `conn` reads until it closes or `stop` is set.
+fn echo(mut conn: TcpStream, stop: &AtomicBool) {
+    let _ = conn.set_read_timeout(Some(ECHO_POLL));
+    let mut buf = [0u8; 256];
+    while !stop.load(Ordering::SeqCst) {
+        match conn.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if conn.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// A long-lived TCP connection opened from a namespace (the socket stays in it).
+pub struct Conversation {
+    stream: TcpStream,
+    pub what: String,
+}
+
+impl Conversation {
+    /// Connects from namespace `from` to `to`.
+    pub fn open(from: &str, to: SocketAddr, what: &str) -> Conversation {
+        let stream = run_in(from, move || {
+            Ok(TcpStream::connect_timeout(&to, Duration::from_secs(2))?)
+        })
+        .unwrap_or_else(|e| panic!("{what}: connect: {e:#}"));
+        Conversation {
+            stream,
+            what: what.to_string(),
+        }
+    }
+
+    /// Whether a message sent now comes back within `timeout`.
+    pub fn echoes(&mut self, timeout: Duration) -> bool {
+        let msg = b"still there?";
+        if self.stream.write_all(msg).is_err() {
+            return false;
+        }
+        let _ = self.stream.set_read_timeout(Some(timeout));
+        let mut got = [0u8; 12];
+        self.stream.read_exact(&mut got).is_ok() && &got == msg
+    }
+
+    /// Whether it still echoes, asked up to three times (an echo can be slow on a loaded
+    /// machine; a dropped connection never echoes).
+    pub fn alive(&mut self) -> bool {
+        (0..3).any(|_| self.echoes(Duration::from_secs(1)))
+    }
 }
