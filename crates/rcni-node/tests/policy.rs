@@ -9,7 +9,10 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use cni_testkit::tcp_connects;
+use cni_testkit::{serve_tcp_udp, tcp_connects};
+use harness::containerd::skip_without_containerd;
+use harness::cri::PodSpec;
+use harness::kubelet::CriPod;
 use harness::netpol::*;
 use harness::*;
 use serde_json::json;
@@ -360,6 +363,101 @@ fn policies_are_enforced_on_ipv6_addresses_of_dual_stack_pods() {
         want.sort();
         assert_eq!(map_addresses(&table, "ingress6"), want);
     }
+}
+
+/// One node whose agent lists its pods from a real containerd (`--cri-socket`), with
+/// NetworkReady reported; `None` (said) where containerd or its tools are missing.
+fn node_with_containerd() -> Option<Cluster> {
+    if skip_without_containerd() {
+        return None;
+    }
+    let mut c = Cluster::new(json!({"Type": "host-gw"}));
+    let i = c.add_node();
+    // containerd's socket path changes with its start: the agent gets a link to it.
+    let link = c.nodes[i].dir.join("cri.sock");
+    let cache = c.nodes[i].dir.join("var-lib/cni");
+    c.nodes[i].extra = vec![
+        "--cri-socket".into(),
+        link.display().to_string(),
+        "--cni-cache-dir".into(),
+        cache.display().to_string(),
+    ];
+    c.start_agent(i);
+    c.start_containerd(i);
+    let containerd = c.nodes[i].containerd.as_ref().unwrap();
+    std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
+    let mut cri = c.cri(i);
+    let ready = wait_for(Duration::from_secs(30), || {
+        cri.network_ready().is_ok_and(|(ready, _)| ready)
+    });
+    assert!(ready.is_some(), "NetworkReady:\n{}", c.nodes[i].agent_log());
+    Some(c)
+}
+
+/// A CRI pod named `name` in `namespace` with the label `app=<app>`.
+fn cri_pod(namespace: &str, name: &str, app: &str) -> PodSpec {
+    let mut spec = PodSpec::named(name);
+    spec.namespace = namespace.into();
+    spec.uid = format!("uid-{namespace}-{name}");
+    spec.labels = [("app".to_string(), app.to_string())].into();
+    spec
+}
+
+#[test]
+fn a_pod_made_through_cri_is_isolated_by_the_policy_selecting_its_labels() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    let Some(c) = node_with_containerd() else {
+        return;
+    };
+    let web = c.run_pod(0, &cri_pod("shop", "web", "web"));
+    let neighbour = c.run_pod(0, &cri_pod("shop", "cart", "cart"));
+    let stranger = c.run_pod(0, &cri_pod("elsewhere", "bot", "bot"));
+    let _servers = serve_tcp_udp(&web.ns.name, web.ip.into(), &PORTS).unwrap();
+    let to_web = std::net::SocketAddr::new(web.ip.into(), 80);
+    let reaches = |from: &CriPod| tcp_connects(&from.ns.name, to_web, PROBE_TIMEOUT);
+    assert!(
+        reaches(&neighbour) && reaches(&stranger),
+        "open before any policy"
+    );
+
+    // The agent learned the pods and their labels from the runtime and published them.
+    wait_for(Duration::from_secs(20), || published(&c).len() == 3)
+        .unwrap_or_else(|| panic!("published: {:#?}", published(&c)));
+    assert_eq!(published(&c)["node1/shop/web"], json!({"app": "web"}));
+
+    let mut w = World::empty();
+    w.apply(
+        &c,
+        &policy(
+            "shop",
+            "web",
+            "  podSelector: {matchLabels: {app: web}}\n  ingress:\n  - from: [{podSelector: {}}]\n",
+        ),
+    );
+    let took = wait_for(Duration::from_secs(20), || {
+        !reaches(&stranger) && reaches(&neighbour)
+    })
+    .unwrap_or_else(|| panic!("not enforced:\n{}", c.nodes[0].agent_log()));
+    println!("RESULT CRI pod: policy put to enforced (probe-polled): {took:?}");
+    let table = policy_table(&c.nodes[0].ns.name).unwrap();
+    assert_eq!(map_addresses(&table, "ingress4"), [web.ip.to_string()]);
+
+    // A pod made after the policy, with the selected label, is isolated as it appears.
+    let web2 = c.run_pod(0, &cri_pod("shop", "web2", "web"));
+    let ran = Instant::now();
+    let _servers2 = serve_tcp_udp(&web2.ns.name, web2.ip.into(), &PORTS).unwrap();
+    let to_web2 = std::net::SocketAddr::new(web2.ip.into(), 80);
+    let took = wait_for(Duration::from_secs(20), || {
+        !tcp_connects(&stranger.ns.name, to_web2, PROBE_TIMEOUT)
+    })
+    .unwrap_or_else(|| panic!("web2 not isolated:\n{}", c.nodes[0].agent_log()));
+    assert!(tcp_connects(&neighbour.ns.name, to_web2, PROBE_TIMEOUT));
+    println!(
+        "RESULT CRI pod: RunPodSandbox returned to isolated (probe-polled): {:?} (poll {took:?})",
+        ran.elapsed()
+    );
 }
 
 /// Time from a policy put (and delete) in etcd to its enforcement on both nodes, polled with

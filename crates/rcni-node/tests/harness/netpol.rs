@@ -113,15 +113,20 @@ fn eth0_ips(ns: &Netns) -> Vec<IpAddr> {
 }
 
 impl World {
-    /// Namespaces x, y, z (labelled `ns=<name>`, written to etcd) and pods a, b, c in each,
-    /// placed on the nodes in turn.
-    pub fn new(c: &Cluster) -> World {
-        let mut world = World {
+    /// No pods, namespaces or policies (yet).
+    pub fn empty() -> World {
+        World {
             pods: Vec::new(),
             namespaces: BTreeMap::new(),
             policies: BTreeMap::new(),
             probe_ipv6: false,
-        };
+        }
+    }
+
+    /// Namespaces x, y, z (labelled `ns=<name>`, written to etcd) and pods a, b, c in each,
+    /// placed on the nodes in turn.
+    pub fn new(c: &Cluster) -> World {
+        let mut world = World::empty();
         for ns in ["x", "y", "z"] {
             world.label_namespace(c, ns, &[("ns", ns)]);
         }
