@@ -502,6 +502,66 @@ fn time_from_put_to_enforced() {
     }
 }
 
+/// Time from a labelled pod's ADD (`rcni pod run --label`, the process's exit) to its address
+/// in the node's ingress map (its policy in force), for a pod of a namespace whose
+/// policy already isolates every pod; polled with `nft` every millisecond or so.
+#[test]
+#[ignore = "measurement"]
+fn time_from_a_labelled_pods_add_to_its_policy_enforced() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    let c = two_nodes();
+    let mut w = World::new(&c);
+    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+    w.enforced(&c, "default-deny ingress in x");
+    let node = c.nodes[0].ns.name.clone();
+    let mapped = |ip: &str| {
+        let table = policy_table(&node).unwrap();
+        map_addresses(&table, "ingress4").iter().any(|a| a == ip)
+    };
+    for round in 0..8 {
+        let netns = c.sb.add_container().unwrap();
+        let (name, id) = (format!("new{round}"), format!("x-new{round}"));
+        let path = netns.path.to_string_lossy().into_owned();
+        let args = [
+            "run",
+            &name,
+            "--namespace",
+            "x",
+            "--id",
+            &id,
+            "--netns",
+            &path,
+        ];
+        let started = Instant::now();
+        rcni_pod(&c, 0, &[&args[..], &["--label", "pod=new"]].concat());
+        let add = started.elapsed();
+        let returned = Instant::now();
+        let addrs = ip_json(&netns.name, &["-4", "addr", "show", "eth0"]);
+        let ip = addrs[0]["addr_info"][0]["local"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let at_first_look = mapped(&ip);
+        let first_look = returned.elapsed();
+        poll_every(Duration::from_millis(1), Duration::from_secs(20), || {
+            mapped(&ip)
+        })
+        .expect("the new pod is isolated");
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let when = if at_first_look {
+            format!("already at the first look, {:.1} ms after", ms(first_look))
+        } else {
+            format!("{:.1} ms after", ms(returned.elapsed()))
+        };
+        println!(
+            "RESULT round {round}: ADD (rcni pod run) took {:.1} ms; enforced {when} it returned",
+            ms(add)
+        );
+    }
+}
+
 /// CPU time (user + system) of process `pid` so far.
 fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
