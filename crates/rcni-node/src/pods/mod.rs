@@ -1,7 +1,8 @@
 //! Where the agent learns the pods of its node, as NetworkPolicy sees them (namespace, name,
 //! labels, addresses): [`records`] reads the sandbox records `rcni pod` keeps, [`cri`] asks
 //! the node's CRI runtime. Both implement [`PodSource`]; the agent rescans its source every
-//! few seconds ([`crate::policy`]).
+//! few seconds ([`crate::policy`]), and at once when the source signals a change (the record
+//! directory does, through inotify).
 
 pub mod cri;
 pub mod records;
@@ -27,6 +28,13 @@ pub trait PodSource {
     /// Every pod with its network set up, sorted by namespace and name. Pods without an
     /// address are left out (no policy can match them).
     fn pods(&mut self) -> impl Future<Output = Result<Vec<Pod>, PodSourceError>> + Send;
+
+    /// Resolves when the pods may have changed, so that the agent rescans before its next
+    /// periodic scan. A source without such a signal never resolves (the periodic scan
+    /// finds its changes).
+    fn changed(&mut self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
 }
 
 /// The addresses among `texts` (plain addresses, as runtimes report them), others skipped

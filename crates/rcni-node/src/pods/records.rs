@@ -2,24 +2,76 @@
 //! record store): the ready sandboxes, with the namespace, name and labels given to
 //! `rcni pod run` and the addresses its ADD returned.
 
-use std::path::PathBuf;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
 
 use cni_policy::Pod;
 use cni_sandbox::record::{SandboxRecord, State};
 use cni_sandbox::RecordStore;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use tokio::io::unix::AsyncFd;
 
 use super::{addresses, settled, PodSource, PodSourceError};
 
 /// The records in one state directory.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RecordPods {
     dir: PathBuf,
+    /// The directory's change notifications, once it exists.
+    watch: Option<DirWatch>,
 }
 
 impl RecordPods {
     /// The records under `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> RecordPods {
-        RecordPods { dir: dir.into() }
+        RecordPods {
+            dir: dir.into(),
+            watch: None,
+        }
+    }
+}
+
+/// An inotify instance (non-blocking) watching one directory for records written, renamed
+/// into place or removed.
+#[derive(Debug)]
+struct Watcher(Inotify);
+
+impl AsRawFd for Watcher {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+#[derive(Debug)]
+struct DirWatch(AsyncFd<Watcher>);
+
+impl DirWatch {
+    fn new(dir: &Path) -> std::io::Result<DirWatch> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        let events = AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_DELETE;
+        inotify.add_watch(dir, events)?;
+        // `AsyncFd::new` is deprecated because a borrowed descriptor could be closed while
+        // registered; `Watcher` owns its descriptor, which lives exactly as long as the
+        // `AsyncFd`. (Its replacement, `register`, is `unsafe`, which this workspace denies.)
+        #[allow(deprecated)]
+        let fd = AsyncFd::new(Watcher(inotify))?;
+        Ok(DirWatch(fd))
+    }
+
+    /// Waits for the next batch of events (and consumes it).
+    async fn next(&self) -> std::io::Result<()> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            let read =
+                ready.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from));
+            match read {
+                Ok(events) => return events.map(drop),
+                Err(_would_block) => continue,
+            }
+        }
     }
 }
 
@@ -50,6 +102,25 @@ impl PodSource for RecordPods {
             log::warn!("{e}; that sandbox's pod is left out");
         }
         Ok(settled(records.iter().filter_map(pod_of).collect()))
+    }
+
+    async fn changed(&mut self) {
+        if self.watch.is_none() {
+            // A directory that does not exist yet is watched from the first scan that finds it.
+            match DirWatch::new(&self.dir) {
+                Ok(w) => self.watch = Some(w),
+                Err(_) => return std::future::pending().await,
+            }
+        }
+        let watch = self.watch.as_ref().expect("set above");
+        if let Err(e) = watch.next().await {
+            log::warn!(
+                "watch {}: {e}; finding changes by rescanning only",
+                self.dir.display()
+            );
+            self.watch = None;
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -120,6 +191,27 @@ mod tests {
                 "2001:2::3".parse().unwrap()
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_record_written_signals_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pods = RecordPods::new(dir.path());
+        let quiet = std::time::Duration::from_millis(100);
+        // Nothing happened: no signal (the first wait starts the watch).
+        assert!(tokio::time::timeout(quiet, pods.changed()).await.is_err());
+        RecordStore::new(dir.path())
+            .save(&record("s1", "x", "a", State::Ready, &["198.18.1.2"]))
+            .unwrap();
+        let signalled = std::time::Duration::from_secs(5);
+        assert!(tokio::time::timeout(signalled, pods.changed())
+            .await
+            .is_ok());
+        // A directory that does not exist gives no signal (the periodic scan covers it).
+        let mut missing = RecordPods::new(dir.path().join("none"));
+        assert!(tokio::time::timeout(quiet, missing.changed())
+            .await
+            .is_err());
     }
 
     #[tokio::test]

@@ -2,9 +2,10 @@
 //!
 //! Two tasks:
 //!
-//! - the scan ([`publish`]): every [`RESCAN`] the node's pods are listed from its
-//!   [`PodSource`] (the `rcni pod` records, or the CRI runtime with `--cri-socket`), handed
-//!   to the enforcement, and published in the datastore bound to the node's lease;
+//! - the scan ([`publish`]): every [`RESCAN`], and as soon as the source signals a change
+//!   (the record directory does), the node's pods are listed from its [`PodSource`] (the
+//!   `rcni pod` records, or the CRI runtime with `--cri-socket`), handed to the enforcement,
+//!   and published in the datastore bound to the node's lease;
 //! - the enforcement: one read of everything under the prefix, then a watch of it, keep a
 //!   [`View`] of the stored policies, namespaces and other nodes' pods; on every change (bursts
 //!   coalesced over [`COALESCE`]) the nf_tables program of [`cni_policy::nft`] is built for
@@ -43,7 +44,8 @@ use view::View;
 
 /// How often the node's pods are listed.
 pub const RESCAN: Duration = Duration::from_secs(2);
-/// How long the enforcement waits after a change for more before it builds a program.
+/// How long the enforcement waits after a change in the datastore for more before it builds
+/// a program (a change of the node's own pods is programmed at once).
 pub const COALESCE: Duration = Duration::from_millis(50);
 /// Pause before retrying a failed read or program.
 const RETRY: Duration = Duration::from_secs(1);
@@ -238,6 +240,7 @@ async fn scan<S: PodSource>(
         }
         tokio::select! {
             _ = tokio::time::sleep(RESCAN) => {}
+            _ = source.changed() => {}
             _ = stopped(&mut shutdown) => return,
         }
     }
@@ -359,8 +362,14 @@ async fn enforce(
                 if scanned.is_err() {
                     return;
                 }
-                if let Some(pods) = local.borrow_and_update().clone() {
-                    dirty |= view.set_local(pods);
+                let pods = local.borrow_and_update().clone();
+                if pods.is_some_and(|pods| view.set_local(pods)) {
+                    dirty = true;
+                    // A new pod is isolated without waiting: the scans coalesce by
+                    // themselves (the channel keeps only the latest list).
+                    if view.ready() {
+                        due = Some(tokio::time::Instant::now());
+                    }
                 }
             }
             _ = tokio::time::sleep_until(relist_at), if !watching => {}
