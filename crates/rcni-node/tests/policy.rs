@@ -212,7 +212,7 @@ fn enforcement_survives_an_etcd_outage_and_an_agent_restart() {
 }
 
 #[test]
-fn new_pods_relabelled_namespaces_and_open_connections_follow_the_policies() {
+fn open_connections_go_on_through_unrelated_changes_and_stop_when_denied() {
     if skip_unless_root() || !br_netfilter() {
         return;
     }
@@ -294,9 +294,16 @@ fn new_pods_relabelled_namespaces_and_open_connections_follow_the_policies() {
         "{}: still passes after its egress was denied",
         outwards.what
     );
+}
 
+#[test]
+fn a_pod_added_after_its_policy_and_relabelled_namespaces_are_enforced() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    let c = two_nodes();
+    let mut w = World::new(&c);
     // A pod added after the policy that selects it (x/d on node2) is isolated at once.
-    w.clear(&c);
     w.apply(
         &c,
         &policy(
