@@ -27,6 +27,16 @@ fn policy(ns: &str, name: &str, spec: &str) -> String {
 }
 
 const DENY_INGRESS: &str = "  podSelector: {}\n  policyTypes: [Ingress]\n";
+/// Every pod of the namespace admits only pods of its own namespace.
+const SAME_NAMESPACE: &str = "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {}}]\n";
+/// Every pod of the namespace admits only its pods labelled `pod=b`.
+const FROM_POD_B: &str =
+    "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {matchLabels: {pod: b}}}]\n";
+
+/// Writes policy `ns/name` with `spec` (YAML lines under `spec:`) to etcd.
+fn put(w: &mut World, c: &Cluster, ns: &str, name: &str, spec: &str) {
+    w.apply(c, &policy(ns, name, spec));
+}
 
 /// Whether br_netfilter is loaded (the agent refuses to enforce policies without it).
 fn br_netfilter() -> bool {
@@ -90,7 +100,7 @@ fn policies_on_two_nodes_are_enforced_as_the_model_says() {
         assert!(map_addresses(&table, "ingress4").is_empty());
     }
 
-    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+    put(&mut w, &c, "x", "deny", DENY_INGRESS);
     let took = w.enforced(&c, "default-deny ingress in x");
     println!("RESULT default-deny put to enforced everywhere (probe-polled): {took:?}");
     // Each node dispatches only its own pods of x; the other node's are not its to enforce.
@@ -103,71 +113,41 @@ fn policies_on_two_nodes_are_enforced_as_the_model_says() {
         assert!(map_addresses(&table, "egress4").is_empty());
     }
 
-    w.apply(
-        &c,
-        &policy(
-            "x",
-            "same-ns",
-            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {}}]\n",
-        ),
-    );
+    put(&mut w, &c, "x", "same-ns", SAME_NAMESPACE);
     w.enforced(&c, "allow from the same namespace");
 
     w.clear(&c);
-    w.apply(
-        &c,
-        &policy(
-            "x",
-            "and",
-            "  podSelector: {matchLabels: {pod: a}}\n  ingress:\n  - from:\n    - namespaceSelector: {matchLabels: {ns: y}}\n      podSelector: {matchLabels: {pod: b}}\n",
-        ),
-    );
+    put(&mut w, &c, "x", "and", "  podSelector: {matchLabels: {pod: a}}\n  ingress:\n  - from:\n    - namespaceSelector: {matchLabels: {ns: y}}\n      podSelector: {matchLabels: {pod: b}}\n");
     w.enforced(&c, "namespaceSelector AND podSelector");
 
     w.clear(&c);
     let subnet = c.nodes[0].subnet().unwrap();
     let xa = w.pods[0].pod.ips[0];
-    w.apply(
-        &c,
-        &policy(
-            "y",
-            "block",
-            &format!("  podSelector: {{}}\n  ingress:\n  - from: [{{ipBlock: {{cidr: {subnet}, except: [{xa}/32]}}}}]\n"),
-        ),
-    );
+    put(&mut w, &c, "y", "block", &format!("  podSelector: {{}}\n  ingress:\n  - from: [{{ipBlock: {{cidr: {subnet}, except: [{xa}/32]}}}}]\n"));
     w.enforced(&c, "ipBlock with except");
 
     w.clear(&c);
-    w.apply(
+    put(
+        &mut w,
         &c,
-        &policy(
-            "z",
-            "range",
-            "  podSelector: {}\n  ingress:\n  - ports: [{port: 80, endPort: 81, protocol: TCP}]\n",
-        ),
+        "z",
+        "range",
+        "  podSelector: {}\n  ingress:\n  - ports: [{port: 80, endPort: 81, protocol: TCP}]\n",
     );
     w.enforced(&c, "endPort range");
-    w.apply(
+    put(
+        &mut w,
         &c,
-        &policy(
-            "z",
-            "range",
-            "  podSelector: {}\n  ingress:\n  - ports: [{port: 81, protocol: UDP}]\n",
-        ),
+        "z",
+        "range",
+        "  podSelector: {}\n  ingress:\n  - ports: [{port: 81, protocol: UDP}]\n",
     );
     w.enforced(&c, "policy updated in place");
     w.delete(&c, "z", "range");
     w.enforced(&c, "policy deleted");
 
     // x/c (node1) takes the label of x/b: x/a and x/b (on both nodes) admit it.
-    w.apply(
-        &c,
-        &policy(
-            "x",
-            "from-b",
-            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {matchLabels: {pod: b}}}]\n",
-        ),
-    );
+    put(&mut w, &c, "x", "from-b", FROM_POD_B);
     w.enforced(&c, "ingress from pod=b");
     w.relabel(&c, "x", "c", &[("pod", "b")]);
     w.enforced(&c, "pod relabelled");
@@ -184,7 +164,7 @@ fn enforcement_survives_an_etcd_outage_and_an_agent_restart() {
     }
     let mut c = two_nodes();
     let mut w = World::new(&c);
-    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+    put(&mut w, &c, "x", "deny", DENY_INGRESS);
     w.enforced(&c, "default-deny ingress in x");
 
     // etcd down: the programs stay.
@@ -244,13 +224,12 @@ fn open_connections_go_on_through_unrelated_changes_and_stop_when_denied() {
     }
 
     // A policy that concerns none of them: they keep working.
-    w.apply(
+    put(
+        &mut w,
         &c,
-        &policy(
-            "y",
-            "deny-b",
-            "  podSelector: {matchLabels: {pod: b}}\n  policyTypes: [Ingress]\n",
-        ),
+        "y",
+        "deny-b",
+        "  podSelector: {matchLabels: {pod: b}}\n  policyTypes: [Ingress]\n",
     );
     w.enforced(&c, "unrelated policy");
     for conv in [&mut same_node, &mut other_node, &mut outwards] {
@@ -262,14 +241,7 @@ fn open_connections_go_on_through_unrelated_changes_and_stop_when_denied() {
     }
 
     // x admits only its own namespace: both connections into x/a stop, the other goes on.
-    w.apply(
-        &c,
-        &policy(
-            "x",
-            "same-ns",
-            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {}}]\n",
-        ),
-    );
+    put(&mut w, &c, "x", "same-ns", SAME_NAMESPACE);
     w.enforced(&c, "x admits only x");
     for conv in [&mut same_node, &mut other_node] {
         assert!(
@@ -280,13 +252,12 @@ fn open_connections_go_on_through_unrelated_changes_and_stop_when_denied() {
     }
     assert!(outwards.alive(), "{}: stopped by x's policy", outwards.what);
     // z may send nothing out: the connection out of z/c stops on its own node.
-    w.apply(
+    put(
+        &mut w,
         &c,
-        &policy(
-            "z",
-            "no-egress",
-            "  podSelector: {}\n  policyTypes: [Egress]\n",
-        ),
+        "z",
+        "no-egress",
+        "  podSelector: {}\n  policyTypes: [Egress]\n",
     );
     w.enforced(&c, "z egress denied");
     assert!(
@@ -304,27 +275,19 @@ fn a_pod_added_after_its_policy_and_relabelled_namespaces_are_enforced() {
     let c = two_nodes();
     let mut w = World::new(&c);
     // A pod added after the policy that selects it (x/d on node2) is isolated at once.
-    w.apply(
-        &c,
-        &policy(
-            "x",
-            "from-b",
-            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {matchLabels: {pod: b}}}]\n",
-        ),
-    );
+    put(&mut w, &c, "x", "from-b", FROM_POD_B);
     w.enforced(&c, "x admits pod=b of x");
     w.add_pod(&c, 1, "x", "d");
     w.enforced(&c, "pod x/d added after the policy");
 
     // A namespaceSelector peer follows the namespaces' labels.
     w.clear(&c);
-    w.apply(
+    put(
+        &mut w,
         &c,
-        &policy(
-            "x",
-            "from-y",
-            "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: y}}}]\n",
-        ),
+        "x",
+        "from-y",
+        "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchLabels: {ns: y}}}]\n",
     );
     w.enforced(&c, "x admits namespaces ns=y");
     w.label_namespace(&c, "y", &[("ns", "q")]);
@@ -352,15 +315,8 @@ fn policies_are_enforced_on_ipv6_addresses_of_dual_stack_pods() {
         "dual-stack pods"
     );
     w.enforced(&c, "no policy, IPv6");
-    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
-    w.apply(
-        &c,
-        &policy(
-            "x",
-            "same-ns",
-            "  podSelector: {}\n  ingress:\n  - from: [{podSelector: {}}]\n",
-        ),
-    );
+    put(&mut w, &c, "x", "deny", DENY_INGRESS);
+    put(&mut w, &c, "x", "same-ns", SAME_NAMESPACE);
     w.enforced(&c, "x: default-deny ingress and allow from x, over IPv6");
     for (i, n) in c.nodes.iter().enumerate() {
         let table = policy_table(&n.ns.name).unwrap();
@@ -438,13 +394,12 @@ fn a_pod_made_through_cri_is_isolated_by_the_policy_selecting_its_labels() {
     assert_eq!(published(&c)["node1/shop/web"], json!({"app": "web"}));
 
     let mut w = World::empty();
-    w.apply(
+    put(
+        &mut w,
         &c,
-        &policy(
-            "shop",
-            "web",
-            "  podSelector: {matchLabels: {app: web}}\n  ingress:\n  - from: [{podSelector: {}}]\n",
-        ),
+        "shop",
+        "web",
+        "  podSelector: {matchLabels: {app: web}}\n  ingress:\n  - from: [{podSelector: {}}]\n",
     );
     let took = wait_for(Duration::from_secs(20), || {
         !reaches(&stranger) && reaches(&neighbour)
@@ -488,7 +443,7 @@ fn time_from_put_to_enforced() {
     let reach = |ip| tcp_connects(&from, std::net::SocketAddr::new(ip, 80), probe);
     for round in 0..5 {
         let start = Instant::now();
-        w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+        put(&mut w, &c, "x", "deny", DENY_INGRESS);
         let put = start.elapsed();
         poll_every(Duration::from_millis(1), Duration::from_secs(20), || {
             targets.iter().all(|ip| !reach(*ip))
@@ -525,7 +480,7 @@ fn time_from_a_labelled_pods_add_to_its_policy_enforced() {
     }
     let c = two_nodes();
     let mut w = World::new(&c);
-    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+    put(&mut w, &c, "x", "deny", DENY_INGRESS);
     w.enforced(&c, "default-deny ingress in x");
     let node = c.nodes[0].ns.name.clone();
     let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();

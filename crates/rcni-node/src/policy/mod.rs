@@ -392,3 +392,15 @@ pub fn remove_program() -> Result<(), cni_nft::Error> {
     batch.destroy_table(cni_nft::Family::Inet, cni_policy::nft::TABLE)?;
     cni_nft::Nft::new()?.commit(&batch)
 }
+
+/// A pod `ns/name` labelled `pod=<name>` with address `ip`, for the unit tests.
+#[cfg(test)]
+pub(crate) fn test_pod(ns: &str, name: &str, ip: &str) -> Pod {
+    Pod {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: [("pod".to_string(), name.to_string())].into(),
+        ips: vec![ip.parse().expect("an address")],
+        named_ports: Default::default(),
+    }
+}

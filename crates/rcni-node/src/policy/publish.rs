@@ -104,13 +104,7 @@ mod tests {
     use super::*;
 
     fn pod(name: &str, ip: &str) -> Pod {
-        Pod {
-            namespace: "x".into(),
-            name: name.into(),
-            labels: [("pod".to_string(), name.to_string())].into(),
-            ips: vec![ip.parse().unwrap()],
-            named_ports: Default::default(),
-        }
+        crate::policy::test_pod("x", name, ip)
     }
 
     #[test]

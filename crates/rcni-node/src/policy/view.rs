@@ -146,13 +146,7 @@ mod tests {
     use cni_policy::stored::PodRecord;
 
     fn pod(ns: &str, name: &str, ip: &str) -> Pod {
-        Pod {
-            namespace: ns.into(),
-            name: name.into(),
-            labels: [("pod".to_string(), name.to_string())].into(),
-            ips: vec![ip.parse().unwrap()],
-            named_ports: Default::default(),
-        }
+        crate::policy::test_pod(ns, name, ip)
     }
 
     fn entry(key: String, value: &[u8]) -> Entry {
