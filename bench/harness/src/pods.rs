@@ -150,7 +150,10 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
         });
         measuring += started.elapsed();
         // Addresses are compared within a round: a later round may reuse a removed one's.
-        let round_ips = ips.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+        let round_ips = ips
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
         duplicates += round_ips.len() - round_ips.iter().collect::<HashSet<_>>().len();
         if these.len() < n {
             remove_all(&pod, these.iter().collect(), workers, &failures);
@@ -158,7 +161,12 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
     }
     let per_sec = n as f64 / measuring.as_secs_f64();
     // Stopping and removing what was already removed is a no-op that succeeds.
-    remove_all(&pod, ids.iter().chain(&resident_ids).collect(), workers, &failures);
+    remove_all(
+        &pod,
+        ids.iter().chain(&resident_ids).collect(),
+        workers,
+        &failures,
+    );
     let leftovers = links_with_prefix("veth").len().saturating_sub(veths_before)
         + count_entries(&data.join(format!("bench-pods-{slot}")), |f| {
             f.parse::<std::net::IpAddr>().is_ok()

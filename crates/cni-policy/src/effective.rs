@@ -479,5 +479,31 @@ impl fmt::Display for Effective {
     }
 }
 
+/// What [`allows`] says for every pair of `pods` (rows: sources, columns: destinations), one
+/// `.` (allowed) or `X` (denied) per pair: the matrix probes of a dataplane are compared with.
+pub fn allows_matrix(
+    cluster: &Cluster,
+    pods: &[Pod],
+    protocol: Protocol,
+    port: u16,
+) -> Result<Vec<String>, SelectorError> {
+    pods.iter()
+        .map(|src| {
+            pods.iter()
+                .map(|dst| {
+                    let ok = allows(
+                        cluster,
+                        Endpoint::Pod(src),
+                        Endpoint::Pod(dst),
+                        protocol,
+                        port,
+                    )?;
+                    Ok(if ok { '.' } else { 'X' })
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

@@ -34,7 +34,7 @@ pub mod stored;
 pub mod validate;
 
 pub use cluster::{Cluster, Pod, Protocol};
-pub use effective::{allows, Direction, Effective, Peer, PortSpec, Rule};
+pub use effective::{allows, allows_matrix, Direction, Effective, Peer, PortSpec, Rule};
 pub use objects::{parse_documents, Document, ParseError};
 pub use selector::{matches, SelectorError};
 pub use validate::{validate_namespace, validate_policy, FieldError};

@@ -11,10 +11,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use cni_nft::Nft;
-use cni_policy::effective::Endpoint;
 use cni_policy::nft::Enforcer;
-use cni_policy::{allows, parse_documents, Cluster, Document, Pod, Protocol};
-use cni_testkit::{run_in, serve_tcp_udp, tcp_connects, udp_echoes, Netns, Sandbox, Servers};
+use cni_policy::{allows_matrix, parse_documents, Cluster, Document, Pod, Protocol};
+use cni_testkit::{reach_matrix, run_in, serve_tcp_udp, Netns, Sandbox, Servers, Transport};
 
 mod common;
 
@@ -94,53 +93,21 @@ fn commit(node: &Node, c: &Cluster) {
     .unwrap();
 }
 
-/// Observed and expected matrices for one protocol and port (rows: source, columns: dest);
-/// every probe runs at once, so a matrix takes one probe timeout at most.
+/// Observed and expected matrices for one protocol and port (rows: source, columns: dest).
 fn matrices(node: &Node, c: &Cluster, proto: Protocol, port: u16) -> (Vec<String>, Vec<String>) {
-    let seen = std::thread::scope(|s| {
-        let probes: Vec<Vec<_>> = node
-            .pods
-            .iter()
-            .map(|(src_ns, _)| {
-                node.pods
-                    .iter()
-                    .map(|(_, dst)| {
-                        let to = SocketAddr::new(dst.ips[0], port);
-                        s.spawn(move || match proto {
-                            Protocol::Udp => udp_echoes(&src_ns.name, to, PROBE_TIMEOUT),
-                            _ => tcp_connects(&src_ns.name, to, PROBE_TIMEOUT),
-                        })
-                    })
-                    .collect()
-            })
-            .collect();
-        probes
-            .into_iter()
-            .map(|row| {
-                row.into_iter()
-                    .map(|h| if h.join().unwrap() { '.' } else { 'X' })
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-    });
-    let want = node
+    let sources: Vec<&str> = node.pods.iter().map(|(ns, _)| ns.name.as_str()).collect();
+    let targets: Vec<SocketAddr> = node
         .pods
         .iter()
-        .map(|(_, src)| {
-            node.pods
-                .iter()
-                .map(|(_, dst)| {
-                    let ok = allows(c, Endpoint::Pod(src), Endpoint::Pod(dst), proto, port);
-                    if ok.unwrap() {
-                        '.'
-                    } else {
-                        'X'
-                    }
-                })
-                .collect()
-        })
+        .map(|(_, p)| SocketAddr::new(p.ips[0], port))
         .collect();
-    (seen, want)
+    let transport = match proto {
+        Protocol::Udp => Transport::Udp,
+        _ => Transport::Tcp,
+    };
+    let seen = reach_matrix(&sources, &targets, transport, PROBE_TIMEOUT);
+    let pods: Vec<Pod> = node.pods.iter().map(|(_, p)| p.clone()).collect();
+    (seen, allows_matrix(c, &pods, proto, port).unwrap())
 }
 
 /// Commits the program for `yaml` and checks every matrix; returns the TCP/80 one.

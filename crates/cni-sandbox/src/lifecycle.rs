@@ -493,5 +493,3 @@ impl Sandboxes {
         self.store.save(&rec)
     }
 }
-
-

@@ -246,8 +246,7 @@ impl RecordStore {
             return Ok(recs);
         }
         let (recs, _) = self.records()?;
-        let pending: Vec<SandboxRecord> =
-            recs.into_iter().filter(|r| r.needs_recovery()).collect();
+        let pending: Vec<SandboxRecord> = recs.into_iter().filter(|r| r.needs_recovery()).collect();
         self.ensure_dirs()?;
         for rec in &pending {
             let marker = self.pending_marker(&rec.id);

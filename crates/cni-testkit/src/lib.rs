@@ -60,7 +60,9 @@ pub use kernel::{
 pub use output::{assert_clean_stdout, assert_cni_error, assert_silent_success, PluginOutput};
 pub use ping::{ping, PingCount, PingStream};
 pub use plugin::PluginCall;
-pub use probe::{serve_tcp_udp, tcp_connects, udp_echoes, Servers};
+pub use probe::{
+    reach_mark, reach_matrix, serve_tcp_udp, tcp_connects, udp_echoes, Servers, Transport,
+};
 pub use process::PROCESS_TIMEOUT;
 
 /// Runs `cmd` to completion with `stdin`, its output captured (killed after

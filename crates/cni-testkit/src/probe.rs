@@ -90,3 +90,54 @@ pub fn udp_echoes(from_ns: &str, to: SocketAddr, timeout: Duration) -> bool {
     })
     .unwrap_or(false)
 }
+
+/// The transport a probe uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// The character of one probe outcome in a matrix: `.` reached, `X` not.
+pub fn reach_mark(reached: bool) -> char {
+    if reached {
+        '.'
+    } else {
+        'X'
+    }
+}
+
+/// Probes from every namespace of `sources` to every address of `targets` with `transport`,
+/// all at once (a matrix takes one `timeout` at most); one row per source, one `.` or `X`
+/// per target.
+pub fn reach_matrix(
+    sources: &[&str],
+    targets: &[SocketAddr],
+    transport: Transport,
+    timeout: Duration,
+) -> Vec<String> {
+    std::thread::scope(|s| {
+        let probes: Vec<Vec<_>> = sources
+            .iter()
+            .map(|from| {
+                targets
+                    .iter()
+                    .map(|to| {
+                        s.spawn(move || match transport {
+                            Transport::Tcp => tcp_connects(from, *to, timeout),
+                            Transport::Udp => udp_echoes(from, *to, timeout),
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        probes
+            .into_iter()
+            .map(|row| {
+                row.into_iter()
+                    .map(|h| reach_mark(h.join().unwrap_or(false)))
+                    .collect()
+            })
+            .collect()
+    })
+}

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-use k8s_cri::v1::ListPodSandboxRequest;
+use k8s_cri::v1::{
+    ListPodSandboxRequest, PodSandbox, PodSandboxFilter, PodSandboxState, PodSandboxStateValue,
+    PodSandboxStatus, PodSandboxStatusRequest,
+};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -65,6 +68,44 @@ impl CriClient {
     pub fn socket(&self) -> &Path {
         &self.socket
     }
+
+    fn failed(&self, call: &'static str, status: tonic::Status) -> CriError {
+        CriError::Call {
+            socket: self.socket.clone(),
+            call,
+            source: Box::new(status),
+        }
+    }
+
+    /// The sandboxes in state READY (their network is set up).
+    pub async fn ready_sandboxes(&mut self) -> Result<Vec<PodSandbox>, CriError> {
+        let filter = PodSandboxFilter {
+            state: Some(PodSandboxStateValue {
+                state: PodSandboxState::SandboxReady as i32,
+            }),
+            ..PodSandboxFilter::default()
+        };
+        let request = ListPodSandboxRequest {
+            filter: Some(filter),
+        };
+        match self.client.list_pod_sandbox(request).await {
+            Ok(answer) => Ok(answer.into_inner().items),
+            Err(status) => Err(self.failed("ListPodSandbox", status)),
+        }
+    }
+
+    /// The status of sandbox `id` (its addresses); `None` when the runtime has none.
+    pub async fn sandbox_status(&mut self, id: &str) -> Result<Option<PodSandboxStatus>, CriError> {
+        let request = PodSandboxStatusRequest {
+            pod_sandbox_id: id.to_string(),
+            verbose: false,
+        };
+        match self.client.pod_sandbox_status(request).await {
+            Ok(answer) => Ok(answer.into_inner().status),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(self.failed("PodSandboxStatus", status)),
+        }
+    }
 }
 
 /// The socket path of `endpoint`: a path, or `unix://` followed by one.
@@ -80,15 +121,10 @@ impl SandboxLister for CriClient {
         // No filter: every state, NOTREADY sandboxes included (their network may still be set
         // up, and kubelet will stop and remove them itself).
         let request = ListPodSandboxRequest { filter: None };
-        let answer = self
-            .client
-            .list_pod_sandbox(request)
-            .await
-            .map_err(|status| CriError::Call {
-                socket: self.socket.clone(),
-                call: "ListPodSandbox",
-                source: Box::new(status),
-            })?;
+        let answer = match self.client.list_pod_sandbox(request).await {
+            Ok(answer) => answer,
+            Err(status) => return Err(self.failed("ListPodSandbox", status)),
+        };
         Ok(answer
             .into_inner()
             .items

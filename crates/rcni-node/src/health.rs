@@ -58,6 +58,8 @@ pub struct HealthState {
     pub gc_reclaimed: u64,
     /// GC failures: rounds that could not run, DELs and plugin GCs that failed.
     pub gc_errors: u64,
+    /// NetworkPolicy enforcement, when on.
+    pub policy: Option<crate::policy::PolicyHealth>,
 }
 
 impl HealthState {
@@ -139,7 +141,11 @@ impl HealthState {
             self.gc_runs,
             self.gc_reclaimed,
             self.gc_errors,
-        )
+        ) + &self
+            .policy
+            .as_ref()
+            .map(crate::policy::PolicyHealth::metrics)
+            .unwrap_or_default()
     }
 }
 

@@ -14,6 +14,8 @@
 //! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
 //! - [`rule_repair`]: putting back the node's nf_tables rules after another firewall removed them;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
+//! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
+//!   enforced on them with nf_tables;
 //! - [`node`]: wiring it together from the command line's options.
 
 pub mod agent;
@@ -28,5 +30,7 @@ pub mod lease;
 pub mod masq;
 pub mod network;
 pub mod node;
+pub mod pods;
+pub mod policy;
 pub mod rule_repair;
 pub mod store;

@@ -84,6 +84,16 @@ struct Cli {
     /// The container runtime's libcni cache directory (`results/<network>-<id>-<ifname>`).
     #[arg(long, default_value = cni_runtime::DEFAULT_CACHE_DIR)]
     cni_cache_dir: PathBuf,
+    /// Enforce Kubernetes NetworkPolicy on this node's pods (on by default; needs the
+    /// br_netfilter module): the policies and namespaces under <prefix>/policies/ and
+    /// <prefix>/namespaces/, the pods every node publishes under <prefix>/pods/.
+    /// `--network-policy=false` turns it off (and removes the program an earlier run left).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    network_policy: bool,
+    /// The `rcni pod` sandbox records this node's pods are read from (labels, addresses),
+    /// when no --cri-socket is given; with --cri-socket the runtime's ready sandboxes are.
+    #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
+    pod_state_dir: PathBuf,
 }
 
 struct Stderr;
@@ -145,6 +155,8 @@ fn main() -> ExitCode {
         gc_interval: Duration::from_secs(cli.gc_interval.max(1)),
         gc_grace: Duration::from_secs(cli.gc_grace),
         cni_cache_dir: cli.cni_cache_dir,
+        network_policy: cli.network_policy,
+        pod_state_dir: cli.pod_state_dir,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

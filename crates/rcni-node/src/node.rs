@@ -27,6 +27,7 @@ use crate::gc::{self, GcConfig};
 use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
 use crate::lease::{LeaseAttrs, Subnets};
 use crate::network::{BackendKind, NetworkConfig};
+use crate::policy::{self, PolicyConfig};
 use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
 use crate::{cni_conf, cni_version, masq, rule_repair};
@@ -75,6 +76,10 @@ pub struct Options {
     pub gc_grace: Duration,
     /// The runtime's libcni cache directory.
     pub cni_cache_dir: PathBuf,
+    /// Enforce NetworkPolicy on the node's pods (see [`crate::policy`]).
+    pub network_policy: bool,
+    /// The `rcni pod` records the node's pods are read from (without `cri_socket`).
+    pub pod_state_dir: PathBuf,
 }
 
 /// The plugins the conflist chains.
@@ -168,7 +173,10 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> anyhow::Resu
         status_stop,
         written,
     ));
-    let result = run_agent(opts, versions, health, says_healthy, shutdown).await;
+    // A local task set: the NetworkPolicy tasks hold etcd requests (`cni_etcd::Connection`)
+    // whose futures are not `Send`, so they are spawned on this thread (`spawn_local`).
+    let agent = run_agent(opts, versions, health, says_healthy, shutdown);
+    let result = tokio::task::LocalSet::new().run_until(agent).await;
     let reason = match &result {
         Ok(()) => "agent stopped".to_string(),
         Err(e) => format!("agent failed: {e:#}"),
@@ -297,10 +305,10 @@ async fn publish_when_healthy(
 }
 
 /// Everything the agent does between its start and its stop, in order: the health endpoint,
-/// the datastore, the network config, the backend, the lease, the node's kernel setup, the
-/// GC, then the reconcile loop (the conflist is published once healthy) until `shutdown`;
-/// the lease is released on the way out if asked. A shutdown during any wait stops it
-/// cleanly. `says_healthy` follows what the status file says.
+/// the datastore, the network config, the backend, the lease, the node's kernel setup, rule
+/// repair, NetworkPolicy enforcement, the GC, then the reconcile loop (the conflist is
+/// published once healthy) until `shutdown`; the lease is released on the way out if asked.
+/// A shutdown during any wait stops it cleanly. `says_healthy` follows what the status file says.
 async fn run_agent(
     opts: Options,
     versions: ConfVersions,
@@ -343,8 +351,11 @@ async fn run_agent(
     let subnet = held.lease.subnet;
     lock(&health).subnet = Some(subnet);
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
-    configure_node(&kernel, &network).await?;
+    configure_node(&kernel, &network, opts.network_policy).await?;
     spawn_rule_repair(&opts, &network, &health, &shutdown)?;
+    if opts.network_policy {
+        spawn_policy(&opts, subnet, &health, &shutdown);
+    }
     // One pod MTU for both families: the larger overhead wins.
     let mtu = underlay.mtu - network.backend.mtu_overhead(network.ipv6.is_some());
     let files = node_files(&opts, network, subnet, mtu, versions);
@@ -417,14 +428,24 @@ fn lease_attrs(
 }
 
 /// The node's own kernel setup once its subnet is known: the backend's local part,
-/// forwarding for the network's families, and the masquerade rules.
-async fn configure_node(kernel: &Kernel, network: &NetworkConfig) -> anyhow::Result<()> {
+/// forwarding for the network's families, the bridge netfilter switches NetworkPolicy needs
+/// (or, with it off, the removal of an earlier run's policy program), and the masquerade rules.
+async fn configure_node(
+    kernel: &Kernel,
+    network: &NetworkConfig,
+    network_policy: bool,
+) -> anyhow::Result<()> {
     let networks = network.networks();
     let (v4, v6) = (network.ipv4.is_some(), network.ipv6.is_some());
     kernel
         .run(move |r| -> anyhow::Result<()> {
             r.configure_local()?;
             cni_linux::sysctl::enable_ip_forwarding(v4, v6).context("enable forwarding")?;
+            if network_policy {
+                policy::enable_bridge_netfilter()?;
+            } else {
+                policy::remove_program().context("remove the NetworkPolicy program")?;
+            }
             if !masq::install(&networks).context("install the masquerade rules")? {
                 log::info!("masquerade rules already in place");
             }
@@ -469,6 +490,24 @@ fn node_files(
         versions,
         node_name: opts.node_name.clone(),
     }
+}
+
+/// Starts NetworkPolicy enforcement on the node's pods (see [`policy`]), until `shutdown`.
+fn spawn_policy(
+    opts: &Options,
+    subnet: Subnets,
+    health: &SharedHealth,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let cfg = PolicyConfig {
+        access: opts.etcd.clone(),
+        prefix: opts.prefix.clone(),
+        node: opts.node_name.clone(),
+        subnet_key: crate::lease::subnet_key(&opts.prefix, subnet),
+        cri_socket: opts.cri_socket.clone(),
+        pod_state_dir: opts.pod_state_dir.clone(),
+    };
+    policy::spawn(cfg, health.clone(), shutdown.clone());
 }
 
 /// Starts the GC of the attachments of sandboxes the CRI runtime at `socket` no longer has,

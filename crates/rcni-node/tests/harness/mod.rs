@@ -16,10 +16,12 @@ pub mod cri;
 pub mod etcd;
 pub mod kubelet;
 pub mod manifest;
+pub mod netpol;
 
+use std::ffi::OsString;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -503,6 +505,7 @@ impl Cluster {
                 node.dir.join("cache").into_os_string(),
             ];
         }
+        let policy = policy_args(&node.extra, &node.dir);
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -534,6 +537,7 @@ impl Cluster {
             ])
             .args(["--health-addr", &format!("{}:9477", node.ip)])
             .args(&cache)
+            .args(&policy)
             .args(&node.extra)
             .envs(node.env.iter().map(|(k, v)| (k, v)))
             .env("RCNI_LOG", "info")
@@ -775,4 +779,29 @@ pub fn udp_payload(
         }
     }
     Err(std::io::Error::other("no datagram arrived"))
+}
+
+/// Whether the kernel has br_netfilter loaded (`/proc/sys/net/bridge` exists).
+pub fn br_netfilter_loaded() -> bool {
+    Path::new("/proc/sys/net/bridge").exists()
+}
+
+/// The agent's NetworkPolicy flags besides a test's own (`extra`): the pod records of the
+/// node's own directory (never the machine's), and, where br_netfilter is not loaded (the
+/// agent refuses to enforce policies without it), `--network-policy=false`, said aloud:
+/// only the policy tests need enforcement, and they skip there.
+fn policy_args(extra: &[String], dir: &Path) -> Vec<OsString> {
+    let mut args = Vec::new();
+    if !extra.iter().any(|a| a == "--pod-state-dir") {
+        args.extend([
+            "--pod-state-dir".into(),
+            netpol::pod_state_dir(dir).into_os_string(),
+        ]);
+    }
+    let chosen = extra.iter().any(|a| a.starts_with("--network-policy"));
+    if !chosen && !br_netfilter_loaded() {
+        eprintln!("br_netfilter is not loaded: agents run with --network-policy=false");
+        args.push("--network-policy=false".into());
+    }
+    args
 }
