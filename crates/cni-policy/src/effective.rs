@@ -85,6 +85,11 @@ impl PortSpec {
     }
 }
 
+/// What a named port does where pods carry no port names (the pods rcni-node learns from
+/// `rcni pod` records and CRI sandboxes have none: port names belong to containers).
+pub const UNRESOLVED_NAMED_PORT: &str =
+    "named port: pods publish no port names, so it admits nothing";
+
 /// One rule of one policy, resolved against the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -468,7 +473,9 @@ impl fmt::Display for Effective {
                         } => {
                             format!("{protocol}/{lo}-{hi}")
                         }
-                        PortSpec::Named { protocol, name } => format!("{protocol}/{name} (named)"),
+                        PortSpec::Named { protocol, name } => {
+                            format!("{protocol}/{name} ({UNRESOLVED_NAMED_PORT})")
+                        }
                     })
                     .collect::<Vec<_>>()
                     .join(", "),

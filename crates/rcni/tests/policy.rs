@@ -329,7 +329,7 @@ spec:
          shop/egress-none: PodSelector: app=web; Policy Types: Egress\n  \
          shop/web-from-frontend: PodSelector: app=web; Policy Types: Ingress\n\
          Ingress: isolated by shop/web-from-frontend\n  \
-         shop/web-from-frontend[0]: from pods: app=frontend in namespace shop (1 address); on TCP/http (named)\n  \
+         shop/web-from-frontend[0]: from pods: app=frontend in namespace shop (1 address); on TCP/http (named port: pods publish no port names, so it admits nothing)\n  \
          shop/web-from-frontend[1]: from ipBlock 198.18.0.0/16 except 198.18.9.0/24; on any port\n\
          Egress: isolated by shop/egress-none\n  nothing allowed\n"
     );
