@@ -24,14 +24,23 @@ pub struct ChurnOutcome {
     pub leftovers: usize,
 }
 
-/// Runs `work(i)` for i in 0..n on `workers` threads.
+/// Runs `work(i)` for i in 0..n on `workers` threads; stops early when a stop was requested.
 pub(crate) fn parallel<F: Fn(usize) + Sync>(n: usize, workers: usize, work: F) {
+    run_all(n, workers, true, work);
+}
+
+/// Runs `work(i)` for every i in 0..n, even after a stop request: for cleanups.
+pub(crate) fn parallel_to_end<F: Fn(usize) + Sync>(n: usize, workers: usize, work: F) {
+    run_all(n, workers, false, work);
+}
+
+fn run_all<F: Fn(usize) + Sync>(n: usize, workers: usize, stoppable: bool, work: F) {
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..workers.max(1) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n || stop::requested() {
+                if i >= n || (stoppable && stop::requested()) {
                     break;
                 }
                 work(i);

@@ -24,7 +24,7 @@ use anyhow::Result;
 use serde_json::{json, Value};
 
 use crate::chain::Impl;
-use crate::churn::parallel;
+use crate::churn::{parallel, parallel_to_end};
 use crate::configs::slot_subnet;
 use crate::ns::links_with_prefix;
 use crate::report::{Report, Row, Series};
@@ -185,12 +185,13 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
     })
 }
 
-/// Stops and removes the sandboxes `ids`, `workers` at a time, counting failures.
+/// Stops and removes the sandboxes `ids`, `workers` at a time, counting failures; runs to the
+/// end even when the benchmark is interrupted, so no sandbox outlives it.
 fn remove_all<P>(pod: &P, ids: Vec<&String>, workers: usize, failures: &AtomicUsize)
 where
     P: Fn(&[&str]) -> std::io::Result<std::process::Output> + Sync,
 {
-    parallel(ids.len(), workers, |i| {
+    parallel_to_end(ids.len(), workers, |i| {
         for verb in ["stop", "rm"] {
             if !matches!(pod(&[verb, ids[i]]), Ok(o) if o.status.success()) {
                 failures.fetch_add(1, Ordering::Relaxed);
