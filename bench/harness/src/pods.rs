@@ -111,7 +111,6 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
     let ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
     let resident_ids: Vec<String> = (0..resident).map(|i| format!("{prefix}r{i}")).collect();
     let latencies = Mutex::new(Vec::new());
-    let ips = Mutex::new(Vec::new());
     let failures = AtomicUsize::new(0);
     let veths_before = links_with_prefix("veth").len();
     parallel(resident, workers, |i| {
@@ -128,32 +127,9 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
     for first in (0..n).step_by(round) {
         let these = &ids[first..n.min(first + round)];
         let started = Instant::now();
-        parallel(these.len(), workers, |i| {
-            let port = format!("{}:80", 20000 + first + i);
-            let t = Instant::now();
-            let out = pod(&["--json", "run", "bench", "--id", &these[i], "--port", &port]);
-            let took = ms(t.elapsed());
-            match out {
-                Ok(o) if o.status.success() => {
-                    if let Ok(mut l) = latencies.lock() {
-                        l.push(took);
-                    }
-                    let st: Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-                    if let (Ok(mut all), Some(ip)) = (ips.lock(), st["ips"][0].as_str()) {
-                        all.push(ip.to_string());
-                    }
-                }
-                _ => {
-                    failures.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
+        let round_ips = start_round(&pod, these, 20000 + first, workers, &latencies, &failures);
         measuring += started.elapsed();
         // Addresses are compared within a round: a later round may reuse a removed one's.
-        let round_ips = ips
-            .lock()
-            .map(|mut v| std::mem::take(&mut *v))
-            .unwrap_or_default();
         duplicates += round_ips.len() - round_ips.iter().collect::<HashSet<_>>().len();
         if these.len() < n {
             remove_all(&pod, these.iter().collect(), workers, &failures);
@@ -183,6 +159,43 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
         duplicates,
         leftovers,
     })
+}
+
+/// Starts the sandboxes `ids` (host ports from `first_port`), `workers` at a time, timing each
+/// successful start into `latencies`; returns their first addresses.
+fn start_round<P>(
+    pod: &P,
+    ids: &[String],
+    first_port: usize,
+    workers: usize,
+    latencies: &Mutex<Vec<f64>>,
+    failures: &AtomicUsize,
+) -> Vec<String>
+where
+    P: Fn(&[&str]) -> std::io::Result<std::process::Output> + Sync,
+{
+    let ips = Mutex::new(Vec::new());
+    parallel(ids.len(), workers, |i| {
+        let port = format!("{}:80", first_port + i);
+        let t = Instant::now();
+        let out = pod(&["--json", "run", "bench", "--id", &ids[i], "--port", &port]);
+        let took = ms(t.elapsed());
+        match out {
+            Ok(o) if o.status.success() => {
+                if let Ok(mut l) = latencies.lock() {
+                    l.push(took);
+                }
+                let st: Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+                if let (Ok(mut all), Some(ip)) = (ips.lock(), st["ips"][0].as_str()) {
+                    all.push(ip.to_string());
+                }
+            }
+            _ => {
+                failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    ips.into_inner().unwrap_or_default()
 }
 
 /// Stops and removes the sandboxes `ids`, `workers` at a time, counting failures; runs to the
