@@ -23,7 +23,7 @@ mod startup;
 mod stats;
 mod stop;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
@@ -246,49 +246,15 @@ fn run() -> Result<()> {
         }
         run
     };
-    if step("startup") {
-        startup::measure(&mut report, &rcni, &go, runs_version)?;
-    }
-    if step("latency") {
-        latency::measure(&mut report, &rcni, &go, runs_latency, &work.0)?;
-    }
-    if step("kernel-floor") {
-        floor::measure(&mut report, runs_latency)?;
-    }
-    if step("phases") {
-        phases::measure(&mut report, &rcni, runs_latency, &work.0)?;
-    }
-    if step("runtime") {
-        overhead::measure(
-            &mut report,
-            &rcni_cli,
-            &rcni,
-            o.noop.as_deref(),
-            runs_latency,
-            &work.0,
-        )?;
-    }
-    if step("churn") {
-        churn::measure(&mut report, &rcni, &go, churn_n, &work.0)?;
-    }
-    if step("pods") {
-        let size = if o.quick { (6, 3, 12) } else { (100, 16, 1000) };
-        pods::measure(&mut report, &rcni_cli, (&rcni, &go), size, &work.0)?;
-    }
-    if step("resources") {
-        resources::measure(&mut report, &rcni, &go, &work.0)?;
-    }
-    if step("host-local-scale") {
-        if let Err(e) = hostlocal_scale::measure(&mut report, &rcni, &go, o.quick, &work.0) {
-            report.add_row(hostlocal_scale::failed_row(&e));
-        }
-    }
-    if step("portmap-scale") {
-        portmap_scale::measure(&mut report, &rcni, &go, o.quick)?;
-    }
-    if step("density") {
-        density::measure(&mut report, &rcni, &go, o.quick, &work.0)?;
-    }
+    run_figures(
+        &mut report,
+        &o,
+        (&rcni, &go),
+        &rcni_cli,
+        &work.0,
+        step,
+        (runs_version, runs_latency, churn_n),
+    )?;
     let leftovers = ns::links_with_prefix("veth");
     let took = started.elapsed().as_secs_f64();
     report.notes.push(format!(
@@ -312,6 +278,62 @@ fn run() -> Result<()> {
     );
     if !leftovers.is_empty() {
         bail!("leftover host interfaces: {leftovers:?}");
+    }
+    Ok(())
+}
+
+/// Every figure `step` accepts, in order, into `report`.
+fn run_figures(
+    report: &mut Report,
+    o: &Options,
+    (rcni, go): (&Impl, &Impl),
+    rcni_cli: &Path,
+    work: &Path,
+    step: impl Fn(&str) -> bool,
+    (runs_version, runs_latency, churn_n): (usize, usize, usize),
+) -> Result<()> {
+    if step("startup") {
+        startup::measure(report, rcni, go, runs_version)?;
+    }
+    if step("latency") {
+        latency::measure(report, rcni, go, runs_latency, work)?;
+    }
+    if step("kernel-floor") {
+        floor::measure(report, runs_latency)?;
+    }
+    if step("phases") {
+        phases::measure(report, rcni, runs_latency, work)?;
+    }
+    if step("runtime") {
+        overhead::measure(
+            report,
+            rcni_cli,
+            rcni,
+            o.noop.as_deref(),
+            runs_latency,
+            work,
+        )?;
+    }
+    if step("churn") {
+        churn::measure(report, rcni, go, churn_n, work)?;
+    }
+    if step("pods") {
+        let size = if o.quick { (6, 3, 12) } else { (100, 16, 1000) };
+        pods::measure(report, rcni_cli, (rcni, go), size, work)?;
+    }
+    if step("resources") {
+        resources::measure(report, rcni, go, work)?;
+    }
+    if step("host-local-scale") {
+        if let Err(e) = hostlocal_scale::measure(report, rcni, go, o.quick, work) {
+            report.add_row(hostlocal_scale::failed_row(&e));
+        }
+    }
+    if step("portmap-scale") {
+        portmap_scale::measure(report, rcni, go, o.quick)?;
+    }
+    if step("density") {
+        density::measure(report, rcni, go, o.quick, work)?;
     }
     Ok(())
 }

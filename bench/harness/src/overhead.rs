@@ -268,6 +268,24 @@ pub fn measure(
         }
     }
     drop(used);
+    let cpu_overheads = cpu_rows(report, &rt, &plain);
+    library_rows(report, &lib, &plain);
+    least_executed_runtime(report, &static_floor, &lib, &plain);
+    let wall_overheads = wall_rows(report, rt, plain, &failure);
+    floor_rows(report, &static_floor, &true_floor, &rcni_floor);
+    for ((verb, wall), cpu) in ["ADD", "DEL"]
+        .into_iter()
+        .zip(wall_overheads)
+        .zip(cpu_overheads)
+    {
+        split_row(report, verb, wall, cpu, &true_floor, &rcni_floor);
+    }
+    Ok(())
+}
+
+/// The runtime's CPU overhead per verb (the CLI with its plugins minus the plugins alone), as
+/// rows; returns the overheads (ADD, DEL).
+fn cpu_rows(report: &mut Report, rt: &Samples, plain: &Samples) -> Vec<Option<f64>> {
     let mut cpu_overheads = Vec::new();
     for (verb, through_cpu, alone_cpu) in [
         ("ADD", &rt.add_cpu, &plain.add_cpu),
@@ -289,8 +307,12 @@ pub fn measure(
             ),
         });
     }
-    library_rows(report, &lib, &plain);
-    least_executed_runtime(report, &static_floor, &lib, &plain);
+    cpu_overheads
+}
+
+/// The runtime's wall time and overhead per verb, as rows and series; returns the overheads
+/// (ADD, DEL).
+fn wall_rows(report: &mut Report, rt: Samples, plain: Samples, failure: &str) -> Vec<Option<f64>> {
     let mut wall_overheads = Vec::new();
     for (verb, through, alone) in [("ADD", rt.add, plain.add), ("DEL", rt.del, plain.del)] {
         let (m_rt, m_plain) = (median(&through), median(&alone));
@@ -303,7 +325,7 @@ pub fn measure(
                 if o <= TARGET_MS { "met" } else { "missed" },
                 if verb == "DEL" { DEL_WALL_CAVEAT } else { "" }
             ),
-            None => failure.clone(),
+            None => failure.to_string(),
         };
         report.add_row(Row {
             figure: "runtime",
@@ -334,15 +356,7 @@ pub fn measure(
             });
         }
     }
-    floor_rows(report, &static_floor, &true_floor, &rcni_floor);
-    for ((verb, wall), cpu) in ["ADD", "DEL"]
-        .into_iter()
-        .zip(wall_overheads)
-        .zip(cpu_overheads)
-    {
-        split_row(report, verb, wall, cpu, &true_floor, &rcni_floor);
-    }
-    Ok(())
+    wall_overheads
 }
 
 /// What the runtime costs without a process of its own: the library path against the plugins
