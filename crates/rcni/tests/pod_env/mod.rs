@@ -311,7 +311,9 @@ impl PodEnv {
     pub fn record_files(&self) -> Vec<String> {
         names_in(&self.state)
             .into_iter()
-            .filter(|n| n != "locks" && n != ".lock")
+            // The store's own: its lock, the sandbox locks, and the marker saying every pending
+            // record has its pending marker (`<id>.pending`, which must not outlive its verb).
+            .filter(|n| !["locks", ".lock", ".pending-complete"].contains(&n.as_str()))
             .collect()
     }
 
