@@ -9,7 +9,9 @@
 //! setup cost of a pod must not grow with what the node already runs.
 //! A Linux bridge takes at most 1,023 ports (`BR_MAX_PORTS` in the kernel's
 //! net/bridge/br_private.h), so with many resident the batch is started in rounds that fit
-//! beside them, each round removed (off the clock) before the next.
+//! beside them, each round removed (off the clock) before the next, followed by a pause while
+//! the kernel tears the removed namespaces down (RCU-heavy work in the background that would
+//! slow the next round). The empty node's batch runs in the same rounds, so the two compare.
 //! The published anchor: Cilium's setupPodNetwork at about 310 ms per pod with 100 pods
 //! started in parallel on kind (cilium #48392).
 
@@ -66,12 +68,16 @@ fn count_entries(dir: &Path, keep: impl Fn(&str) -> bool) -> usize {
 /// Ports a Linux bridge can hold (`BR_MAX_PORTS` - 1: port number 0 is not used).
 const BRIDGE_PORTS: usize = 1023;
 
-/// The size of one run: `n` sandboxes measured, started `workers` at a time, with `resident`
-/// sandboxes started before and kept through the measurement.
+/// How long the kernel is left to tear down a removed round's namespaces.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The size of one run: `n` sandboxes measured, started `workers` at a time and `round` per
+/// round, with `resident` sandboxes started before and kept through the measurement.
 #[derive(Clone, Copy)]
 struct Batch {
     n: usize,
     workers: usize,
+    round: usize,
     resident: usize,
 }
 
@@ -79,6 +85,7 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
     let Batch {
         n,
         workers,
+        round,
         resident,
     } = size;
     let base = work.join(format!("pods-{}-{resident}", imp.label));
@@ -120,8 +127,6 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
             failures.fetch_add(1, Ordering::Relaxed);
         }
     });
-    // Sandboxes started per round: as many as fit on the bridge beside the resident ones.
-    let round = n.min(BRIDGE_PORTS.saturating_sub(resident)).max(1);
     let mut measuring = std::time::Duration::ZERO;
     let mut duplicates = 0;
     for first in (0..n).step_by(round) {
@@ -133,6 +138,7 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
         duplicates += round_ips.len() - round_ips.iter().collect::<HashSet<_>>().len();
         if these.len() < n {
             remove_all(&pod, these.iter().collect(), workers, &failures);
+            std::thread::sleep(SETTLE);
         }
     }
     let per_sec = n as f64 / measuring.as_secs_f64();
@@ -222,9 +228,12 @@ pub fn measure(
     (n, workers, resident): (usize, usize, usize),
     work: &Path,
 ) -> Result<()> {
+    // Sandboxes started per round: as many as fit on the bridge beside the resident ones.
+    let round = n.min(BRIDGE_PORTS.saturating_sub(resident)).max(1);
     let empty = Batch {
         n,
         workers,
+        round,
         resident: 0,
     };
     let p50_empty = measure_batch(report, rcni_cli, (rcni, go), empty, None, work)?;
@@ -276,10 +285,12 @@ fn measure_batch(
     let Batch {
         n,
         workers,
+        round,
         resident,
     } = size;
-    let item =
-        format!("{n} sandboxes via rcni pod run, concurrency {workers}, {resident} resident");
+    let item = format!(
+        "{n} sandboxes via rcni pod run, concurrency {workers}, {round} per round, {resident} resident"
+    );
     for (what, p) in [("p50", 0.5), ("p99", 0.99)] {
         report.add_row(Row {
             figure: "pods",
