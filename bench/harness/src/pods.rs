@@ -68,8 +68,9 @@ fn count_entries(dir: &Path, keep: impl Fn(&str) -> bool) -> usize {
 /// Ports a Linux bridge can hold (`BR_MAX_PORTS` - 1: port number 0 is not used).
 const BRIDGE_PORTS: usize = 1023;
 
-/// How long the kernel is left to tear down a removed round's namespaces.
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the kernel is left to finish the background work of namespaces just created
+/// (the resident ones) or removed (a round's).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The size of one run: `n` sandboxes measured, started `workers` at a time and `round` per
 /// round, with `resident` sandboxes started before and kept through the measurement.
@@ -127,6 +128,10 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
             failures.fetch_add(1, Ordering::Relaxed);
         }
     });
+    // A node whose pods are running, not one still finishing their creation in the background.
+    if resident > 0 {
+        std::thread::sleep(SETTLE);
+    }
     let mut measuring = std::time::Duration::ZERO;
     let mut duplicates = 0;
     for first in (0..n).step_by(round) {
