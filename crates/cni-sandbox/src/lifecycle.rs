@@ -417,9 +417,9 @@ impl Sandboxes {
     pub(crate) fn recover_locked(&self, exclusive: bool) -> Result<Recovery, SandboxError> {
         let mut report = Recovery::default();
         let recs = self.store.pending_records()?;
-        for seen in recs.iter().filter(|r| r.needs_recovery()) {
+        for seen in &recs {
             let mut lock = self.store.lock_sandbox(&seen.id, false)?;
-            if lock.is_none() && exclusive {
+            if lock.is_none() && exclusive && seen.needs_recovery() {
                 log::warn!(
                     "sandbox {}: waiting for the plugins of a killed run or stop to exit",
                     seen.id
@@ -444,6 +444,10 @@ impl Sandboxes {
                 if gone {
                     // Its verb removed it: the lock file this pass re-created goes too.
                     lock.release_and_forget();
+                } else {
+                    // A verb killed between making the marker and writing its record: with
+                    // the sandbox locked no verb is between those two steps now.
+                    self.store.clear_pending(&seen.id);
                 }
                 continue;
             };

@@ -225,7 +225,9 @@ impl RecordStore {
     }
 
     /// Removes the pending marker of `id`; a marker left behind only costs recovery a load.
-    fn clear_pending(&self, id: &str) {
+    /// Outside `save`/`remove`, only with the sandbox's lock held (a verb makes the marker
+    /// before it writes a transient record).
+    pub(crate) fn clear_pending(&self, id: &str) {
         let _ = fs::remove_file(self.pending_marker(id));
     }
 

@@ -256,6 +256,24 @@ fn recovery_undoes_a_killed_run_and_finishes_a_killed_stop() {
 }
 
 #[test]
+fn recovery_clears_the_marker_of_a_verb_killed_before_it_wrote_its_record() {
+    let w = world();
+    w.sb.run(&request("early")).unwrap();
+    // What a stop killed between making its pending marker and writing `stopping` leaves.
+    let marker = w.sb.store.dir().join("early.pending");
+    fs::write(&marker, b"").unwrap();
+    // A live verb (lock held) may be between those two steps: the marker stays.
+    let held = w.sb.store.lock_sandbox("early", true).unwrap().unwrap();
+    w.sb.recover().unwrap();
+    assert!(marker.exists());
+    drop(held);
+    let r = w.sb.recover().unwrap();
+    assert!(r.undone.is_empty() && r.finished.is_empty() && r.errors.is_empty());
+    assert!(!marker.exists());
+    assert_eq!(w.sb.status("early").state, Some(State::Ready));
+}
+
+#[test]
 fn recovery_leaves_a_record_whose_verb_is_still_running() {
     let w = world();
     killed_run_record(&w, "busy");
