@@ -202,3 +202,75 @@ fn add_list_and_delete_addresses() {
     assert!(!nets.contains(&v4.addr()));
     assert!(nets.contains(&v6.addr()));
 }
+
+/// `net.ipv4.conf.<link>.<key>` inside the test namespace, read by `sysctl` itself.
+fn sysctl_in(t: &TestNs, key: &str) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &t.name, "sysctl", "-n", key])
+        .output()
+        .expect("run sysctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn ipv4_settings_through_netlink_match_the_sysctls() {
+    use cni_linux::rtnl::link::Ipv4Conf;
+    let t = TestNs::new();
+    let mut h = t.handle();
+    h.create_veth(&LinkSpec::named("ca0"), &LinkSpec::named("cb0"), None)
+        .unwrap();
+    let (a, b) = (
+        h.link_by_name("ca0").unwrap(),
+        h.link_by_name("cb0").unwrap(),
+    );
+    // A new link reports the kernel defaults.
+    assert_eq!(a.ipv4_route_localnet, Some(false));
+    assert_eq!(a.ipv6_accept_ra, Some(1));
+
+    h.set_ipv4_conf(a.index, Ipv4Conf::ArpNotify, 1).unwrap();
+    h.set_ipv4_conf(a.index, Ipv4Conf::RouteLocalnet, 1)
+        .unwrap();
+    assert_eq!(sysctl_in(&t, "net.ipv4.conf.ca0.arp_notify"), "1");
+    assert_eq!(sysctl_in(&t, "net.ipv4.conf.ca0.route_localnet"), "1");
+    assert_eq!(
+        h.link_by_name("ca0").unwrap().ipv4_route_localnet,
+        Some(true)
+    );
+    // Only the named setting of the named link changes.
+    assert_eq!(
+        sysctl_in(&t, "net.ipv4.conf.ca0.rp_filter"),
+        sysctl_in(&t, "net.ipv4.conf.cb0.rp_filter")
+    );
+    assert_eq!(sysctl_in(&t, "net.ipv4.conf.cb0.arp_notify"), "0");
+    assert_eq!(
+        h.link_by_index(b.index).unwrap().ipv4_route_localnet,
+        Some(false)
+    );
+
+    // Back to 0, and a value written through /proc/sys is what netlink reports.
+    h.set_ipv4_conf(a.index, Ipv4Conf::RouteLocalnet, 0)
+        .unwrap();
+    assert_eq!(sysctl_in(&t, "net.ipv4.conf.ca0.route_localnet"), "0");
+    let set = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &t.name,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.cb0.accept_ra=0",
+        ])
+        .status()
+        .unwrap();
+    assert!(set.success());
+    assert_eq!(h.link_by_index(b.index).unwrap().ipv6_accept_ra, Some(0));
+    assert!(h
+        .set_ipv4_conf(9999, Ipv4Conf::ArpNotify, 1)
+        .unwrap_err()
+        .is_not_found());
+}

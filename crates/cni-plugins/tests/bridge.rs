@@ -41,6 +41,27 @@ fn container_ip(result: &Value) -> IpAddr {
     a.split('/').next().unwrap().parse().unwrap()
 }
 
+/// The IPv6 link-local addresses on `eth0` in `ns`, read with `ip -6 addr`.
+fn link_local_addrs(env: &Env, ns: &str) -> Vec<String> {
+    let out = env
+        .sb
+        .exec_in(
+            ns,
+            [
+                "ip", "-j", "-6", "addr", "show", "dev", "eth0", "scope", "link",
+            ],
+        )
+        .unwrap();
+    out.assert_success();
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap_or(Value::Null);
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a["local"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// Host links other than `lo` and the bridge.
 fn host_ports(env: &Env) -> Vec<String> {
     link_names(env.host())
@@ -83,6 +104,8 @@ fn add_check_del_with_gateway() {
     assert_eq!(port["operstate"], "UP");
     assert_eq!(slave_data(&port)["hairpin"], false);
     assert_eq!(slave_data(&port)["isolated"], false);
+    // A bridge port has no use for an IPv6 address: none is made (rcni; Go leaves the default).
+    assert_eq!(port["inet6_addr_gen_mode"], "none", "{port}");
     let eth0 = link(&pod.name, "eth0");
     assert_eq!(eth0["address"], ifaces[2]["mac"]);
     assert_eq!(eth0["linkinfo"]["info_kind"], "veth");
@@ -100,10 +123,10 @@ fn add_check_del_with_gateway() {
         sysctl(&env, &pod.name, "net.ipv4.conf.eth0.arp_notify"),
         "1"
     );
-    assert_eq!(
-        sysctl(&env, &pod.name, "net.ipv6.conf.eth0.accept_dad"),
-        "0"
-    );
+    // IPv4 only: no IPv6 link-local address (rcni; Go leaves the kernel default), and so no
+    // IPv6 sysctl was needed in the pod.
+    assert_eq!(eth0["inet6_addr_gen_mode"], "none", "{eth0}");
+    assert_eq!(link_local_addrs(&env, &pod.name), Vec::<String>::new());
     assert_eq!(env.leases(NET), ["198.18.44.2"]);
 
     // CHECK passes, then fails once the address is removed by hand.
@@ -618,6 +641,14 @@ fn dual_stack_without_dad_delay() {
     );
     // No tentative addresses were waited for (DAD is off in the container, as in Go).
     eprintln!("dual-stack ADD took {took:?}");
+    // With an IPv6 address the interface keeps its link-local one, and DAD is off as in Go.
+    assert_eq!(link(&pod.name, "eth0")["inet6_addr_gen_mode"], "eui64");
+    assert_eq!(link_local_addrs(&env, &pod.name).len(), 1);
+    assert!(link_local_addrs(&env, &pod.name)[0].starts_with("fe80::"));
+    assert_eq!(
+        sysctl(&env, &pod.name, "net.ipv6.conf.eth0.accept_dad"),
+        "0"
+    );
     let check = Env::with_prev(&conf, &r);
     env.run("bridge", &env.call("CHECK", &pod, "c1", &check.to_string()))
         .assert_success();
@@ -1103,4 +1134,56 @@ fn status_and_gc_at_1_1_0_with_rcni_host_local() {
     env.run("bridge", &env.call("GC", &pod, "", &gc.to_string()))
         .assert_success();
     assert!(env.leases(NET).is_empty(), "{:?}", env.leases(NET));
+}
+
+/// `ipv6LinkLocal: true` keeps Go's behaviour on an IPv4-only attachment: the container
+/// interface makes its link-local address, without DAD (`accept_dad=0`, `enabledad` unset), and
+/// the pods reach each other over it through the bridge.
+#[test]
+fn ipv6_link_local_kept_when_asked() {
+    let env = Env::new();
+    let conf = bridge_conf(
+        &env,
+        NET,
+        BR,
+        SUBNET,
+        json!({"isGateway": true, "ipv6LinkLocal": true}),
+    );
+    let (a, b) = (env.pod(), env.pod());
+    env.add("bridge", &a, "c1", &conf);
+    env.add("bridge", &b, "c2", &conf);
+    for pod in [&a, &b] {
+        assert_eq!(link(&pod.name, "eth0")["inet6_addr_gen_mode"], "eui64");
+        assert_eq!(
+            sysctl(&env, &pod.name, "net.ipv6.conf.eth0.accept_dad"),
+            "0"
+        );
+    }
+    let peer = link_local_addrs(&env, &b.name);
+    assert_eq!(peer.len(), 1, "{peer:?}");
+    env.sb
+        .exec_in(
+            &a.name,
+            [
+                "ping",
+                "-6",
+                "-c",
+                "1",
+                "-W",
+                "3",
+                &format!("{}%eth0", peer[0]),
+            ],
+        )
+        .unwrap()
+        .assert_success();
+    // A wrong type is refused like every other flag.
+    let mut bad = conf.clone();
+    bad["ipv6LinkLocal"] = json!("yes");
+    let c = env.pod();
+    let out = env.run("bridge", &env.call("ADD", &c, "c3", &bad.to_string()));
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stdout.contains("\"code\": 7") || out.stdout.contains("\"code\":7"),
+        "{out}"
+    );
 }

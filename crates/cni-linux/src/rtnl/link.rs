@@ -1,13 +1,15 @@
 //! Link operations: look-up and listing, up/down, delete, veth, bridge and IFB creation, master,
-//! MTU, MAC, name, promiscuity, all-multicast, transmit queue length, moving to another namespace, bridge-port flags and bridge VLANs.
+//! MTU, MAC, name, promiscuity, all-multicast, transmit queue length, moving to another namespace, bridge-port flags and bridge VLANs,
+//! and the per-interface IPv4 settings the kernel lets netlink change (`IFLA_INET_CONF`).
 
 use std::os::fd::{AsFd, AsRawFd};
 
 use netlink_packet_core::{DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoBridgePort,
-    InfoData, InfoKind, InfoPortData, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo,
-    LinkMessage, LinkProtoInfoBridge, State,
+    AfSpecBridge, AfSpecInet, AfSpecInet6, AfSpecUnspec, BridgeFlag, BridgeVlanInfo,
+    BridgeVlanInfoFlags, In6AddrGenMode, InfoBridge, InfoBridgePort, InfoData, InfoKind,
+    InfoPortData, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
+    LinkProtoInfoBridge, State,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
@@ -19,6 +21,8 @@ use crate::netns::NetNs;
 const IFLA_BRPORT_MODE: u16 = 4;
 const IFLA_BRPORT_LEARNING: u16 = 8;
 const IFLA_BRPORT_ISOLATED: u16 = 33;
+// IFLA_INET_CONF inside IFLA_AF_SPEC/AF_INET (linux/if_link.h).
+const IFLA_INET_CONF: u16 = 1;
 
 /// The longest interface alias the kernel stores (`IFALIASZ` - 1).
 pub const MAX_ALIAS_LEN: usize = 255;
@@ -59,6 +63,33 @@ pub struct Link {
     pub bridge_port: Option<BridgePortInfo>,
     /// The interface alias (`IFLA_IFALIAS`), which rcni uses to tag the owner of a host link.
     pub alias: Option<String>,
+    /// `net.ipv4.conf.<link>.route_localnet`, from the link's `IFLA_AF_SPEC`; `None` when the
+    /// link has no IPv4 settings.
+    pub ipv4_route_localnet: Option<bool>,
+    /// `net.ipv6.conf.<link>.accept_ra`, from the link's `IFLA_AF_SPEC`; `None` when IPv6 is
+    /// off on the link.
+    pub ipv6_accept_ra: Option<i32>,
+}
+
+/// A per-interface IPv4 setting (`net.ipv4.conf.<link>.<name>`) that [`Handle::set_ipv4_conf`]
+/// changes through netlink. Reading and writing these through `/proc/sys` costs a path lookup
+/// that grows with the number of namespaces on the node, netlink does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ipv4Conf {
+    /// `arp_notify`: announce address changes with gratuitous ARP.
+    ArpNotify,
+    /// `route_localnet`: route 127.0.0.0/8 to and from this link.
+    RouteLocalnet,
+}
+
+impl Ipv4Conf {
+    /// The kernel's `IPV4_DEVCONF_*` number (linux/ip.h).
+    fn devconf_id(self) -> u16 {
+        match self {
+            Ipv4Conf::ArpNotify => 22,
+            Ipv4Conf::RouteLocalnet => 26,
+        }
+    }
 }
 
 /// Flags of a bridge port as reported in `IFLA_INFO_SLAVE_DATA`.
@@ -150,6 +181,8 @@ impl Link {
             vlan_filtering: None,
             bridge_port: None,
             alias: None,
+            ipv4_route_localnet: None,
+            ipv6_accept_ra: None,
         };
         for attr in msg.attributes {
             match attr {
@@ -163,10 +196,33 @@ impl Link {
                 LinkAttribute::LinkNetNsId(id) => link.link_netnsid = Some(id),
                 LinkAttribute::LinkInfo(infos) => link.apply_link_info(infos),
                 LinkAttribute::IfAlias(alias) if !alias.is_empty() => link.alias = Some(alias),
+                LinkAttribute::AfSpecUnspec(specs) => link.apply_af_spec(specs),
                 _ => {}
             }
         }
         link
+    }
+
+    fn apply_af_spec(&mut self, specs: Vec<AfSpecUnspec>) {
+        for spec in specs {
+            match spec {
+                AfSpecUnspec::Inet(items) => {
+                    for item in items {
+                        if let AfSpecInet::DevConf(conf) = item {
+                            self.ipv4_route_localnet = Some(conf.route_localnet != 0);
+                        }
+                    }
+                }
+                AfSpecUnspec::Inet6(items) => {
+                    for item in items {
+                        if let AfSpecInet6::DevConf(conf) = item {
+                            self.ipv6_accept_ra = Some(conf.accept_ra);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn apply_link_info(&mut self, infos: Vec<LinkInfo>) {
@@ -317,6 +373,35 @@ impl Handle {
             msg.header.flags = flag;
         }
         self.set_link(msg)
+    }
+
+    /// Sets the IPv4 setting `conf` of link `index` to `value`, as writing
+    /// `net.ipv4.conf.<link>.<setting>` would (`IFLA_AF_SPEC`/`AF_INET`/`IFLA_INET_CONF`).
+    pub fn set_ipv4_conf(&mut self, index: u32, conf: Ipv4Conf, value: u32) -> Result<(), Error> {
+        // One nested attribute: its type is the IPV4_DEVCONF_* number, its payload the value.
+        let mut setting = Vec::with_capacity(8);
+        setting.extend_from_slice(&8u16.to_ne_bytes());
+        setting.extend_from_slice(&conf.devconf_id().to_ne_bytes());
+        setting.extend_from_slice(&value.to_ne_bytes());
+        let inet_conf =
+            DefaultNla::new(IFLA_INET_CONF | netlink_packet_core::NLA_F_NESTED, setting);
+        let spec = AfSpecUnspec::Inet(vec![AfSpecInet::Other(inet_conf)]);
+        self.set_link(link_message(
+            index,
+            vec![LinkAttribute::AfSpecUnspec(vec![spec])],
+        ))
+    }
+
+    /// Stops the kernel from giving link `index` an IPv6 link-local (or any autoconfigured)
+    /// address when it comes up: `IFLA_INET6_ADDR_GEN_MODE` none, what `ip link set addrgenmode
+    /// none` and systemd-networkd's `LinkLocalAddressing=no` do. IPv6 stays on: addresses can
+    /// still be added. Fails when the kernel has no IPv6.
+    pub fn disable_ipv6_link_local(&mut self, index: u32) -> Result<(), Error> {
+        let spec = AfSpecUnspec::Inet6(vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)]);
+        self.set_link(link_message(
+            index,
+            vec![LinkAttribute::AfSpecUnspec(vec![spec])],
+        ))
     }
 
     /// Sets a link administratively up.

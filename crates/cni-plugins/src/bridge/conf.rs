@@ -30,6 +30,10 @@ pub struct BridgeConf {
     pub preserve_default_vlan: bool,
     pub macspoofchk: bool,
     pub enable_dad: bool,
+    /// `ipv6LinkLocal` (rcni only): give the container interface its IPv6 link-local address
+    /// even when the attachment has no IPv6 address, as the Go plugin always does. Off by
+    /// default: see `docs/compatibility.md`, bridge.
+    pub ipv6_link_local: bool,
     pub disable_container_interface: bool,
     pub port_isolation: bool,
     /// The container MAC from the `mac` capability, `args` or CNI_ARGS.
@@ -86,6 +90,7 @@ impl BridgeConf {
             preserve_default_vlan: flag(raw, "preserveDefaultVlan")?,
             macspoofchk: flag(raw, "macspoofchk")?,
             enable_dad: flag(raw, "enabledad")?,
+            ipv6_link_local: flag(raw, "ipv6LinkLocal")?,
             disable_container_interface: flag(raw, "disableContainerInterface")?,
             port_isolation: flag(raw, "portIsolation")?,
             mac: container_mac(conf, cni_args)?,

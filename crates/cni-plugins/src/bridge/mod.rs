@@ -23,7 +23,12 @@
 //! - CHECK of an L2-only bridge skips IPAM CHECK (Go fails running an empty IPAM type);
 //! - the bridge MAC is pinned with its current value, not the one read before the port was
 //!   added (which is all-zero for a bridge whose last port went away);
-//! - GC is implemented (Go's is a no-op); config values of the wrong type are code 7.
+//! - GC is implemented (Go's is a no-op); config values of the wrong type are code 7;
+//! - a container interface whose attachment has no IPv6 address gets no IPv6 link-local
+//!   address (`addrgenmode none`, set before it comes up) unless `ipv6LinkLocal: true`: the
+//!   bridge floods the MLD reports and router solicitations such an address sends to every
+//!   port, so with Go's behaviour each new pod costs work in every pod already on the bridge;
+//! - the host veth (a bridge port) gets no IPv6 address either (`common::veth`).
 
 pub mod add;
 pub mod check;

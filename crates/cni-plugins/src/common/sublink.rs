@@ -13,6 +13,7 @@
 //! of an attachment that is not in its valid list and delete the links carrying its tag. DEL
 //! removes the record after the link; a lease goes through IPAM GC.
 
+use cni_linux::rtnl::link::Ipv4Conf;
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
 use cni_linux::rtnl::virt::VirtKind;
@@ -176,11 +177,14 @@ pub fn configure_in_container(
     let result = result.clone();
     netns
         .run(move || -> Result<(), CniError> {
+            let mut h = Handle::new().or_internal("cannot open netlink")?;
             if notify {
-                let _ = sysctl::write(&sysctl::iface_key("ipv4", &ifname, "arp_notify"), "1");
+                // Failures ignored as in Go; arp_notify through netlink (see Ipv4Conf).
+                if let Ok(link) = h.link_by_name(&ifname) {
+                    let _ = h.set_ipv4_conf(link.index, Ipv4Conf::ArpNotify, 1);
+                }
                 let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "ndisc_notify"), "1");
             }
-            let mut h = Handle::new().or_internal("cannot open netlink")?;
             configure_iface(&mut h, &ifname, &result, ConfigureOptions::default())
         })
         .or_internal("cannot enter the container namespace")?
@@ -583,6 +587,8 @@ mod tests {
             vlan_filtering: None,
             bridge_port: None,
             alias: None,
+            ipv4_route_localnet: None,
+            ipv6_accept_ra: None,
         };
         assert!(check_mtu_within_master(None, &master).is_ok());
         assert!(check_mtu_within_master(Some(1500), &master).is_ok());

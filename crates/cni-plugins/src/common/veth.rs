@@ -145,6 +145,16 @@ pub fn create_tagged_host_end(
     let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
     let mut link = create_tagged(host, container_ns, &container, end.mtu, mac, owner)?;
     let temp = link.name.clone();
+    if master.is_some() {
+        // A bridge port never receives for its own addresses (the bridge takes every frame),
+        // so it gets no IPv6 link-local address: set before it comes up, it saves the host an
+        // fe80::/64 and a local route per port, which every IPv6 route walk on a link change
+        // (fib6_clean_all) goes through, and the MLD reports that address would send. Best
+        // effort: a kernel without IPv6 refuses it and has no such address anyway.
+        if let Err(e) = host.disable_ipv6_link_local(link.index) {
+            log::debug!("host veth {temp}: IPv6 link-local left as it is: {e}");
+        }
+    }
     match rename_and_tag(host, link.index, &temp, &owner.comment(), master) {
         Ok(name) => link.name = name,
         Err(e) => {
