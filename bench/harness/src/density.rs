@@ -64,15 +64,19 @@ fn plan(quick: bool) -> (Vec<(Kind, Vec<usize>)>, usize) {
                 (Kind::Bridge, vec![0, 250, 500, 1_000]),
                 (Kind::Ptp, vec![0, 1_000]),
             ],
-            // DEL swings by several ms with the kernel's RCU waits on veth removal: enough
-            // rounds that the medians settle (a round costs well under 0.2 s).
-            41,
+            // DEL swings by several ms with the kernel's RCU waits on veth removal (single
+            // samples from 15 to 46 ms at the same density), so a median of 41 still moved by
+            // about 2 ms between runs; 101 rounds narrow that by a third for about a minute more.
+            101,
         )
     }
 }
 
+/// The pause after each round's pods are removed (see [`rounds_at`]).
+const TEARDOWN_PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// The `ip` commands run with `-batch`, fed on stdin, in `netns` when given.
-fn ip_batch(netns: Option<&str>, lines: &str) -> Result<()> {
+pub(crate) fn ip_batch(netns: Option<&str>, lines: &str) -> Result<()> {
     let mut cmd = Command::new("ip");
     if let Some(ns) = netns {
         cmd.args(["-n", ns]);
@@ -233,21 +237,31 @@ fn rounds_at(
     let mut s: Samples = Default::default();
     for r in 0..rounds {
         stop::check()?;
-        for k in 0..3 {
+        // The round's pods are made before and removed after its samples, then the kernel is
+        // left to finish their teardown: a namespace removed just before a sample would have
+        // its RCU-heavy cleanup running under that sample's DEL (whose wall time is mostly
+        // waiting for RCU callbacks), adding tens of ms to some samples and none to others.
+        let pods = [
+            NamedNs::create("dp")?,
+            NamedNs::create("dp")?,
+            NamedNs::create("dp")?,
+        ];
+        for (k, pod) in pods.iter().enumerate() {
             let which = (k + r) % 3;
-            let pod = NamedNs::create("dp")?;
             let (add, del) = if which == 2 {
-                floor(kind, count * 100 + r, &pod)?
+                floor(kind, count * 100 + r, pod)?
             } else {
                 let cid = format!("dens-{count}-{r}");
                 let conf = &confs[which];
-                let add = plugin(impls[which], kind, "ADD", &cid, &pod, conf)?;
-                let del = plugin(impls[which], kind, "DEL", &cid, &pod, conf)?;
+                let add = plugin(impls[which], kind, "ADD", &cid, pod, conf)?;
+                let del = plugin(impls[which], kind, "DEL", &cid, pod, conf)?;
                 (add, del)
             };
             s[0][which].push(add);
             s[1][which].push(del);
         }
+        drop(pods);
+        std::thread::sleep(TEARDOWN_PAUSE);
     }
     Ok(s)
 }

@@ -16,6 +16,7 @@ mod ns;
 mod overhead;
 mod phases;
 mod pods;
+mod pods_floor;
 mod portmap_scale;
 mod report;
 mod resources;

@@ -12,6 +12,8 @@
 //! beside them, each round removed (off the clock) before the next, followed by a pause while
 //! the kernel tears the removed namespaces down (RCU-heavy work in the background that would
 //! slow the next round). The empty node's batch runs in the same rounds, so the two compare.
+//! Beside the two, the same batches made by `ip` alone (`pods_floor.rs`) give the kernel's
+//! share of the growth.
 //! The published anchor: Cilium's setupPodNetwork at about 310 ms per pod with 100 pods
 //! started in parallel on kind (cilium #48392).
 
@@ -70,7 +72,7 @@ const BRIDGE_PORTS: usize = 1023;
 
 /// How long the kernel is left to finish the background work of namespaces just created
 /// (the resident ones) or removed (a round's).
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The size of one run: `n` sandboxes measured, started `workers` at a time and `round` per
 /// round, with `resident` sandboxes started before and kept through the measurement.
@@ -90,11 +92,13 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
         resident,
     } = size;
     let base = work.join(format!("pods-{}-{resident}", imp.label));
-    let (conf, state, cache, data) = (
+    let (conf, state, cache, data, run) = (
         base.join("net.d"),
         base.join("state"),
         base.join("cache"),
         base.join("ipam"),
+        // The gc-on-start marker: the bench's own, never the machine's /run/rcni.
+        base.join("run"),
     );
     std::fs::create_dir_all(&conf)?;
     std::fs::write(
@@ -113,6 +117,8 @@ fn run_one(rcni_cli: &Path, imp: &Impl, slot: u8, size: Batch, work: &Path) -> R
             .arg("pod")
             .arg("--state-dir")
             .arg(&state)
+            .arg("--run-dir")
+            .arg(&run)
             .args(args)
             .output()
     };
@@ -244,7 +250,7 @@ pub fn measure(
     let p50_empty = measure_batch(report, rcni_cli, (rcni, go), empty, None, work)?;
     let dense = Batch { resident, ..empty };
     measure_batch(report, rcni_cli, (rcni, go), dense, Some(p50_empty), work)?;
-    Ok(())
+    crate::pods_floor::measure(report, (n, workers, resident), round)
 }
 
 /// One batch for both implementations, as rows; returns the p50s (rcni, Go). With
