@@ -10,18 +10,17 @@
 //! route); its DEL is `ip -n POD link del eth0`. Plugins are executed directly, each
 //! implementation with its own subnet and lease directory.
 
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::{json, Value};
 
 use crate::chain::Impl;
 use crate::exec::{run, Call};
-use crate::ns::{self, NamedNs};
+use crate::ns::{self, ip_batch, NamedNs};
 use crate::report::{Report, Series};
 use crate::stats::{median, ms};
 use crate::stop;
@@ -74,31 +73,6 @@ fn plan(quick: bool) -> (Vec<(Kind, Vec<usize>)>, usize) {
 
 /// The pause after each round's pods are removed (see [`rounds_at`]).
 const TEARDOWN_PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
-
-/// The `ip` commands run with `-batch`, fed on stdin, in `netns` when given.
-pub(crate) fn ip_batch(netns: Option<&str>, lines: &str) -> Result<()> {
-    let mut cmd = Command::new("ip");
-    if let Some(ns) = netns {
-        cmd.args(["-n", ns]);
-    }
-    let mut child = cmd
-        .args(["-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running ip -batch")?;
-    child
-        .stdin
-        .take()
-        .context("ip stdin")?
-        .write_all(lines.as_bytes())?;
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!("ip -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
 
 fn filler_addr(i: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(FILLER_BASE) + 2 + i as u32)

@@ -5,8 +5,9 @@
 //! its own threads into the bench host namespace; the machine's root namespace is never changed.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context, Result};
@@ -61,6 +62,31 @@ fn run_ip(args: &[&str]) -> Result<()> {
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );
+    }
+    Ok(())
+}
+
+/// The `ip` commands run with `-batch`, fed on stdin, in `netns` when given.
+pub fn ip_batch(netns: Option<&str>, lines: &str) -> Result<()> {
+    let mut cmd = Command::new("ip");
+    if let Some(ns) = netns {
+        cmd.args(["-n", ns]);
+    }
+    let mut child = cmd
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running ip -batch")?;
+    child
+        .stdin
+        .take()
+        .context("ip stdin")?
+        .write_all(lines.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("ip -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(())
 }

@@ -21,8 +21,7 @@ use anyhow::Result;
 
 use crate::churn::parallel;
 use crate::configs::slot_subnet;
-use crate::density::ip_batch;
-use crate::ns::NamedNs;
+use crate::ns::{ip_batch, NamedNs};
 use crate::pods::SETTLE;
 use crate::report::{Report, Row};
 use crate::stats::{ms, quantile};
