@@ -2,12 +2,14 @@
 //! attachments, for rcni, Go and the iproute2 floor alternating in the same rounds.
 //!
 //! The node is a namespace of its own (entered by the thread that runs the figure, so every
-//! process it starts lives there) with N filler pairs made by `ip -batch`: a host veth on the
-//! bridge (bridge) or with a /32 route (ptp), its peer in one filler namespace. The counts rise
+//! process it starts lives there) with N live filler pairs made by `ip -batch` as rcni makes an
+//! IPv4-only attachment: a host veth without IPv6 on the bridge (bridge) or with a /32 route
+//! (ptp), its peer up with an address in one filler namespace (see [`add_fillers`]). The counts rise
 //! 0 → 250 → 500 → 1,000, fillers being added between them. The floor is the same attachment
 //! made by iproute2 alone: `ip -batch` in the node (veth with its peer created in the pod,
 //! bridge port or host address and route, up) and `ip -n POD -batch` (address, up, default
-//! route); its DEL is `ip -n POD link del eth0`. Plugins are executed directly, each
+//! route), neither end with an IPv6 link-local (`ip` cannot turn IPv6 off on a link); its DEL
+//! is `ip -n POD link del eth0`. Plugins are executed directly, each
 //! implementation with its own subnet and lease directory.
 
 use std::net::Ipv4Addr;
@@ -78,27 +80,59 @@ fn filler_addr(i: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(FILLER_BASE) + 2 + i as u32)
 }
 
-/// Adds fillers `from..to`: host veth `dfI` with its peer in `filler_ns`, up, on the bridge or
-/// with a host route to its pod address.
+/// Adds fillers `from..to`, each a live attachment as rcni makes one on an IPv4-only network:
+/// host veth `dfI` with IPv6 off (turned off before it comes up), on the bridge (bridge) or
+/// with a /32 route to its pod address (ptp), up; its peer `pI` in `filler_ns` with an address,
+/// no IPv6 link-local, up. With their peers up the ports have carrier and forward, so each new
+/// port's state walks, floods and route walks go through them as through running pods (a port
+/// whose peer is down is disabled and skipped by most of that).
 fn add_fillers(kind: Kind, filler_ns: &str, from: usize, to: usize) -> Result<()> {
-    let mut lines = String::new();
+    if from >= to {
+        return Ok(());
+    }
+    let (mut made, mut up, mut pods) = (String::new(), String::new(), String::new());
+    let mut sysctls = Command::new("sysctl");
+    sysctls.arg("-q");
     for i in from..to {
-        lines += &format!("link add df{i} type veth peer name p{i} netns {filler_ns}\n");
-        match kind {
-            Kind::Bridge => lines += &format!("link set df{i} master {BRIDGE}\n"),
-            Kind::Ptp => lines += &format!("route add {}/32 dev df{i}\n", filler_addr(i)),
+        made += &format!(
+            "link add df{i} type veth peer name p{i} netns {filler_ns}
+"
+        );
+        if kind == Kind::Bridge {
+            made += &format!(
+                "link set df{i} master {BRIDGE}
+"
+            );
         }
-        lines += &format!("link set df{i} up\n");
+        sysctls.args(["-w", &format!("net.ipv6.conf.df{i}.disable_ipv6=1")]);
+        up += &format!(
+            "link set df{i} up
+"
+        );
+        if kind == Kind::Ptp {
+            // After the up: a route needs its device up.
+            up += &format!(
+                "route add {}/32 dev df{i}
+",
+                filler_addr(i)
+            );
+        }
+        pods += &format!(
+            "link set p{i} addrgenmode none
+addr add {}/32 dev p{i}
+link set p{i} up
+",
+            filler_addr(i)
+        );
     }
-    // A route needs its device up: set up before routing, in a second pass for ptp.
-    if kind == Kind::Ptp {
-        let (ups, rest): (Vec<&str>, Vec<&str>) =
-            lines.lines().partition(|l| l.starts_with("link"));
-        lines = ups.join("\n") + "\n" + &rest.join("\n") + "\n";
+    ip_batch(None, &made)?;
+    // A child of this thread, so in the node namespace, whose /proc/sys/net it sees.
+    let out = sysctls.output()?;
+    if !out.status.success() {
+        bail!("sysctl: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
-    if from < to {
-        ip_batch(None, &lines)?;
-    }
+    ip_batch(None, &up)?;
+    ip_batch(Some(filler_ns), &pods)?;
     Ok(())
 }
 
@@ -162,20 +196,20 @@ fn floor(kind: Kind, n: usize, pod: &NamedNs) -> Result<(f64, f64)> {
     let (node_lines, pod_lines) = match kind {
         Kind::Bridge => (
             format!(
-                "link add {host} type veth peer name eth0 netns {}\nlink set {host} master {BRIDGE}\nlink set {host} up\n",
+                "link add {host} type veth peer name eth0 netns {}\nlink set {host} addrgenmode none\nlink set {host} master {BRIDGE}\nlink set {host} up\n",
                 pod.name
             ),
             format!(
-                "addr add {pod_ip}/20 dev eth0\nlink set eth0 up\nroute add default via {GATEWAY}\n"
+                "link set eth0 addrgenmode none\naddr add {pod_ip}/20 dev eth0\nlink set eth0 up\nroute add default via {GATEWAY}\n"
             ),
         ),
         Kind::Ptp => (
             format!(
-                "link add {host} type veth peer name eth0 netns {}\nlink set {host} up\naddr add {GATEWAY}/32 dev {host}\nroute add {pod_ip}/32 dev {host}\n",
+                "link add {host} type veth peer name eth0 netns {}\nlink set {host} addrgenmode none\nlink set {host} up\naddr add {GATEWAY}/32 dev {host}\nroute add {pod_ip}/32 dev {host}\n",
                 pod.name
             ),
             format!(
-                "addr add {pod_ip}/20 dev eth0\nlink set eth0 up\nroute add {GATEWAY}/32 dev eth0\nroute add default via {GATEWAY}\n"
+                "link set eth0 addrgenmode none\naddr add {pod_ip}/20 dev eth0\nlink set eth0 up\nroute add {GATEWAY}/32 dev eth0\nroute add default via {GATEWAY}\n"
             ),
         ),
     };
@@ -342,9 +376,10 @@ pub fn measure(
     }
     report.notes.push(format!(
         "density: one fresh attachment's ADD and DEL with N attachments already on the node \
-         (iproute2-made veth pairs: bridge ports, or ptp-style host routes), {rounds} rounds per \
-         count, rcni, Go and the iproute2 floor (ip -batch, peer created in the pod) alternating \
-         in each round; plugins executed directly, times spawn to exit."
+         (live iproute2-made veth pairs as rcni makes them: bridge ports or ptp-style host \
+         routes, IPv6 off on the host end, pod end up with an address), {rounds} rounds per \
+         count, rcni, Go and the iproute2 floor (ip -batch, peer created in the pod, no IPv6 \
+         link-local) alternating in each round; plugins executed directly, times spawn to exit."
     ));
     Ok(())
 }

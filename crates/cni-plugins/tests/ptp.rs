@@ -76,10 +76,34 @@ fn add_check_del() {
         "{host_routes:?}"
     );
     assert_eq!(sysctl(&env, env.host(), "net.ipv4.ip_forward"), "1");
+    // IPv4 only: IPv6 is off on the host end (rcni; Go leaves it on), so the host has no IPv6
+    // route through it.
     assert_eq!(
-        sysctl(&env, env.host(), &format!("net.ipv6.conf.{veth}.accept_ra")),
-        "0"
+        sysctl(
+            &env,
+            env.host(),
+            &format!("net.ipv6.conf.{veth}.disable_ipv6")
+        ),
+        "1"
     );
+    let routes6 = env
+        .sb
+        .exec_in(
+            env.host(),
+            [
+                "ip",
+                "-6",
+                "route",
+                "show",
+                "table",
+                "all",
+                "dev",
+                veth.as_str(),
+            ],
+        )
+        .unwrap();
+    routes6.assert_success();
+    assert_eq!(routes6.stdout.trim(), "", "IPv6 routes on the host end");
     assert!(ping(&pod.name, "198.18.55.1".parse::<IpAddr>().unwrap()));
     assert_eq!(env.leases(NET), ["198.18.55.2"]);
 
@@ -154,6 +178,19 @@ fn dual_stack_and_default_route() {
     let mut host_addrs = addrs_of(env.host(), &veth);
     host_addrs.sort();
     assert_eq!(host_addrs, ["198.18.55.1/32", "2001:2:0:55::1/128"]);
+    // With IPv6 addresses the host end keeps IPv6, with router advertisements ignored.
+    assert_eq!(
+        sysctl(
+            &env,
+            env.host(),
+            &format!("net.ipv6.conf.{veth}.disable_ipv6")
+        ),
+        "0"
+    );
+    assert_eq!(
+        sysctl(&env, env.host(), &format!("net.ipv6.conf.{veth}.accept_ra")),
+        "0"
+    );
     let v6 = main_routes(&pod.name, IpFamily::V6);
     for want in [
         "default via 2001:2:0:55::1 dev eth0",

@@ -19,7 +19,7 @@ use crate::common::iface_config::{configure_link, needs_namespace_thread, Config
 use crate::common::link_info::{interface_of, mac_string};
 use crate::common::step;
 use crate::common::undo::Undo;
-use crate::common::veth::{self, ContainerEnd, Target};
+use crate::common::veth::{self, ContainerEnd, HostIpv6, Target};
 use crate::common::{masquerade, spoofcheck};
 use crate::netns;
 
@@ -54,6 +54,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         },
         &owner,
         Some(bridge.index),
+        HostIpv6::Off,
     )?;
     let host_veth = host_end.name.clone();
     veth::push_undo(&mut undo, &host_veth);
@@ -466,6 +467,7 @@ fn ensure_vlan_interface(
             mac: None,
             owner: None,
         },
+        HostIpv6::Off,
     )
     .map_err(|e| CniError::internal(format!("faild to create vlan gateway {name:?}: {}", e.msg)))?;
     let configured = configure_host_port(

@@ -1,5 +1,6 @@
 //! Veth pairs as the Go plugins make them (`pkg/ip/link_linux.go`): the host end is named `veth` +
-//! 8 random hex digits (retried on a name clash), set up, and gets `accept_ra=0`.
+//! 8 random hex digits (retried on a name clash), set up, and gets `accept_ra=0` (unless the
+//! caller turns its IPv6 off: [`HostIpv6`]).
 //!
 //! Unlike Go, the host end gets an explicit random MAC so udev never rewrites it
 //! (containernetworking/plugins issue #805),
@@ -47,6 +48,19 @@ pub struct VethPair {
     pub container: Link,
 }
 
+/// Whether the host end keeps IPv6. Off, it is turned off before the link comes up: a bridge
+/// port never receives for its own addresses (the bridge takes every frame), and the host end
+/// of an IPv4-only ptp pair has only IPv4 to route. IPv6 there only costs the host: an
+/// `fe80::/64` and an `ff00::/8` multicast route per pair in its tables, which every IPv6 route
+/// walk on a link change goes through (fib6_clean_all), the MLD reports of that address, and
+/// an IPv6 teardown when the pair is deleted (1 to 2 ms of each bridge DEL, measured beside 0
+/// and 950 ports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostIpv6 {
+    Keep,
+    Off,
+}
+
 /// Where the container end goes.
 pub enum Target<'h> {
     /// Another namespace, and a handle opened in it.
@@ -62,6 +76,7 @@ pub fn create_pair(
     host: &mut Handle,
     mut target: Target<'_>,
     end: &ContainerEnd<'_>,
+    ipv6: HostIpv6,
 ) -> Result<VethPair, CniError> {
     let container_spec = LinkSpec {
         name: end.name.to_string(),
@@ -69,7 +84,7 @@ pub fn create_pair(
         mac: end.mac,
     };
     if let (Target::Netns(ns, in_container), Some(owner)) = (&mut target, end.owner) {
-        let host_link = create_tagged_host_end(host, ns, end, owner, None)?;
+        let host_link = create_tagged_host_end(host, ns, end, owner, None, ipv6)?;
         return match in_container.link_by_name(end.name) {
             Ok(container) => Ok(VethPair {
                 host: host_link,
@@ -99,11 +114,11 @@ pub fn create_pair(
         let mut host_link = host
             .link_by_name(&host_name)
             .or_internal(&format!("failed to lookup {host_name:?}"))?;
+        let ipv6_off = ipv6 == HostIpv6::Off && turn_off_ipv6(host, &host_link);
         host.set_link_up(host_link.index)
             .or_internal(&format!("failed to set {host_name:?} up"))?;
         host_link.up = true;
-        // We want to own the routes of this interface; failures are ignored as in Go.
-        let _ = sysctl::write(&sysctl::iface_key("ipv6", &host_name, "accept_ra"), "0");
+        write_accept_ra_off(&host_name, ipv6_off);
         Ok(VethPair {
             host: host_link,
             container,
@@ -127,15 +142,16 @@ fn container_name_taken(container: &str, host: &str) -> CniError {
 }
 
 /// Makes a pair with the container end `end` directly in `container_ns` and the host end tagged
-/// as `owner`'s (see the module comment), enslaved to `master` when given, up, and with
-/// `accept_ra=0`. Returns the host end; the container end is not looked up. On failure nothing
-/// of the pair is left.
+/// as `owner`'s (see the module comment), enslaved to `master` when given, up, with IPv6 as
+/// `ipv6` says, and with `accept_ra=0` where IPv6 stays. Returns the host end; the container
+/// end is not looked up. On failure nothing of the pair is left.
 pub fn create_tagged_host_end(
     host: &mut Handle,
     container_ns: &NetNs,
     end: &ContainerEnd<'_>,
     owner: &AttachmentId,
     master: Option<u32>,
+    ipv6: HostIpv6,
 ) -> Result<Link, CniError> {
     let container = LinkSpec {
         name: end.name.to_string(),
@@ -145,7 +161,7 @@ pub fn create_tagged_host_end(
     let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
     let mut link = create_tagged(host, container_ns, &container, end.mtu, mac, owner)?;
     let temp = link.name.clone();
-    let ipv6_off = master.is_some() && turn_off_ipv6_on_port(host, &link);
+    let ipv6_off = ipv6 == HostIpv6::Off && turn_off_ipv6(host, &link);
     match rename_and_tag(host, link.index, &temp, &owner.comment(), master) {
         Ok(name) => link.name = name,
         Err(e) => {
@@ -159,33 +175,32 @@ pub fn create_tagged_host_end(
     if master.is_some() {
         link.master = master;
     }
-    // We want to own the routes of this interface; failures are ignored as in Go. (Moot on a
-    // port without IPv6, and each /proc/sys/net write costs a lookup that grows with the
-    // node's namespaces.)
-    if !ipv6_off {
-        let _ = sysctl::write(&sysctl::iface_key("ipv6", &link.name, "accept_ra"), "0");
-    }
+    write_accept_ra_off(&link.name, ipv6_off);
     Ok(link)
 }
 
-/// Turns IPv6 off on the new bridge port `port` before it comes up; returns whether it is off.
-/// A bridge port never receives for its own addresses (the bridge takes every frame), so IPv6
-/// there only costs: an `fe80::/64` and an `ff00::/8` multicast route per port in the host's
-/// tables, which every IPv6 route walk on a link change goes through (fib6_clean_all), the MLD
-/// reports of that address, and an IPv6 teardown when the port is deleted (1 to 2 ms of each
-/// DEL, measured beside 0 and 950 ports). Frames of IPv6 pods are bridged as before. When the
-/// sysctl cannot be written, `addrgenmode none` over netlink still keeps the address away (a
-/// kernel without IPv6 refuses both and has neither).
-fn turn_off_ipv6_on_port(host: &mut Handle, port: &Link) -> bool {
-    let key = sysctl::iface_key("ipv6", &port.name, "disable_ipv6");
+/// `accept_ra=0` on the host end `name`: we want to own the routes of this interface; failures
+/// are ignored as in Go. Skipped where IPv6 is off (nothing to accept, and each /proc/sys/net
+/// write costs a lookup that grows with the node's namespaces).
+fn write_accept_ra_off(name: &str, ipv6_off: bool) {
+    if !ipv6_off {
+        let _ = sysctl::write(&sysctl::iface_key("ipv6", name, "accept_ra"), "0");
+    }
+}
+
+/// Turns IPv6 off on the new, still down host end `link` (see [`HostIpv6`]); returns whether
+/// it is off. When the sysctl cannot be written, `addrgenmode none` over netlink still keeps
+/// the address away (a kernel without IPv6 refuses both and has neither).
+fn turn_off_ipv6(host: &mut Handle, link: &Link) -> bool {
+    let key = sysctl::iface_key("ipv6", &link.name, "disable_ipv6");
     match sysctl::write(&key, "1") {
         Ok(()) => return true,
-        Err(e) => log::debug!("host veth {}: {key} not written: {e}", port.name),
+        Err(e) => log::debug!("host veth {}: {key} not written: {e}", link.name),
     }
-    if let Err(e) = host.disable_ipv6_link_local(port.index) {
+    if let Err(e) = host.disable_ipv6_link_local(link.index) {
         log::debug!(
             "host veth {}: IPv6 link-local left as it is: {e}",
-            port.name
+            link.name
         );
     }
     false

@@ -19,7 +19,7 @@ use crate::common::link_info::interface_of;
 use crate::common::masquerade;
 use crate::common::step;
 use crate::common::undo::Undo;
-use crate::common::veth::{self, ContainerEnd, Target};
+use crate::common::veth::{self, ContainerEnd, HostIpv6, Target};
 use crate::netns;
 
 /// A full-length prefix around `ip` (/32 or /128).
@@ -73,6 +73,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             mac: None,
             owner: Some(&owner),
         },
+        if v6 { HostIpv6::Keep } else { HostIpv6::Off },
     )?;
     veth::push_undo(&mut undo, &pair.host.name);
     step::end("ptp", "veth")?;
