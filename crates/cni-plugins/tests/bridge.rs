@@ -106,32 +106,7 @@ fn add_check_del_with_gateway() {
     assert_eq!(slave_data(&port)["isolated"], false);
     // A bridge port has no use for IPv6: it is off there (rcni; Go leaves the default), so the
     // host has neither an address nor a multicast route on the port.
-    assert_eq!(
-        sysctl(
-            &env,
-            env.host(),
-            &format!("net.ipv6.conf.{veth}.disable_ipv6")
-        ),
-        "1"
-    );
-    let routes6 = env
-        .sb
-        .exec_in(
-            env.host(),
-            [
-                "ip",
-                "-6",
-                "route",
-                "show",
-                "table",
-                "all",
-                "dev",
-                veth.as_str(),
-            ],
-        )
-        .unwrap();
-    routes6.assert_success();
-    assert_eq!(routes6.stdout.trim(), "", "IPv6 routes on the port");
+    assert_ipv6_off(&env, env.host(), &veth);
     let eth0 = link(&pod.name, "eth0");
     assert_eq!(eth0["address"], ifaces[2]["mac"]);
     assert_eq!(eth0["linkinfo"]["info_kind"], "veth");

@@ -78,32 +78,7 @@ fn add_check_del() {
     assert_eq!(sysctl(&env, env.host(), "net.ipv4.ip_forward"), "1");
     // IPv4 only: IPv6 is off on the host end (rcni; Go leaves it on), so the host has no IPv6
     // route through it.
-    assert_eq!(
-        sysctl(
-            &env,
-            env.host(),
-            &format!("net.ipv6.conf.{veth}.disable_ipv6")
-        ),
-        "1"
-    );
-    let routes6 = env
-        .sb
-        .exec_in(
-            env.host(),
-            [
-                "ip",
-                "-6",
-                "route",
-                "show",
-                "table",
-                "all",
-                "dev",
-                veth.as_str(),
-            ],
-        )
-        .unwrap();
-    routes6.assert_success();
-    assert_eq!(routes6.stdout.trim(), "", "IPv6 routes on the host end");
+    assert_ipv6_off(&env, env.host(), &veth);
     assert!(ping(&pod.name, "198.18.55.1".parse::<IpAddr>().unwrap()));
     assert_eq!(env.leases(NET), ["198.18.55.2"]);
 

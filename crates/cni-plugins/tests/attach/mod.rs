@@ -224,6 +224,22 @@ pub fn sysctl(env: &Env, ns: &str, key: &str) -> String {
     out.stdout.trim().to_string()
 }
 
+/// Asserts that IPv6 is off on `ifname` in `ns`: `disable_ipv6` is 1 and no IPv6 route, in
+/// any table, goes through it (not even the multicast route every IPv6 link gets).
+pub fn assert_ipv6_off(env: &Env, ns: &str, ifname: &str) {
+    let key = format!("net.ipv6.conf.{ifname}.disable_ipv6");
+    assert_eq!(sysctl(env, ns, &key), "1", "{key}");
+    let routes = env
+        .sb
+        .exec_in(
+            ns,
+            ["ip", "-6", "route", "show", "table", "all", "dev", ifname],
+        )
+        .unwrap();
+    routes.assert_success();
+    assert_eq!(routes.stdout.trim(), "", "IPv6 routes on {ifname}");
+}
+
 /// Replaces veth names and MACs so two runs compare.
 pub fn normalize_names(s: &str) -> String {
     let mut out = String::new();
