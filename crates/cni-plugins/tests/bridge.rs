@@ -623,6 +623,8 @@ fn dual_stack_without_dad_delay() {
     let mut br_addrs = addrs_of(env.host(), BR);
     br_addrs.sort();
     assert_eq!(br_addrs, ["198.18.44.1/24", "2001:2:0:44::1/64"]);
+    // The port has IPv6 off even for an IPv6 pod (the ping below still crosses the bridge).
+    assert_ipv6_off(&env, env.host(), &host_veth(&r));
     assert_eq!(
         sysctl(&env, env.host(), "net.ipv6.conf.all.forwarding"),
         "1"
