@@ -336,6 +336,63 @@ fn two_pods_ping_and_http() {
     let _ = rc;
 }
 
+/// The MAC pod `on`'s kernel holds for `ip` on its eth0 (`None` without an entry).
+fn neighbour_mac(env: &Env, on: &str, ip: &str) -> Option<String> {
+    let out = env
+        .sb
+        .exec_in(on, ["ip", "-j", "neigh", "show", ip, "dev", "eth0"])
+        .unwrap();
+    out.assert_success();
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    v.as_array()?.first()?["lladdr"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// An ADD sends no gratuitous ARP across the bridge (`arp_notify` is set once the pod's
+/// interface is up): Go's announcement never gets past its still-disabled port either, and a
+/// flooded one costs every pod on the bridge work. A pod already there keeps the stale
+/// entries it holds for the new pods' addresses. Four new pods, as rcni made them before,
+/// would have announced in most ADDs.
+#[test]
+fn an_add_announces_nothing_to_the_pods_already_on_the_bridge() {
+    let env = Env::new();
+    let first = env.pod();
+    let conf = bridge_conf(&env, NET, BR, SUBNET, json!({"isGateway": true}));
+    env.add("bridge", &first, "c0", &conf);
+    const STALE: &str = "02:00:5e:00:53:01";
+    let next: Vec<String> = (3..7).map(|i| format!("198.18.44.{i}")).collect();
+    for ip in &next {
+        env.sb
+            .exec_in(
+                &first.name,
+                [
+                    "ip", "neigh", "replace", ip, "lladdr", STALE, "dev", "eth0", "nud", "stale",
+                ],
+            )
+            .unwrap()
+            .assert_success();
+    }
+    let pods: Vec<_> = (1..=next.len()).map(|_| env.pod()).collect();
+    for (i, pod) in pods.iter().enumerate() {
+        let r = env.add("bridge", pod, &format!("c{}", i + 1), &conf);
+        assert_eq!(container_ip(&r).to_string(), next[i], "{r}");
+        assert_eq!(
+            sysctl(&env, &pod.name, "net.ipv4.conf.eth0.arp_notify"),
+            "1"
+        );
+    }
+    // Whatever was sent has been delivered by now.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for ip in &next {
+        assert_eq!(
+            neighbour_mac(&env, &first.name, ip).as_deref(),
+            Some(STALE),
+            "an ADD announced {ip} to the pods on the bridge"
+        );
+    }
+}
+
 #[test]
 fn vlan_options_need_bridge_vlan_filtering() {
     let env = Env::new();

@@ -349,7 +349,7 @@ fn enter_container(netns: &NetNs) -> Result<Handle, CniError> {
 }
 
 /// The IPAM result on the container end, through the handle open in its namespace, and the
-/// end's settings for a layer-3 attachment, all before it comes up:
+/// end's settings for a layer-3 attachment, all but `arp_notify` before it comes up:
 ///
 /// - With an IPv6 address (or `ipv6LinkLocal`), the DAD sysctls as in Go (failures ignored as
 ///   in Go), on a thread in the namespace. Go writes them for every attachment; here an
@@ -357,6 +357,14 @@ fn enter_container(netns: &NetNs) -> Result<Handle, CniError> {
 ///   namespace that did under the one shared `/proc/sys/net`, and every later lookup there on
 ///   the node walks them all (0.13 ms per 1,000 namespaces, measured). `arp_notify` goes
 ///   through netlink for the same reason.
+/// - `arp_notify` as in Go, but written once the interface is up, so that coming up sends no
+///   gratuitous ARP. Go's never gets past the bridge: its host end has been without carrier
+///   long enough for the kernel to mark it so, and the bridge drops what a disabled port
+///   receives. rcni brings its host end up sooner, before that mark (the bridge then takes
+///   the port for up), so the announcement was flooded to every port, each pod handling it:
+///   beside 1,000 pods 3 ms more for this ADD and 6 ms for the DEL after it
+///   (docs/performance.md, "Pod sandboxes at scale"). Later link changes inside the pod
+///   announce as with Go.
 /// - Without an IPv6 address, no IPv6 link-local address either (unless `ipv6LinkLocal`), so
 ///   the interface never sends the MLD reports and router solicitations that address brings.
 ///   The bridge floods each of those to every port (it knows no multicast querier), so each new
@@ -372,8 +380,6 @@ fn configure_container(
         handle,
         link,
     } = container;
-    // Ignored on failure as in Go.
-    let _ = handle.set_ipv4_conf(link.index, Ipv4Conf::ArpNotify, 1);
     let has_ipv6 = needs_namespace_thread(result);
     if !has_ipv6 && !conf.ipv6_link_local {
         // A kernel without IPv6 refuses this, and makes no link-local address anyway.
@@ -385,20 +391,25 @@ fn configure_container(
         ipv6_nodad: !conf.enable_dad,
     };
     if !has_ipv6 && !conf.ipv6_link_local {
-        return configure_link(handle, link, result, opts);
+        configure_link(handle, link, result, opts)?;
+    } else {
+        let (ifname, enable_dad) = (link.name.as_str(), conf.enable_dad);
+        let in_thread = &mut *handle;
+        netns
+            .run(move || {
+                if enable_dad {
+                    let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "enhanced_dad"), "1");
+                    let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "1");
+                } else {
+                    let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "0");
+                }
+                configure_link(in_thread, link, result, opts)
+            })
+            .or_internal("cannot enter the container namespace")??;
     }
-    let (ifname, enable_dad) = (link.name.as_str(), conf.enable_dad);
-    netns
-        .run(move || {
-            if enable_dad {
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "enhanced_dad"), "1");
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "1");
-            } else {
-                let _ = sysctl::write(&sysctl::iface_key("ipv6", ifname, "accept_dad"), "0");
-            }
-            configure_link(handle, link, result, opts)
-        })
-        .or_internal("cannot enter the container namespace")?
+    // Ignored on failure as in Go.
+    let _ = handle.set_ipv4_conf(link.index, Ipv4Conf::ArpNotify, 1);
+    Ok(())
 }
 
 /// Gateway addresses on the bridge (or on the `<bridge>.<vlan>` helper) and
