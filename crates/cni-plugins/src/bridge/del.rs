@@ -1,6 +1,6 @@
 //! bridge DEL: the masquerade teardown (first, its socket closed at the end),
-//! delete the container interface (its host peer goes with it), then IPAM DEL, then the
-//! spoof-check teardown. Both teardowns select rules
+//! delete the container interface (its host peer goes with it) with IPAM DEL beside it, then
+//! the spoof-check teardown. Both teardowns select rules
 //! by attachment, so they need neither the addresses nor the netns (no #810 leak).
 //!
 //! Idempotent and best effort: an empty CNI_NETNS, a namespace that is gone, or an interface
@@ -47,15 +47,16 @@ fn delete_links_and_lease(args: &CmdArgs, conf: &BridgeConf) -> Vec<CniError> {
         }
     }
     let owner = args.id();
-    errors.extend(veth::delete_attachment(ns.as_ref(), &args.ifname, &owner));
-    phase_trace::mark("links");
-
-    if conf.layer3 {
-        if let Err(e) = ipam::ipam_del(args) {
-            errors.push(e);
-        }
-    }
-    phase_trace::mark("ipam");
+    let release = || {
+        conf.layer3
+            .then(|| ipam::ipam_del(args))
+            .and_then(Result::err)
+    };
+    let (link_errors, ipam_error) =
+        veth::delete_attachment_beside(ns.as_ref(), &args.ifname, &owner, release);
+    errors.extend(link_errors);
+    errors.extend(ipam_error);
+    phase_trace::mark("links and lease");
 
     if conf.macspoofchk {
         if let Err(e) = spoofcheck::teardown_spoofcheck(&args.container_id, &args.ifname) {

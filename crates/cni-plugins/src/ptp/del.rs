@@ -1,6 +1,6 @@
 //! ptp DEL: the masquerade teardown (by attachment, so it runs even when the netns
-//! is gone: no #810 leak), IPAM DEL, then (with a netns) delete the container veth, which
-//! takes the host end with its address and route.
+//! is gone: no #810 leak), then (with a netns) delete the container veth, which takes the host
+//! end with its address and route, with IPAM DEL beside it.
 //! Best effort: a failing step does not stop the later ones, and the errors are reported
 //! together. A missing netns or interface is success.
 
@@ -25,10 +25,6 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
         }
     }
     phase_trace::mark("masq");
-    if let Err(e) = ipam::ipam_del(args) {
-        errors.push(e);
-    }
-    phase_trace::mark("ipam");
     let mut ns = None;
     if !args.netns.as_os_str().is_empty() {
         match netns::open(&args.netns) {
@@ -38,8 +34,13 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
         }
     }
     let owner = args.id();
-    errors.extend(veth::delete_attachment(ns.as_ref(), &args.ifname, &owner));
-    phase_trace::mark("links");
+    let release = || ipam::ipam_del(args).err();
+    let (link_errors, ipam_error) =
+        veth::delete_attachment_beside(ns.as_ref(), &args.ifname, &owner, release);
+    // IPAM's error first, as when it ran before the deletion.
+    errors.extend(ipam_error);
+    errors.extend(link_errors);
+    phase_trace::mark("links and lease");
     drop(masq_teardown);
     combine(errors)
 }
