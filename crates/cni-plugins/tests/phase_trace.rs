@@ -87,7 +87,7 @@ fn bridge_add_and_del_write_their_phases_to_the_trace_file_only() {
         .filter(|m| m["plugin"] == "bridge")
         .map(|m| m["phase"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(del_phases, ["main", "conf", "masq", "links", "ipam"]);
+    assert_eq!(del_phases, ["main", "conf", "masq", "links and lease"]);
 
     // Unset: a second attachment writes no trace.
     std::fs::remove_file(&trace).unwrap();
