@@ -10,8 +10,8 @@
 //! bridge port or host address and route, up) and `ip -n POD -batch` (address, up, default
 //! route), neither end with an IPv6 link-local (`ip` cannot turn IPv6 off on a link), and on
 //! the bridge its ADD ends once the port is up, as rcni's and Go's do (see [`wait_oper_up`]);
-//! its DEL is `ip -n POD link del eth0`. Every DEL comes 20 ms after its ADD (see [`SETTLE`]). Plugins are executed directly, each
-//! implementation with its own subnet and lease directory.
+//! its DEL is `ip -n POD link del eth0`. Every DEL comes [`SETTLE`] after its ADD. Plugins are
+//! executed directly, each implementation with its own subnet and lease directory.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -81,9 +81,9 @@ const TEARDOWN_PAUSE: std::time::Duration = std::time::Duration::from_millis(150
 /// right on the heels of its ADD found the RCU grace period the ADD's exit had started still
 /// running, and the deletion's wait for RCU callbacks then took that one and a whole next one:
 /// the sooner a DEL reached its deletion, the more of it it waited out (rcni's within half a
-/// millisecond of exec, `ip`'s and Go's later). Beside 1,000 ports a 2 ms sleep before rcni's deletion
-/// left its DEL time unchanged (29.95 against 29.97 ms, 40 each), 4 ms added 3.8 ms. No runtime
-/// deletes an attachment within milliseconds of making it.
+/// millisecond of exec, `ip`'s and Go's later). Beside 1,000 ports a 2 ms sleep before rcni's
+/// deletion left its DEL time unchanged (29.95 against 29.97 ms, 40 each), 4 ms added 3.8 ms.
+/// No runtime deletes an attachment within milliseconds of making it.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
 
 fn filler_addr(i: usize) -> Ipv4Addr {
@@ -414,8 +414,9 @@ pub fn measure(
          routes, IPv6 off on the host end, pod end up with an address), {rounds} rounds per \
          count, rcni, Go and the iproute2 floor (ip -batch, peer created in the pod, no IPv6 \
          link-local; its bridge ADD ends once the port is up, as rcni's and Go's do) alternating \
-         in each round, each DEL 20 ms after its ADD; plugins executed directly, times spawn \
-         to exit."
+         in each round, each DEL {} ms after its ADD; plugins executed directly, times spawn \
+         to exit.",
+        SETTLE.as_millis()
     ));
     Ok(())
 }

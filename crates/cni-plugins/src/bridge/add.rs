@@ -363,7 +363,7 @@ fn enter_container(netns: &NetNs) -> Result<Handle, CniError> {
 ///   receives. rcni brings its host end up sooner, before that mark (the bridge then takes
 ///   the port for up), so the announcement was flooded to every port, each pod handling it:
 ///   beside 1,000 pods 3 ms more for this ADD and 6 ms for the DEL after it
-///   (docs/performance.md, "Pod sandboxes at scale"). Later link changes inside the pod
+///   (docs/performance.md, "The latest full run"). Later link changes inside the pod
 ///   announce as with Go.
 /// - Without an IPv6 address, no IPv6 link-local address either (unless `ipv6LinkLocal`), so
 ///   the interface never sends the MLD reports and router solicitations that address brings.
