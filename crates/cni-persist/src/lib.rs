@@ -11,6 +11,8 @@
 //! - [`write`]: a temp file becomes the final name by rename (replacing) or hard link (never
 //!   replacing), with the store's [`Durability`] stated explicitly.
 //! - [`lock`]: the `flock` lock files stores serialize on.
+//! - [`spare`]: files a store would free are kept and written again, for stores that rewrite
+//!   and remove files all the time.
 //!
 //! Names and layouts of the stores themselves (Go-compatible lease names, libcni's cache
 //! layout) stay with the stores: this crate only decides how a file gets there.
@@ -18,6 +20,7 @@
 pub mod dir;
 mod error;
 pub mod lock;
+pub mod spare;
 pub mod temp;
 pub mod write;
 

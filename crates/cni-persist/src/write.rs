@@ -27,14 +27,14 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| PersistError::io("sync directory", dir, e))
 }
 
-fn parent(path: &Path) -> &Path {
+pub(crate) fn parent(path: &Path) -> &Path {
     path.parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
 }
 
 impl TempFile {
-    fn sync_if(&mut self, durability: Durability) -> Result<()> {
+    pub(crate) fn sync_if(&mut self, durability: Durability) -> Result<()> {
         if durability == Durability::Fsync {
             let path = self.path.clone();
             self.file()
@@ -72,7 +72,7 @@ impl TempFile {
     }
 }
 
-fn tag(target: &Path) -> Result<&str> {
+pub(crate) fn tag(target: &Path) -> Result<&str> {
     target
         .file_name()
         .and_then(|n| n.to_str())

@@ -23,8 +23,8 @@ use crate::attachment::Attachment;
 use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
 use crate::error::RuntimeError;
 use crate::gojson;
-use crate::spare::Spares;
 use crate::statedir::ensure_private_dir;
+use cni_persist::spare::Spares;
 
 /// The only `kind` libcni writes.
 pub const CACHE_KIND: &str = "cniCacheV1";
@@ -175,7 +175,7 @@ impl ResultCache {
         self.root.join("results")
     }
 
-    /// Emptied files kept for reuse as temp files (see `spare`); never entries.
+    /// Emptied files kept for reuse as temp files (see `cni_persist::spare`); never entries.
     fn spare_dir(&self) -> PathBuf {
         self.root.join("spare")
     }

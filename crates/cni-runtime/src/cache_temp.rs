@@ -17,7 +17,7 @@
 //! as a corrupt or absent cache: DEL then runs without `prevResult` and removes the file.
 //!
 //! Durability: `cni_persist::Durability::Rename`, for the reasons above (the rename is this
-//! module's own, to use `RENAME_EXCHANGE` and recycled inodes).
+//! module's own, to use `RENAME_EXCHANGE` and recycled inodes: `cni_persist::spare`).
 //!
 //! Who removes a leftover: DEL of the attachment removes its `N-K` files; GC, holding the
 //! network lock exclusively (so no ADD of that network is writing), removes all of the
@@ -25,13 +25,12 @@
 //! [`STALE_AGE`] (a write takes milliseconds), which also covers names of older rcni versions.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cni_persist::temp::{new_name, TempFile, TempName};
-
-use crate::spare::Spares;
+use cni_persist::spare::{self, Spares};
+use cni_persist::temp::{TempFile, TempName};
 
 /// Prefix of every temp file; listings of the cache skip these names.
 pub(crate) const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
@@ -60,20 +59,9 @@ fn attachment_tag(network: &str, entry_name: &str) -> String {
     )
 }
 
-/// Opens a spare just moved to `path` for writing from its start, never through a symlink.
-fn open_recycled(path: &Path) -> io::Result<fs::File> {
-    let mut o = fs::OpenOptions::new();
-    o.write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(nix::libc::O_NOFOLLOW);
-    }
-    o.open(path)
-}
-
 /// Writes `<dir>/<entry_name>` atomically: a fresh temp file in `dir`, then a rename over the
-/// name. The temp file is removed when anything fails.
+/// name (an exchange with an existing entry, whose inode is parked in `spares`). The temp file
+/// is removed when anything fails.
 pub(crate) fn write_atomic(
     dir: &Path,
     spares: Option<Spares<'_>>,
@@ -83,7 +71,7 @@ pub(crate) fn write_atomic(
 ) -> io::Result<PathBuf> {
     let target = dir.join(entry_name);
     let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
-    match replace(&tmp, &target) {
+    match spare::exchange_or_rename(&tmp, &target) {
         // The temp name now holds the previous entry.
         Ok(true) => match spares {
             Some(s) => s.park(&tmp),
@@ -98,31 +86,6 @@ pub(crate) fn write_atomic(
         }
     }
     Ok(target)
-}
-
-/// Puts `tmp` in place of `target` atomically. An existing target is swapped with
-/// `RENAME_EXCHANGE` (the caller removes the old entry, now under the temp name): a plain
-/// rename over an existing file makes ext4 write the new file's data back before the rename
-/// (`auto_da_alloc`), which was a visible share of `rcni add`. Where exchange is unsupported
-/// (other filesystems, no target yet) it is a plain rename.
-/// Returns whether the two were exchanged (the old entry is then at `tmp`).
-fn replace(tmp: &Path, target: &Path) -> io::Result<bool> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
-        match renameat2(
-            AT_FDCWD,
-            tmp,
-            AT_FDCWD,
-            target,
-            RenameFlags::RENAME_EXCHANGE,
-        ) {
-            Ok(()) => return Ok(true),
-            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    fs::rename(tmp, target).map(|()| false)
 }
 
 /// Creates `<dir>/<entry_name>` with `bytes` complete from its first instant, unless it
@@ -156,42 +119,13 @@ fn write_temp(
     bytes: &[u8],
 ) -> io::Result<PathBuf> {
     let tag = attachment_tag(network, entry_name);
-    let recycled = spares.and_then(|s| {
-        let p = dir.join(new_name(&tag));
-        if !s.take(&p) {
-            return None;
-        }
-        match open_recycled(&p) {
-            Ok(f) => Some((p, f)),
-            Err(_) => {
-                let _ = fs::remove_file(&p);
-                None
-            }
-        }
-    });
-    let old_len = recycled
-        .as_ref()
-        .and_then(|(_, f)| f.metadata().ok())
-        .map_or(0, |m| m.len());
-    let (tmp, mut file) = match recycled {
-        Some(found) => found,
-        None => TempFile::create(dir, &tag)?.into_parts(),
+    let mut temp = match spares {
+        Some(s) => s.temp_file(dir, &tag)?,
+        None => TempFile::create(dir, &tag)?,
     };
-    // A recycled file keeps its old bytes past ours until cut (never truncated to zero: see
-    // `spare`); the cut happens before this temp name can become an entry.
-    let written = file.write_all(bytes).and_then(|()| {
-        let len = bytes.len() as u64;
-        if old_len > len {
-            file.set_len(len)
-        } else {
-            Ok(())
-        }
-    });
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(tmp)
+    // Dropped on failure, which removes it.
+    temp.write_whole(bytes)?;
+    Ok(temp.keep())
 }
 
 /// Removes the temp files a killed write of this one entry left. Returns how many.
@@ -231,6 +165,7 @@ pub(crate) fn sweep(dir: &Path, network: &str, stale_age: Duration) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cni_persist::temp::new_name;
 
     #[test]
     fn fnv_is_the_published_function() {

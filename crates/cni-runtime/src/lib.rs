@@ -28,7 +28,6 @@ pub mod repair;
 pub mod request;
 mod runtime;
 pub mod sandbox;
-mod spare;
 mod statedir;
 mod trace;
 
