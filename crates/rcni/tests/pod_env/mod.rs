@@ -311,9 +311,10 @@ impl PodEnv {
     pub fn record_files(&self) -> Vec<String> {
         names_in(&self.state)
             .into_iter()
-            // The store's own: its lock, the sandbox locks, and the marker saying every pending
-            // record has its pending marker (`<id>.pending`, which must not outlive its verb).
-            .filter(|n| !["locks", ".lock", ".pending-complete"].contains(&n.as_str()))
+            // The store's own: its lock, the sandbox locks, the marker saying every pending
+            // record has its pending marker (`<id>.pending`, which must not outlive its verb),
+            // and the spare files it recycles.
+            .filter(|n| !["locks", ".lock", ".pending-complete", ".spare"].contains(&n.as_str()))
             .collect()
     }
 
