@@ -476,13 +476,26 @@ impl LockedStore<'_> {
         self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_id}"))
     }
 
-    /// Replaces the hint atomically (temp file, rename), so a reader that takes no lock never
-    /// sees half a hint. Not fsynced: the hint only steers round-robin, and after a crash any
-    /// value is fine.
+    /// Overwrites the hint in place, as Go does: every ADD writes it, and a temp file renamed
+    /// over it freed an inode each time, which a journal-less ext4 then scans past on every
+    /// file creation for a minute or more (see `cni_persist::spare`). Only lock holders read
+    /// it (a tool that takes no lock may see a torn hint, as with Go's); not fsynced: the hint
+    /// only steers round-robin, and after a crash any value, or none, is fine.
     fn write_last_reserved(&self, range_id: usize, addr: IpAddr) -> Result<(), IpamError> {
         let path = self.last_reserved_path(range_id);
+        let text = ip::go_string(addr);
         self.touch();
-        replace_file(self.dir, &path, ip::go_string(addr).as_bytes())
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .and_then(|mut f| {
+                f.write_all(text.as_bytes())?;
+                f.set_len(text.len() as u64)
+            })
             .map_err(|e| IpamError::io("write", &path, e))
     }
 

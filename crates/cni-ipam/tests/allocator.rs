@@ -469,3 +469,26 @@ fn resolv_conf_from_config() {
     assert_eq!(dns.nameservers, ["1.1.1.1"]);
     assert_eq!(dns.search, ["a", "b"]);
 }
+
+/// The round-robin hint is overwritten in place (its inode stays, as with Go's write), and a
+/// shorter address leaves no digit of a longer one behind.
+#[test]
+fn the_hint_is_rewritten_in_place_and_cut_to_length() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ipam = single(
+        dir.path(),
+        json!({"subnet": "198.18.128.0/24", "rangeStart": "198.18.128.99"}),
+    );
+    let hint = dir.path().join(NETWORK).join("last_reserved_ip.0");
+    assert_eq!(one(&ipam, "a"), ip("198.18.128.99"));
+    let inode = std::fs::metadata(&hint).unwrap().ino();
+    assert_eq!(one(&ipam, "b"), ip("198.18.128.100"));
+    assert_eq!(std::fs::read(&hint).unwrap(), b"198.18.128.100");
+    ipam.release("a", "eth0").unwrap();
+    write(dir.path(), "last_reserved_ip.0", b"198.18.128.254");
+    // Wraps to the start of the range: the shorter text replaces the longer one whole.
+    assert_eq!(one(&ipam, "c"), ip("198.18.128.99"));
+    assert_eq!(std::fs::read(&hint).unwrap(), b"198.18.128.99");
+    assert_eq!(std::fs::metadata(&hint).unwrap().ino(), inode);
+}
