@@ -120,18 +120,19 @@ fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
     let count = pings.stop();
     let took = started.elapsed();
 
-    // Proof that the monitors see deletions: a route and a neighbour of the test's own.
+    // Proof that the monitors see deletions: a route and a neighbour of the test's own (the
+    // route outside CLUSTER_NET, where a node may hold any /24).
     sh(&[
         "ip",
         "-n",
         &node_a,
         "route",
         "add",
-        "198.19.250.0/24",
+        "198.18.250.0/24",
         "via",
         &UNDERLAY_GW.to_string(),
     ]);
-    sh(&["ip", "-n", &node_a, "route", "del", "198.19.250.0/24"]);
+    sh(&["ip", "-n", &node_a, "route", "del", "198.18.250.0/24"]);
     sh(&[
         "ip",
         "-n",
@@ -173,7 +174,7 @@ fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
     let mut deleted = routes.deletions();
     deleted.extend(fdb.deletions());
     assert!(
-        deleted.iter().any(|l| l.contains("198.19.250.0/24")),
+        deleted.iter().any(|l| l.contains("198.18.250.0/24")),
         "the route monitor saw no deletion: {deleted:?}"
     );
     assert!(
