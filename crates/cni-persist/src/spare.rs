@@ -176,6 +176,42 @@ pub fn replace(
     temp.replace_recycling(target, durability, spares)
 }
 
+/// How often [`read_stable`] reads a file that changed under it before it returns what it read.
+const READ_TRIES: u32 = 3;
+
+/// Reads `path` and parses its bytes with `parse`, for readers that do not hold the lock its
+/// writers hold: the inode such a reader opened may be parked and written again for another
+/// file while it reads. A recycled inode leaves its name before it is written, so a read after
+/// which the name no longer leads to the inode read, or whose bytes do not parse, is done
+/// again (up to three times; then the last parse is returned).
+pub fn read_stable<T, E>(
+    path: &Path,
+    parse: impl Fn(&[u8]) -> std::result::Result<T, E>,
+) -> io::Result<std::result::Result<T, E>> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (bytes, stayed) = read_checked(fs::File::open(path)?, path)?;
+        let parsed = parse(&bytes);
+        if (stayed && parsed.is_ok()) || attempt == READ_TRIES {
+            return Ok(parsed);
+        }
+    }
+}
+
+/// The bytes of `file` (opened at `path`), and whether `path` still names that file once they
+/// are read.
+pub(crate) fn read_checked(mut file: fs::File, path: &Path) -> io::Result<(Vec<u8>, bool)> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let opened = file.metadata()?;
+    let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    let stayed = fs::symlink_metadata(path)
+        .is_ok_and(|now| now.ino() == opened.ino() && now.dev() == opened.dev());
+    Ok((bytes, stayed))
+}
+
 /// Opens a spare just moved to `path` for writing from its start, never through a symlink.
 fn open_recycled(path: &Path) -> io::Result<fs::File> {
     OpenOptions::new()
@@ -294,6 +330,27 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names, ["spare"], "no temp file is left");
+    }
+
+    /// A reader that opened a file just before it was replaced holds an inode that is parked
+    /// and then written for another file: the read sees that the name moved on.
+    #[test]
+    fn a_read_of_a_file_replaced_meanwhile_is_seen_as_moved() {
+        let d = tempfile::tempdir().unwrap();
+        let spare_dir = d.path().join("spare");
+        let spares = Spares::new(&spare_dir);
+        let f = d.path().join("f");
+        replace(&f, b"first", Durability::Rename, spares).unwrap();
+        let opened = fs::File::open(&f).unwrap();
+        replace(&f, b"second", Durability::Rename, spares).unwrap();
+        // The opened inode is the spare now; another file is written on it.
+        replace(&d.path().join("g"), b"other", Durability::Rename, spares).unwrap();
+        let (bytes, stayed) = read_checked(opened, &f).unwrap();
+        assert_eq!((bytes.as_slice(), stayed), (&b"other"[..], false));
+        let read = read_stable(&f, |b| std::str::from_utf8(b).map(str::to_owned)).unwrap();
+        assert_eq!(read.unwrap(), "second");
+        let missing = read_stable(&d.path().join("none"), |b| Ok::<_, ()>(b.len()));
+        assert_eq!(missing.unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

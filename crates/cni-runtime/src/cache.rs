@@ -24,7 +24,7 @@ use crate::cache_temp::{self, STALE_AGE, TEMP_PREFIX};
 use crate::error::RuntimeError;
 use crate::gojson;
 use crate::statedir::ensure_private_dir;
-use cni_persist::spare::Spares;
+use cni_persist::spare::{self, Spares};
 
 /// The only `kind` libcni writes.
 pub const CACHE_KIND: &str = "cniCacheV1";
@@ -260,15 +260,13 @@ impl ResultCache {
         att: &Attachment,
     ) -> Result<Option<CacheEntry>, RuntimeError> {
         let path = self.path(network, att)?;
-        let Ok(bytes) = fs::read(&path) else {
+        let Ok(decoded) = spare::read_stable(&path, CacheEntry::decode) else {
             return Ok(None);
         };
-        CacheEntry::decode(&bytes)
-            .map(Some)
-            .map_err(|message| RuntimeError::BadCache {
-                network: network.to_string(),
-                message: format!("failed to unmarshal cached network config: {message}"),
-            })
+        decoded.map(Some).map_err(|message| RuntimeError::BadCache {
+            network: network.to_string(),
+            message: format!("failed to unmarshal cached network config: {message}"),
+        })
     }
 
     /// The cached result converted to `version`, ready to send as `prevResult` (as libcni's
@@ -281,20 +279,23 @@ impl ResultCache {
         version: SpecVersion,
     ) -> Result<Option<Value>, RuntimeError> {
         let path = self.path(network, att)?;
-        let Ok(bytes) = fs::read(&path) else {
+        // An entry's result, or a legacy bare result.
+        let read = spare::read_stable(&path, |bytes| match CacheEntry::decode(bytes) {
+            Ok(entry) => Ok(entry.result),
+            Err(_) => serde_json::from_slice::<Value>(bytes).map(Some),
+        });
+        let Ok(parsed) = read else {
             return Ok(None);
         };
         let bad = |message: String| RuntimeError::BadCache {
             network: network.to_string(),
             message,
         };
-        let raw: Value = match CacheEntry::decode(&bytes) {
-            Ok(entry) => match entry.result {
-                Some(r) => r,
-                None => return Ok(None),
-            },
-            Err(_) => serde_json::from_slice(&bytes)
-                .map_err(|e| bad(format!("cache file is neither an entry nor a result: {e}")))?,
+        let raw = match parsed
+            .map_err(|e| bad(format!("cache file is neither an entry nor a result: {e}")))?
+        {
+            Some(r) => r,
+            None => return Ok(None),
         };
         let result = CniResult::parse(&raw, SpecVersion::V0_1_0).map_err(|e| bad(e.to_string()))?;
         result
@@ -348,8 +349,11 @@ impl ResultCache {
                     .is_some_and(|i| i > 0 && i + cid.len() + 2 < name.len()),
                 None => true,
             })
-            .filter_map(|name| fs::read(self.results_dir().join(name)).ok())
-            .filter_map(|bytes| CacheEntry::decode(&bytes).ok())
+            .filter_map(|name| {
+                spare::read_stable(&self.results_dir().join(name), CacheEntry::decode)
+                    .ok()?
+                    .ok()
+            })
             .filter(|e| container_id.is_none_or(|cid| e.container_id == cid))
             .filter(|e| !e.ifname.is_empty() && !e.network_name.is_empty())
             .collect()

@@ -32,7 +32,8 @@
 //! life writes its record five or six times; freeing an inode each time made every later file
 //! creation on a journal-less ext4 scan past all of them. A reader holding no lock of the
 //! sandbox may still have the old inode open when it is written again: [`RecordStore::load`]
-//! reads again when the record's name no longer leads to what it read.
+//! reads again when the record's name no longer leads to what it read
+//! (`cni_persist::spare::read_stable`).
 
 use std::fs::{self, File};
 use std::io;
@@ -60,9 +61,6 @@ const SPARE_DIR: &str = ".spare";
 /// Temp files of rcni versions before `cni_persist` (`.<id>.json.tmp-<pid>`).
 const LEGACY_TEMP_MARK: &str = ".tmp-";
 
-/// Reads of a record that changed under the reader before [`RecordStore::load`] reports
-/// what it read.
-const LOAD_TRIES: u32 = 3;
 /// How often a held sandbox lock is tried again by [`RecordStore::lock_sandbox_within`].
 const LOCK_POLL: Duration = Duration::from_millis(10);
 
@@ -201,26 +199,17 @@ impl RecordStore {
     }
 
     /// The record of `id`, if there is one. Callers that hold no lock of `id` may read while
-    /// its verb replaces or removes the record, and the inode they opened is then recycled
-    /// (see the module comment) and may be overwritten under them: a read after which the
-    /// name no longer leads to the inode read, or whose bytes do not parse, is done again.
+    /// its verb replaces or removes the record, on an inode that is then recycled (see the
+    /// module comment): `read_stable` reads again when that happened.
     pub fn load(&self, id: &str) -> Result<Option<SandboxRecord>, SandboxError> {
         let path = self.path(id);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (bytes, stayed) = match read_and_check(&path) {
-                Ok(read) => read,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(SandboxError::io("cannot read record", &path, e)),
-            };
-            let parsed = serde_json::from_slice(&bytes);
-            if (stayed && parsed.is_ok()) || attempt == LOAD_TRIES {
-                return parsed.map(Some).map_err(|e| SandboxError::BadRecord {
-                    path,
-                    message: e.to_string(),
-                });
-            }
+        match spare::read_stable(&path, |b| serde_json::from_slice::<SandboxRecord>(b)) {
+            Ok(parsed) => parsed.map(Some).map_err(|e| SandboxError::BadRecord {
+                path,
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SandboxError::io("cannot read record", &path, e)),
         }
     }
 
@@ -383,23 +372,6 @@ impl RecordStore {
     }
 }
 
-/// The bytes of the file at `path`, and whether `path` still names that file once they are
-/// read (a recycled inode leaves its name before it is written again).
-fn read_and_check(path: &Path) -> io::Result<(Vec<u8>, bool)> {
-    read_checked(File::open(path)?, path)
-}
-
-/// [`read_and_check`] of a file already opened at `path`.
-fn read_checked(mut file: File, path: &Path) -> io::Result<(Vec<u8>, bool)> {
-    use std::io::Read;
-    let opened = file.metadata()?;
-    let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
-    let stayed = fs::symlink_metadata(path)
-        .is_ok_and(|now| now.ino() == opened.ino() && now.dev() == opened.dev());
-    Ok((bytes, stayed))
-}
-
 fn open_lock_file(path: &Path) -> Result<File, SandboxError> {
     cni_persist::open_lock_file(path)
         .map_err(|e| SandboxError::io("cannot open lock", path, e.into()))
@@ -482,51 +454,6 @@ mod tests {
                 .collect::<BTreeSet<_>>(),
             BTreeSet::from([SPARE_DIR.to_string()]),
             "only the spare directory is left"
-        );
-    }
-
-    /// A reader without the sandbox's lock (status, list, recovery's first look) that opened a
-    /// record just before its verb replaced it holds an inode that is parked and may be written
-    /// again for another sandbox; the read then reports that the name moved on, and `load`
-    /// reads again.
-    #[test]
-    fn a_read_of_a_record_replaced_meanwhile_is_seen_as_moved() {
-        let d = tempfile::tempdir().unwrap();
-        let store = RecordStore::new(d.path().join("s"));
-        let mut watched = record("watched");
-        store.save(&watched).unwrap();
-        let opened = File::open(store.path("watched")).unwrap();
-        watched.state = State::Ready;
-        store.save(&watched).unwrap();
-        // The inode the reader holds is now a spare: other sandboxes' files are written on
-        // it (which of their files gets it depends on the slot order).
-        let id_in = |f: &File| -> String {
-            use std::os::unix::fs::FileExt;
-            let mut buf = vec![0; 4096];
-            let n = f.read_at(&mut buf, 0).unwrap();
-            serde_json::from_slice::<SandboxRecord>(&buf[..n]).map_or(String::new(), |r| r.id)
-        };
-        for n in 0..8 {
-            if id_in(&opened) != "watched" {
-                break;
-            }
-            let mut other = record(&format!("other{n}"));
-            store.save(&other).unwrap();
-            other.state = State::Ready;
-            store.save(&other).unwrap();
-        }
-        let (bytes, stayed) = read_checked(opened, &store.path("watched")).unwrap();
-        assert!(!stayed, "the name leads to another inode now");
-        let misread: SandboxRecord = serde_json::from_slice(&bytes).unwrap();
-        assert!(
-            misread.id.starts_with("other"),
-            "an unchecked read returns {}",
-            misread.id
-        );
-        let loaded = store.load("watched").unwrap().unwrap();
-        assert_eq!(
-            (loaded.id.as_str(), loaded.state),
-            ("watched", State::Ready)
         );
     }
 
