@@ -218,7 +218,7 @@ impl ResultCache {
         let dir = self.checked_results_dir()?;
         cache_temp::write_atomic(
             &dir,
-            Some(Spares::new(&self.spare_dir())),
+            Spares::new(&self.spare_dir()),
             &entry.network_name,
             &name,
             entry.to_go_json()?.as_bytes(),
@@ -233,7 +233,7 @@ impl ResultCache {
         let dir = self.checked_results_dir()?;
         cache_temp::create_atomic(
             &dir,
-            Some(Spares::new(&self.spare_dir())),
+            Spares::new(&self.spare_dir()),
             &entry.network_name,
             &name,
             entry.to_go_json()?.as_bytes(),

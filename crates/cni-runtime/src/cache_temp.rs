@@ -29,8 +29,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cni_persist::spare::{self, Spares};
+use cni_persist::spare::Spares;
 use cni_persist::temp::{TempFile, TempName};
+use cni_persist::Durability;
 
 /// Prefix of every temp file; listings of the cache skip these names.
 pub(crate) const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
@@ -59,32 +60,22 @@ fn attachment_tag(network: &str, entry_name: &str) -> String {
     )
 }
 
-/// Writes `<dir>/<entry_name>` atomically: a fresh temp file in `dir`, then a rename over the
-/// name (an exchange with an existing entry, whose inode is parked in `spares`). The temp file
-/// is removed when anything fails.
+/// Writes `<dir>/<entry_name>` atomically: a temp file in `dir` (on a spare when there is one),
+/// then an exchange with an existing entry, whose inode is parked in `spares`, or a rename. The
+/// temp file is removed when anything fails.
 pub(crate) fn write_atomic(
     dir: &Path,
-    spares: Option<Spares<'_>>,
+    spares: Spares<'_>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<PathBuf> {
     let target = dir.join(entry_name);
-    let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
-    match spare::exchange_or_rename(&tmp, &target) {
-        // The temp name now holds the previous entry.
-        Ok(true) => match spares {
-            Some(s) => s.park(&tmp),
-            None => {
-                let _ = fs::remove_file(&tmp);
-            }
-        },
-        Ok(false) => {}
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
-    }
+    write_temp(dir, spares, network, entry_name, bytes)?.replace_recycling(
+        &target,
+        Durability::Rename,
+        spares,
+    )?;
     Ok(target)
 }
 
@@ -93,39 +84,30 @@ pub(crate) fn write_atomic(
 /// (which fails on an existing one, where a rename would replace it) and then removed.
 pub(crate) fn create_atomic(
     dir: &Path,
-    spares: Option<Spares<'_>>,
+    spares: Spares<'_>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
 ) -> io::Result<Option<PathBuf>> {
     let target = dir.join(entry_name);
-    let tmp = write_temp(dir, spares, network, entry_name, bytes)?;
-    let linked = fs::hard_link(&tmp, &target);
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => Ok(Some(target)),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
-        Err(e) => Err(e),
-    }
+    let temp = write_temp(dir, spares, network, entry_name, bytes)?;
+    Ok(temp
+        .link_new(&target, Durability::Rename)?
+        .then_some(target))
 }
 
-/// A fresh temp file of this entry holding `bytes` (removed again on failure): a spare
+/// A temp file of this entry holding `bytes` (removed when dropped uncommitted): a spare
 /// renamed to a new temp name when there is one, else a new file.
 fn write_temp(
     dir: &Path,
-    spares: Option<Spares<'_>>,
+    spares: Spares<'_>,
     network: &str,
     entry_name: &str,
     bytes: &[u8],
-) -> io::Result<PathBuf> {
-    let tag = attachment_tag(network, entry_name);
-    let mut temp = match spares {
-        Some(s) => s.temp_file(dir, &tag)?,
-        None => TempFile::create(dir, &tag)?,
-    };
-    // Dropped on failure, which removes it.
+) -> io::Result<TempFile> {
+    let mut temp = spares.temp_file(dir, &attachment_tag(network, entry_name))?;
     temp.write_whole(bytes)?;
-    Ok(temp.keep())
+    Ok(temp)
 }
 
 /// Removes the temp files a killed write of this one entry left. Returns how many.
@@ -192,7 +174,8 @@ mod tests {
     fn write_leaves_only_the_entry_and_refuses_symlinks() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
-        let p = write_atomic(d.path(), None, "n", "n-c1-eth0", b"{}").unwrap();
+        let sp = tempfile::tempdir().unwrap();
+        let p = write_atomic(d.path(), Spares::new(sp.path()), "n", "n-c1-eth0", b"{}").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"{}");
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
@@ -211,10 +194,12 @@ mod tests {
     #[test]
     fn create_never_replaces_and_leaves_no_temp() {
         let d = tempfile::tempdir().unwrap();
-        let p = create_atomic(d.path(), None, "n", "n-c1-eth0", b"first").unwrap();
+        let sp = tempfile::tempdir().unwrap();
+        let spares = Spares::new(sp.path());
+        let p = create_atomic(d.path(), spares, "n", "n-c1-eth0", b"first").unwrap();
         assert_eq!(p, Some(d.path().join("n-c1-eth0")));
         assert_eq!(
-            create_atomic(d.path(), None, "n", "n-c1-eth0", b"second").unwrap(),
+            create_atomic(d.path(), spares, "n", "n-c1-eth0", b"second").unwrap(),
             None
         );
         assert_eq!(fs::read(d.path().join("n-c1-eth0")).unwrap(), b"first");
