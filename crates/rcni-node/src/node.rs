@@ -353,12 +353,12 @@ async fn run_agent(
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
     configure_node(&kernel, &network, opts.network_policy).await?;
     spawn_rule_repair(&opts, &network, &health, &shutdown)?;
-    if opts.network_policy {
-        spawn_policy(&opts, subnet, &health, &shutdown);
-    }
     // One pod MTU for both families: the larger overhead wins.
     let mtu = underlay.mtu - network.backend.mtu_overhead(network.ipv6.is_some());
     let files = node_files(&opts, network, subnet, mtu, versions);
+    if opts.network_policy {
+        spawn_policy(&opts, &files, &health, &shutdown);
+    }
     if let Some(socket) = &opts.cri_socket {
         spawn_gc(socket, &opts, &files, &health, &shutdown);
     }
@@ -489,16 +489,29 @@ fn node_files(
         tuning_dir: opts.state_dir.join("tuning"),
         versions,
         node_name: opts.node_name.clone(),
+        pod_socket: opts.network_policy.then(|| policy_socket(&opts.state_dir)),
     }
+}
+
+/// The pod socket of the agent with state dir `state_dir` (NetworkPolicy on).
+fn policy_socket(state_dir: &Path) -> PathBuf {
+    state_dir.join("pods.sock")
 }
 
 /// Starts NetworkPolicy enforcement on the node's pods (see [`policy`]), until `shutdown`.
 fn spawn_policy(
     opts: &Options,
-    subnet: Subnets,
+    files: &NodeFiles,
     health: &SharedHealth,
     shutdown: &watch::Receiver<bool>,
 ) {
+    let subnet = files.subnet;
+    let hold = subnet
+        .v4
+        .map(ipnet::IpNet::V4)
+        .into_iter()
+        .chain(subnet.v6.map(ipnet::IpNet::V6))
+        .collect();
     let cfg = PolicyConfig {
         access: opts.etcd.clone(),
         prefix: opts.prefix.clone(),
@@ -506,6 +519,10 @@ fn spawn_policy(
         subnet_key: crate::lease::subnet_key(&opts.prefix, subnet),
         cri_socket: opts.cri_socket.clone(),
         pod_state_dir: opts.pod_state_dir.clone(),
+        hold,
+        socket: policy_socket(&opts.state_dir),
+        attached_dir: opts.state_dir.join("attached"),
+        ipam_dir: files.ipam_dir.clone(),
     };
     policy::spawn(cfg, health.clone(), shutdown.clone());
 }
