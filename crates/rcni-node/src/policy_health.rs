@@ -56,7 +56,8 @@ pub struct PolicyHealth {
     pub program: Option<Failure>,
     /// The policies, namespaces and other nodes' pods cannot be read from etcd.
     pub read: Option<Failure>,
-    /// This node's pods cannot be listed from their source.
+    /// This node's pods cannot be listed from their source (unhealthy only before the first
+    /// program: existing pods must be known then).
     pub scan: Option<Failure>,
 }
 
@@ -80,7 +81,9 @@ impl PolicyHealth {
                 f.cause
             ));
         }
-        if let Some(f) = lasting(&self.scan) {
+        // Once in force, pods are learned from their ADDs: a runtime that does not answer
+        // for a while (containerd restarting) holds new pods, it does not stop enforcement.
+        if let Some(f) = lasting(&self.scan).filter(|_| !self.ready) {
             return Err(format!(
                 "NetworkPolicy: this node's pods cannot be listed (for {} s): {}",
                 f.seconds(),

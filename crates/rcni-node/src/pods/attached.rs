@@ -38,6 +38,21 @@ impl Attached {
         Ok(temp.replace(&self.path(&a.container_id), Durability::Rename)?)
     }
 
+    /// Records the labels learned for `sandbox`, if it has a record.
+    pub fn set_labels(
+        &self,
+        sandbox: &str,
+        labels: &cni_policy::selector::Labels,
+    ) -> io::Result<()> {
+        let mut a = match read(&self.path(sandbox)) {
+            Ok(a) => a,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        a.labels = Some(labels.clone());
+        self.save(&a)
+    }
+
     /// Removes the record of `sandbox`, if any.
     pub fn remove(&self, sandbox: &str) -> io::Result<()> {
         match std::fs::remove_file(self.path(sandbox)) {
@@ -107,7 +122,11 @@ mod tests {
         };
         store.save(&a).unwrap();
         std::fs::write(dir.path().join("attached/broken.json"), b"{").unwrap();
-        assert_eq!(store.load(), [a]);
+        assert_eq!(store.load(), [a.clone()]);
+        let labels = [("app".to_string(), "web".to_string())].into();
+        store.set_labels("c1", &labels).unwrap();
+        store.set_labels("none", &labels).unwrap();
+        assert_eq!(store.load()[0].labels, Some(labels));
         assert!(!dir.path().join("attached/broken.json").exists());
         store.remove("c1").unwrap();
         store.remove("c1").unwrap();

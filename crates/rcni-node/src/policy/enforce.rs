@@ -84,6 +84,8 @@ pub struct Enforcement<S> {
     pub publish: watch::Sender<Option<Vec<Pod>>>,
     /// The first complete list of the node's pods has been taken.
     pub listed: bool,
+    /// ... and the worker knows it.
+    pub listed_told: bool,
 }
 
 impl<S: PodSource + 'static> Enforcement<S> {
@@ -164,11 +166,13 @@ impl<S: PodSource + 'static> Enforcement<S> {
     /// Hands what changed among the node's pods to the worker and the publisher.
     fn local_changed(&mut self) {
         let changes = self.local.changes();
-        if !changes.is_empty() || !self.listed {
+        let first_complete = self.listed && !self.listed_told;
+        if !changes.is_empty() || first_complete {
             self.worker.send(Job::Local {
                 changes,
                 complete: self.listed,
             });
+            self.listed_told = self.listed;
         }
         let pods = self.local.published();
         self.publish.send_if_modified(|last| {
@@ -329,8 +333,11 @@ impl<S: PodSource + 'static> Enforcement<S> {
         match self.source.labels(&ids).await {
             Ok(found) => {
                 if self.local.learned(&found) {
-                    for id in found.iter().map(|l| &l.id) {
-                        log::info!("sandbox {id}: labels known; programming its policies");
+                    for l in &found {
+                        log::info!("sandbox {}: labels known; programming its policies", l.id);
+                        if let Err(e) = self.attached.set_labels(&l.id, &l.labels) {
+                            log::warn!("record the labels of sandbox {}: {e}", l.id);
+                        }
                     }
                     self.local_changed();
                     // Committed at once, not with the next change.

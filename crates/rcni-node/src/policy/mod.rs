@@ -177,6 +177,7 @@ async fn run<S: PodSource + 'static>(
         health,
         publish,
         listed: false,
+        listed_told: false,
     };
     enforcement.run(scans, requests, shutdown).await;
 }
