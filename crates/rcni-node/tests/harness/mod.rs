@@ -14,6 +14,7 @@
 pub mod containerd;
 pub mod cri;
 pub mod etcd;
+pub mod hammer;
 pub mod kubelet;
 pub mod manifest;
 pub mod netpol;
