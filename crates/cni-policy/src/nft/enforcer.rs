@@ -112,6 +112,8 @@ pub struct Enforcer {
     local_ips: HashMap<IpAddr, PodId>,
     /// Pods with named ports (any node).
     named_port_pods: BTreeSet<PodId>,
+    /// The policies that select a local pod (and so have chains).
+    with_chains: BTreeSet<String>,
     dirty: Dirty,
     /// For [`Enforcer::update`]'s conversions.
     interner: Interner,
@@ -188,6 +190,7 @@ impl Enforcer {
             peers_by_ns: HashMap::new(),
             local_ips: HashMap::new(),
             named_port_pods: BTreeSet::new(),
+            with_chains: BTreeSet::new(),
             dirty: Dirty::default(),
             interner: Interner::default(),
         }
@@ -411,6 +414,7 @@ impl Enforcer {
         p.selected_local.insert(id.clone());
         self.dirty.policies.insert(key.to_string());
         if first {
+            self.with_chains.insert(key.to_string());
             self.use_peers(key);
         }
     }
@@ -426,6 +430,7 @@ impl Enforcer {
         self.dirty.policies.insert(key.to_string());
         if p.selected_local.is_empty() {
             let used = p.used_peers().map(|(w, _)| w.clone()).collect();
+            self.with_chains.remove(key);
             self.unuse_peers(key, used);
         }
     }
@@ -435,7 +440,10 @@ impl Enforcer {
         key: String,
         policy: Option<Arc<NetworkPolicy>>,
     ) -> Result<(), ProgramError> {
-        let new = policy.as_deref().map(PolicyState::new).transpose()?;
+        let new = policy
+            .as_deref()
+            .map(|p| PolicyState::new(&key, p))
+            .transpose()?;
         if let (Some(old), Some(new)) = (self.policies.get(&key), &new) {
             if old.policy == new.policy {
                 return Ok(());
@@ -443,6 +451,7 @@ impl Enforcer {
         }
         if let Some(old) = self.policies.remove(&key) {
             if !old.selected_local.is_empty() {
+                self.with_chains.remove(&key);
                 self.unuse_peers(&key, old.used_peers().map(|(w, _)| w.clone()).collect());
             }
             self.dirty_namespace_pods(&old.namespace);
@@ -467,6 +476,7 @@ impl Enforcer {
         let wanted = !state.selected_local.is_empty();
         self.policies.insert(key.clone(), state);
         if wanted {
+            self.with_chains.insert(key.clone());
             self.use_peers(&key);
         }
         self.dirty_namespace_pods(&ns);

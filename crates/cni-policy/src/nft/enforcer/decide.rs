@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::super::objects::Touched;
+use super::super::pod_chain_name;
 use super::super::rules::{PeerRef, PolicyContext, PolicyRule};
-use super::super::{pod_chain_name, policy_chain_name};
 use super::policy::PolicyState;
 use super::{Enforcer, PodId, DIRECTIONS};
 use crate::cluster::Protocol;
@@ -162,11 +162,11 @@ impl Enforcer {
         let mut pods: BTreeSet<&PodId> = BTreeSet::new();
         if !touched.chains.is_empty() {
             let chains: BTreeSet<&str> = touched.chains.iter().map(String::as_str).collect();
-            for (key, p) in &self.policies {
-                if DIRECTIONS
-                    .iter()
-                    .any(|d| chains.contains(policy_chain_name(key, *d).as_str()))
-                {
+            for key in &self.with_chains {
+                let Some(p) = self.policies.get(key) else {
+                    continue;
+                };
+                if p.chain_names.iter().any(|n| chains.contains(n.as_str())) {
                     pods.extend(&p.selected_local);
                 }
             }

@@ -7,7 +7,7 @@ use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::super::rules::{PeerRef, PolicyRule};
-use super::super::ProgramError;
+use super::super::{policy_chain_name, ProgramError};
 use super::PodId;
 use crate::compact::PodInfo;
 use crate::effective::{
@@ -28,11 +28,14 @@ pub(super) struct PolicyState {
     pub named_ports: bool,
     /// The local pods it selects: it has chains (in each of its `types`) while there are any.
     pub selected_local: BTreeSet<PodId>,
+    /// Its chains' names (egress, ingress).
+    pub chain_names: [String; 2],
 }
 
 impl PolicyState {
-    /// `policy` resolved; an error for a selector Kubernetes would refuse.
-    pub fn new(policy: &NetworkPolicy) -> Result<Self, ProgramError> {
+    /// `policy` (`key`: `namespace/name`) resolved; an error for a selector Kubernetes would
+    /// refuse.
+    pub fn new(key: &str, policy: &NetworkPolicy) -> Result<Self, ProgramError> {
         let namespace = policy_namespace(policy).to_string();
         let pod_selector = policy
             .spec
@@ -77,6 +80,10 @@ impl PolicyState {
             peers,
             named_ports,
             selected_local: BTreeSet::new(),
+            chain_names: [
+                policy_chain_name(key, Direction::Egress),
+                policy_chain_name(key, Direction::Ingress),
+            ],
             namespace,
         })
     }
