@@ -17,11 +17,13 @@
 //!   [`policy_health`] for NetworkPolicy's part;
 //! - [`shutdown`]: the stop value every task waits on;
 //! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
-//!   enforced on them with nf_tables;
+//!   enforced on them with nf_tables ([`bridge_kind`]: whether the bridge tells the agent
+//!   about new pods, which the hold needs);
 //! - [`node`]: wiring it together from the command line's options.
 
 pub mod agent;
 pub mod backend;
+pub mod bridge_kind;
 pub mod cni_conf;
 pub mod cni_version;
 pub mod cri;

@@ -73,7 +73,7 @@ impl PolicyHealth {
             ));
         }
         let lasting =
-            |f: &Option<Failure>| f.as_ref().filter(|f| f.since.elapsed() > grace).cloned();
+            |f: &Option<Failure>| f.as_ref().filter(|f| f.since.elapsed() >= grace).cloned();
         if let Some(f) = lasting(&self.read) {
             return Err(format!(
                 "NetworkPolicy: the policies cannot be read from etcd (for {} s): {}",
@@ -161,6 +161,11 @@ mod tests {
             &mut h.scan,
             "CRI runtime at /run/x.sock: ListPodSandbox failed",
         );
+        assert!(
+            h.verdict(Duration::ZERO).is_ok(),
+            "in force: the scan is a safety net"
+        );
+        h.ready = false;
         assert!(h
             .verdict(Duration::ZERO)
             .unwrap_err()

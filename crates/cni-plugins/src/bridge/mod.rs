@@ -6,7 +6,8 @@
 //!   computation and the bridge address.
 //! - [`add`], [`del`], [`check`]: the commands. STATUS and GC go to the IPAM plugin when
 //!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `cni_types::node_agent`,
-//!   which also refuses ADD with code 11 while that agent is down);
+//!   which also refuses ADD with code 11 while that agent is down); with `rcniNodeSocket`, ADD
+//!   and DEL tell the agent about the pod (`common::node_pods`);
 //!   GC also removes `ipMasq` rules of attachments that are not valid.
 //!
 //! `ipMasq` and `macspoofchk` are nf_tables rules made over netlink (`common::masquerade`,
@@ -59,6 +60,7 @@ impl Plugin for Bridge {
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         cni_types::node_agent::check(&args.conf.raw)?;
+        crate::common::node_pods::status(args)?;
         ipam::ipam_status_if_configured(args)
     }
 

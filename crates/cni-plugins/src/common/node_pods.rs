@@ -6,7 +6,7 @@
 //! DEL the agent is told before the addresses are released, at best: an agent that cannot
 //! be reached never fails a DEL.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -45,10 +45,16 @@ pub fn announce(args: &CmdArgs, ips: &[IpConfig]) -> Result<bool, CniError> {
                 answer.msg.as_deref().unwrap_or("no reason given")
             ),
         )),
-        Err(e) => Err(CniError::new(
-            code::TRY_AGAIN_LATER,
-            format!("{agent} cannot be told about the pod (socket {socket}: {e}): try again later"),
-        )),
+        Err(e) => {
+            let what = match e.kind() {
+                ErrorKind::ConnectionRefused | ErrorKind::NotFound => "is not running",
+                _ => "cannot be told about the pod",
+            };
+            Err(CniError::new(
+                code::TRY_AGAIN_LATER,
+                format!("{agent} {what} (its pod socket {socket}: {e}): try again later"),
+            ))
+        }
     }
 }
 
@@ -69,6 +75,24 @@ pub fn forget(args: &CmdArgs) {
             answer.msg.as_deref().unwrap_or("no reason given")
         ),
         Err(e) => log::warn!("the node agent cannot be told about the DEL (socket {socket}: {e})"),
+    }
+}
+
+/// STATUS: the agent named by the config listens on its pod socket (else code 50: no ADD
+/// could be told).
+pub fn status(args: &CmdArgs) -> Result<(), CniError> {
+    let Some(socket) = node_agent::socket(&args.conf.raw)? else {
+        return Ok(());
+    };
+    match UnixStream::connect(&socket) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(CniError::new(
+            code::PLUGIN_NOT_AVAILABLE,
+            format!(
+                "{} is not running (its pod socket {socket}: {e})",
+                agent_name(args)?
+            ),
+        )),
     }
 }
 

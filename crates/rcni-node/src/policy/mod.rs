@@ -98,7 +98,8 @@ pub struct PolicyConfig {
     pub cri_socket: Option<PathBuf>,
     /// The `rcni pod` record directory.
     pub pod_state_dir: PathBuf,
-    /// The node's pod subnets: held where not programmed.
+    /// The node's pod subnets, held where not programmed (none when the bridge plugin cannot
+    /// tell the agent about new pods: `crate::bridge_kind`).
     pub hold: Vec<IpNet>,
     /// The pod socket the bridge plugin tells the agent about pods on.
     pub socket: PathBuf,
