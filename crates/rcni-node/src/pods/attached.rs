@@ -122,7 +122,7 @@ mod tests {
         };
         store.save(&a).unwrap();
         std::fs::write(dir.path().join("attached/broken.json"), b"{").unwrap();
-        assert_eq!(store.load(), [a.clone()]);
+        assert_eq!(store.load(), std::slice::from_ref(&a));
         let labels = [("app".to_string(), "web".to_string())].into();
         store.set_labels("c1", &labels).unwrap();
         store.set_labels("none", &labels).unwrap();

@@ -409,7 +409,8 @@ fn random_change(rng: &mut Rng, w: &mut World, interner: &mut Interner) -> Chang
                 w.policies.remove(&key);
                 return Change::Policy { key, policy: None };
             }
-            let p = policy(ns, &key[2..], *rng.pick(&POLICY_SPECS));
+            let spec: &&str = rng.pick(&POLICY_SPECS);
+            let p = policy(ns, &key[2..], spec);
             w.policies.insert(key.clone(), p.clone());
             Change::Policy {
                 key,
