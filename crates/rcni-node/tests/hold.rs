@@ -565,3 +565,66 @@ fn cri_pods_are_held_from_their_lease_and_released_when_listed() {
         "the replaced pod carried the open one's treatment: {seen:?}"
     );
 }
+
+/// The cost the pod socket adds to an ADD: `rcni add` (the whole process, as a runtime runs
+/// it) with the agent's conflist, and with the same conflist without `rcniNodeSocket`,
+/// alternately; medians of 30 each. The program is committed before the agent answers.
+#[test]
+#[ignore = "measurement"]
+fn add_cost_with_and_without_telling_the_agent() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    let c = nodes(1);
+    let conf = c.nodes[0].conf_dir().join("10-rcni.conflist");
+    let mut list: Value = serde_json::from_slice(&std::fs::read(&conf).unwrap()).unwrap();
+    list["plugins"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("rcniNodeSocket");
+    let quiet = c.nodes[0].dir.join("quiet");
+    std::fs::create_dir_all(&quiet).unwrap();
+    std::fs::write(quiet.join("10-rcni.conflist"), list.to_string()).unwrap();
+    let add = |conf_dir: &std::path::Path, n: usize| {
+        let netns = c.sb.add_container().unwrap();
+        let node = &c.nodes[0];
+        let start = std::time::Instant::now();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &node.ns.name])
+            .arg(bin_path("rcni").unwrap())
+            .args(["add", "rcni"])
+            .arg(&netns.path)
+            .arg("--conf-dir")
+            .arg(conf_dir)
+            .arg("--bin-dir")
+            .arg(&c.plugins)
+            .arg("--cache-dir")
+            .arg(node.dir.join("cache"))
+            .args(["--container-id", &format!("cost-{n}")])
+            .args([
+                "--args",
+                &format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=y;K8S_POD_NAME=p{n}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        start.elapsed()
+    };
+    let (mut told, mut untold) = (Vec::new(), Vec::new());
+    for n in 0..30 {
+        told.push(add(&c.nodes[0].conf_dir(), 2 * n));
+        untold.push(add(&quiet, 2 * n + 1));
+    }
+    told.sort();
+    untold.sort();
+    println!(
+        "RESULT rcni add with the agent told: median {:?}; without: {:?}; ratio {:.2}",
+        told[15],
+        untold[15],
+        told[15].as_secs_f64() / untold[15].as_secs_f64()
+    );
+}
