@@ -19,7 +19,9 @@
 //! std::process::exit(cni_plugin::run(&Noop));
 //! ```
 //!
-//! - [`run`] for `main`; [`run_with`] for tests (environment, stdin, stdout, stderr as seams).
+//! - [`run`] for `main`; [`run_with`] for tests (environment, stdin, stdout, stderr as seams);
+//!   [`run_by_config_type`] for a multi-call executable run under its own name, which picks
+//!   the plugin by the config's `type` (rcni's [`repair`] commands arrive that way).
 //! - [`ipam`]: delegation to the IPAM plugin, with [`ipam::IpamGuard`] undoing a lease when ADD
 //!   fails later.
 //! - [`logger`]: `log` output to stderr or `RCNI_LOG_FILE`, level from `RCNI_LOG`.
@@ -35,6 +37,7 @@ pub mod logger;
 mod own_netns;
 pub mod panic_hook;
 mod plugin;
+pub mod repair;
 mod runner;
 mod version_gate;
 mod version_stdin;
@@ -43,6 +46,7 @@ pub use cmd_args::CmdArgs;
 pub use command::Command;
 pub use env::{Env, ProcessEnv};
 pub use plugin::{Plugin, ResultExt};
-pub use runner::{run, run_with};
+pub use repair::{RepairAnswer, RepairMode};
+pub use runner::{run, run_by_config_type, run_with};
 
 pub use cni_types::{CniError, CniResult, SpecVersion};

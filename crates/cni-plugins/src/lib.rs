@@ -18,7 +18,6 @@ mod netns;
 pub mod portmap;
 pub mod ptp;
 mod registry;
-pub mod repair;
 pub mod sbr;
 pub mod static_ipam;
 pub mod tap;

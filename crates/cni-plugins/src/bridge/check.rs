@@ -1,5 +1,6 @@
 //! bridge CHECK: IPAM CHECK, then the bridge, the container veth and its host peer
-//! found through `prevResult`, then the container's addresses and routes.
+//! found through `prevResult`, then the container's addresses and routes, then the
+//! attachment's rules; and rcni's repair of those rules.
 //!
 //! Deliberate difference (containernetworking/plugins issue #805): the host veth's MAC is not
 //! compared, because udev may rewrite a kernel-random MAC after ADD; the host veth is identified by
@@ -7,10 +8,11 @@
 
 use cni_linux::rtnl::link::Link;
 use cni_linux::Handle;
-use cni_plugin::{ipam, CmdArgs, ResultExt};
+use cni_plugin::{ipam, CmdArgs, RepairAnswer, RepairMode, ResultExt};
 use cni_types::{CniError, Interface};
 
 use super::conf::BridgeConf;
+use crate::common::attachment_rules::{self, Rules};
 use crate::common::validate;
 use crate::netns;
 
@@ -76,8 +78,21 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
 
     validate::expected_ips(&mut in_container, &args.ifname, &prev.ips)?;
     validate::expected_routes(&mut in_container, &prev.routes)?;
-    let spoofcheck = conf.macspoofchk.then_some(conf.bridge.as_str());
-    crate::repair::check_rules("bridge", args, conf.layer3 && conf.ip_masq, spoofcheck)
+    attachment_rules::check("bridge", args, &rules(&conf))
+}
+
+/// The rules ADD made: `ipMasq` on a layer-3 bridge only, and `macspoofchk`.
+fn rules(conf: &BridgeConf) -> Rules<'_> {
+    Rules {
+        ip_masq: conf.layer3 && conf.ip_masq,
+        spoofcheck_bridge: conf.macspoofchk.then_some(conf.bridge.as_str()),
+    }
+}
+
+/// rcni's repair of the rules CHECK looks at.
+pub fn repair(args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
+    attachment_rules::repair(args, &rules(&conf), mode)
 }
 
 /// The bridge entry must name a bridge in the host namespace, with its MAC, and its promisc

@@ -37,7 +37,7 @@ pub mod del;
 pub mod gateway;
 pub mod vlan;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
+use cni_plugin::{ipam, CmdArgs, Plugin, RepairAnswer, RepairMode};
 use cni_types::{CniError, CniResult};
 
 /// The bridge plugin.
@@ -55,6 +55,10 @@ impl Plugin for Bridge {
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
         check::check(args)
+    }
+
+    fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        check::repair(args, mode)
     }
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {

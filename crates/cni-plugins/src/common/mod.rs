@@ -7,6 +7,8 @@
 //! - [`validate`]: CHECK helpers comparing a `prevResult` with the kernel.
 //! - [`masquerade`]: per-attachment `ipMasq` rules on nf_tables (set up, tear down, GC).
 //! - [`spoofcheck`]: bridge `macspoofchk` rules on nf_tables.
+//! - [`attachment_rules`]: CHECK and repair of an attachment's `ipMasq` and `macspoofchk`
+//!   rules (bridge, ptp).
 //! - [`nft_skeleton`]: writing a table's constant part only when it is missing.
 //! - [`conf`]: case-insensitive decoding of plugin keys, the way Go's `encoding/json` reads them.
 //! - [`errors`]: several DEL errors reported as one.
@@ -18,6 +20,7 @@
 //! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 //! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).
 
+pub mod attachment_rules;
 pub mod conf;
 pub mod errors;
 pub mod fault;

@@ -19,7 +19,7 @@ pub mod add;
 pub mod check;
 pub mod del;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
+use cni_plugin::{ipam, CmdArgs, Plugin, RepairAnswer, RepairMode};
 use cni_types::{CniError, CniResult};
 
 /// The ptp plugin.
@@ -37,6 +37,10 @@ impl Plugin for Ptp {
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
         check::check(args)
+    }
+
+    fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        check::repair(args, mode)
     }
 
     fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
