@@ -22,6 +22,7 @@
 //! - [`run`] for `main`; [`run_with`] for tests (environment, stdin, stdout, stderr as seams);
 //!   [`run_by_config_type`] for a multi-call executable run under its own name, which picks
 //!   the plugin by the config's `type` (rcni's [`repair`] commands arrive that way).
+//! - [`FnPlugin`]: a plugin written as one function per command, without an `impl Plugin`.
 //! - [`ipam`]: delegation to the IPAM plugin, with [`ipam::IpamGuard`] undoing a lease when ADD
 //!   fails later.
 //! - [`logger`]: `log` output to stderr or `RCNI_LOG_FILE`, level from `RCNI_LOG`.
@@ -32,6 +33,7 @@ mod cmd_args;
 mod command;
 mod env;
 mod env_vars;
+mod fn_plugin;
 pub mod ipam;
 pub mod logger;
 mod own_netns;
@@ -45,6 +47,7 @@ mod version_stdin;
 pub use cmd_args::CmdArgs;
 pub use command::Command;
 pub use env::{Env, ProcessEnv};
+pub use fn_plugin::{Callback, FnPlugin};
 pub use plugin::{Plugin, ResultExt};
 pub use repair::{RepairAnswer, RepairMode};
 pub use runner::{run, run_by_config_type, run_with};

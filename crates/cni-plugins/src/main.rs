@@ -101,7 +101,8 @@ fn help() -> String {
         env!("CARGO_PKG_VERSION")
     );
     for p in PLUGINS {
-        let versions: Vec<String> = (p.make)()
+        let versions: Vec<String> = p
+            .plugin
             .supported_versions()
             .iter()
             .map(ToString::to_string)

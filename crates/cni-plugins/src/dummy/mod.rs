@@ -84,10 +84,6 @@ impl Plugin for Dummy {
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
         crate::common::sublink::gc(args)
     }
-
-    fn about(&self) -> String {
-        crate::about("dummy")
-    }
 }
 
 #[cfg(test)]

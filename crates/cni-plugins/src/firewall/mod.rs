@@ -283,8 +283,4 @@ impl Plugin for Firewall {
             .filter(|v| *v >= SpecVersion::V0_4_0)
             .collect()
     }
-
-    fn about(&self) -> String {
-        crate::about("firewall")
-    }
 }

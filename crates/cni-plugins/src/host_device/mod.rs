@@ -27,31 +27,10 @@ pub mod conf;
 pub mod del;
 pub mod state;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, FnPlugin};
 
-/// The host-device plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HostDevice;
-
-impl Plugin for HostDevice {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_status_if_configured(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("host-device")
-    }
-}
+/// The host-device plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: ipam::ipam_status_if_configured,
+    ..FnPlugin::new(add::add, del::del, del::check)
+};

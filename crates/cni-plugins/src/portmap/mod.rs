@@ -461,8 +461,4 @@ impl Plugin for Portmap {
             .map(drop)
             .map_err(|e| nft_error("portmap: garbage-collecting port mappings", e))
     }
-
-    fn about(&self) -> String {
-        crate::about("portmap")
-    }
 }

@@ -368,8 +368,4 @@ impl Plugin for Tuning {
         let ns = netns::open_required(&args.netns)?;
         ns.run(|| verify(&req, &args.ifname)).map_err(ns_error)?
     }
-
-    fn about(&self) -> String {
-        crate::about("tuning")
-    }
 }
