@@ -23,8 +23,9 @@
 //!   [`run_by_config_type`] for a multi-call executable run under its own name, which picks
 //!   the plugin by the config's `type` (rcni's [`repair`] commands arrive that way).
 //! - [`FnPlugin`]: a plugin written as one function per command, without an `impl Plugin`.
-//! - [`ipam`]: delegation to the IPAM plugin, with [`ipam::IpamGuard`] undoing a lease when ADD
-//!   fails later.
+//! - [`Undo`]: the undo stack that makes an ADD transactional; [`ipam`]: delegation to the
+//!   IPAM plugin, with [`ipam::ipam_add_with_undo`] releasing the lease when the ADD fails
+//!   later.
 //! - [`logger`]: `log` output to stderr or `RCNI_LOG_FILE`, level from `RCNI_LOG`.
 //!
 //! No Linux-specific code lives here.
@@ -41,6 +42,7 @@ pub mod panic_hook;
 mod plugin;
 pub mod repair;
 mod runner;
+pub mod undo;
 mod version_gate;
 mod version_stdin;
 
@@ -51,5 +53,6 @@ pub use fn_plugin::{Callback, FnPlugin};
 pub use plugin::{Plugin, ResultExt};
 pub use repair::{RepairAnswer, RepairMode};
 pub use runner::{run, run_by_config_type, run_with};
+pub use undo::Undo;
 
 pub use cni_types::{CniError, CniResult, SpecVersion};

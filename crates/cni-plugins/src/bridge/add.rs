@@ -8,7 +8,7 @@ use std::time::Duration;
 use cni_linux::rtnl::link::{BridgePortOptions, BridgeSpec, Ipv4Conf, Link, LinkSpec};
 use cni_linux::rtnl::SocketTransport;
 use cni_linux::{sysctl, Handle, NetNs, NetlinkError};
-use cni_plugin::{ipam, CmdArgs, ResultExt};
+use cni_plugin::{ipam, CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 use ipnet::IpNet;
 
@@ -18,7 +18,6 @@ use super::vlan;
 use crate::common::iface_config::{configure_link, needs_namespace_thread, ConfigureOptions};
 use crate::common::link_info::{interface_of, mac_string};
 use crate::common::step;
-use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, HostIpv6, Target};
 use crate::common::{masquerade, spoofcheck};
 use crate::netns;
@@ -87,11 +86,8 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     ];
 
     if conf.macspoofchk {
-        let (cid, ifname) = (&args.container_id, &args.ifname);
-        spoofcheck::setup_spoofcheck(cid, ifname, &host_veth, &result.interfaces[2].mac)?;
-        undo.push("spoof check", move || {
-            spoofcheck::teardown_spoofcheck(cid, ifname).map_err(|e| e.msg)
-        });
+        let mac = &result.interfaces[2].mac;
+        spoofcheck::setup_with_undo(args, &host_veth, mac, &mut undo)?;
     }
 
     if conf.layer3 {
@@ -177,8 +173,7 @@ fn apply_ipam<'a>(
     result: &mut CniResult,
     undo: &mut Undo<'a>,
 ) -> Result<(), CniError> {
-    let lease = ipam::ipam_add(args)?;
-    undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
+    let lease = ipam::ipam_add_with_undo(args, undo)?;
     step::end("bridge", "ipam")?;
     result.ips = lease.ips;
     result.routes = lease.routes;
@@ -195,11 +190,7 @@ fn apply_ipam<'a>(
     step::end("bridge", "gateway")?;
     if conf.ip_masq {
         let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
-        masquerade::setup_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
-        undo.push("masquerade rules", move || {
-            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
-                .map_err(|e| e.msg)
-        });
+        masquerade::setup_with_undo(args, &ips, undo)?;
         step::end("bridge", "masq")?;
     }
     Ok(())

@@ -15,6 +15,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use cni_attribution::AttachmentId;
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
+use cni_plugin::{CmdArgs, Undo};
 use cni_types::CniError;
 
 use super::conf::warn_not_honoured;
@@ -141,6 +142,21 @@ pub fn setup_masquerade(
     let mut nft = open_host("ipMasq")?;
     retry_transient(|| try_setup(&mut nft, &tag, ips))
         .map_err(|e| nft_error("setting up ipMasq rules", e))
+}
+
+/// [`setup_masquerade`] for the attachment of `args`, as a step of a transactional ADD: `undo`
+/// tears the rules down again when the ADD fails later.
+pub fn setup_with_undo<'a>(
+    args: &'a CmdArgs,
+    ips: &[IpNet],
+    undo: &mut Undo<'a>,
+) -> Result<(), CniError> {
+    let (network, cid, ifname) = (&args.conf.name, &args.container_id, &args.ifname);
+    setup_masquerade(network, cid, ifname, ips)?;
+    undo.push("masquerade rules", move || {
+        teardown_masquerade(network, cid, ifname).map_err(|e| e.msg)
+    });
+    Ok(())
 }
 
 fn try_setup(nft: &mut Nft, tag: &AttachmentId, ips: &[IpNet]) -> Result<(), cni_nft::Error> {

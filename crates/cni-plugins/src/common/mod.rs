@@ -1,6 +1,5 @@
 //! Helpers shared by the interface plugins (bridge, ptp, and later macvlan, ipvlan, ...).
 //!
-//! - [`undo`]: the undo stack that makes ADD transactional.
 //! - [`veth`]: veth pairs with a random `vethXXXXXXXX` host end (Go's `ip.SetupVeth`).
 //! - [`iface_config`]: applying an IPAM result to an interface (Go's `ipam.ConfigureIface`).
 //! - [`link_info`]: result `interfaces` entries from kernel links.
@@ -36,6 +35,5 @@ pub mod state_file;
 pub mod step;
 pub mod sublink;
 pub mod sublink_record;
-pub mod undo;
 pub mod validate;
 pub mod veth;

@@ -18,11 +18,10 @@
 use cni_attribution::{recognise, AttachmentId};
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
-use cni_plugin::ResultExt;
+use cni_plugin::{ResultExt, Undo};
 use cni_types::CniError;
 
 use super::random;
-use super::undo::Undo;
 
 /// How many random host names are tried before giving up (Go: 10).
 const NAME_ATTEMPTS: usize = 10;

@@ -4,7 +4,7 @@
 //! the device back under its name, MTU and alias and releases the lease.
 
 use cni_linux::{Handle, NetNs};
-use cni_plugin::{CmdArgs, ResultExt};
+use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 
 use super::conf::{find_device, HostDeviceConf};
@@ -13,7 +13,6 @@ use super::state::Saved;
 use crate::common::random;
 use crate::common::step;
 use crate::common::sublink::result_for_one_link;
-use crate::common::undo::Undo;
 use crate::netns;
 
 /// A temporary host name: `hd` and 8 random hex digits.
@@ -93,11 +92,16 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .or_internal(&format!("failed to find {:?}", args.ifname))?;
     step::end("host-device", "moved")?;
 
-    let (result, lease) = result_for_one_link(args, "host-device", conf.layer3, &link, &ns, false)?;
+    let result = result_for_one_link(
+        args,
+        "host-device",
+        conf.layer3,
+        &link,
+        &ns,
+        false,
+        &mut undo,
+    )?;
     step::end("host-device", "done")?;
-    if let Some(lease) = lease {
-        lease.commit();
-    }
     undo.commit();
     Ok(result)
 }

@@ -36,10 +36,9 @@ pub mod sysctl;
 use std::path::Path;
 
 use cni_linux::{Handle, NetlinkError, NsError};
-use cni_plugin::{CmdArgs, Plugin, ResultExt};
+use cni_plugin::{CmdArgs, Plugin, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 
-use crate::common::undo::Undo;
 use crate::netns::{self, Opened};
 use backup::{Backup, Saved};
 use cni_attribution::AttachmentId;
