@@ -38,26 +38,13 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
         .find(|i| i.name == conf.bridge)
         .cloned()
         .unwrap_or_default();
-    let sandbox = args.sandbox()?;
-    let container_entry = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
-        .cloned()
-        .unwrap_or_default();
-
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let bridge = check_bridge(&mut host, &bridge_entry, &conf)?;
 
-    if container_entry.sandbox != sandbox {
-        return Err(fail(format!(
-            "Sandbox in prevResult {} doesn't match configured netns: {}",
-            container_entry.sandbox, sandbox
-        )));
-    }
+    let container_entry = validate::container_entry(args, prev)?;
     let mut in_container =
         Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
-    let container = validate::veth_interface(&mut in_container, &container_entry, true)?;
+    let container = validate::container_veth(&mut in_container, &container_entry)?;
 
     let host_veth = prev
         .interfaces
@@ -104,15 +91,7 @@ fn check_bridge(h: &mut Handle, entry: &Interface, conf: &BridgeConf) -> Result<
             conf.bridge
         )));
     }
-    let link = h
-        .link_by_name(&entry.name)
-        .map_err(|_| fail(format!("Interface name {} not found", entry.name)))?;
-    if !entry.sandbox.is_empty() {
-        return Err(fail(format!(
-            "Interface {} should not be in sandbox",
-            entry.name
-        )));
-    }
+    let link = validate::host_interface(h, entry)?;
     if link.kind.as_deref() != Some("bridge") {
         return Err(fail(format!(
             "Interface {} does not have link type of bridge",
@@ -143,18 +122,7 @@ fn host_peer(
     bridge: &Link,
     container: &Link,
 ) -> Result<Option<Link>, CniError> {
-    if entry.name.is_empty() {
-        return Err(fail("Interface name missing".into()));
-    }
-    let link = h
-        .link_by_name(&entry.name)
-        .map_err(|_| fail(format!("Interface name {} not found", entry.name)))?;
-    if !entry.sandbox.is_empty() {
-        return Err(fail(format!(
-            "Interface {} should not be in sandbox",
-            entry.name
-        )));
-    }
+    let link = validate::host_interface(h, entry)?;
     if link.kind.as_deref() != Some("veth") {
         return Ok(None);
     }

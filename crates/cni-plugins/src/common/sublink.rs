@@ -432,28 +432,6 @@ fn delete_owned_links(netns: &NetNs, owns: impl Fn(&Link) -> bool) -> Result<(),
     Ok(())
 }
 
-/// CHECK, first half: `prevResult` must name `ifname` in this sandbox; returns that entry.
-pub fn prev_container_entry(args: &CmdArgs) -> Result<(&CniResult, Interface), CniError> {
-    let prev = args
-        .prev_result
-        .as_ref()
-        .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
-    let sandbox = args.sandbox()?;
-    let entry = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
-        .cloned()
-        .unwrap_or_default();
-    if entry.sandbox != sandbox {
-        return Err(CniError::internal(format!(
-            "Sandbox in prevResult {} doesn't match configured netns: {}",
-            entry.sandbox, sandbox
-        )));
-    }
-    Ok((prev, entry))
-}
-
 /// CHECK, second half: the container link must exist with the right kind and MAC, then the
 /// result's addresses and routes must be in place. `details` checks kind-specific settings.
 pub fn check_container(

@@ -13,7 +13,7 @@ use super::add::temp_name;
 use super::conf::HostDeviceConf;
 use super::state::Saved;
 use crate::common::errors::combine;
-use crate::common::{sublink, validate};
+use crate::common::validate;
 use crate::netns::{self, Opened};
 
 /// Brings the device back to `host_ns`: the first of `names` found in the container is set
@@ -146,7 +146,7 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     if conf.layer3 {
         ipam::ipam_check(args)?;
     }
-    let (prev, entry) = sublink::prev_container_entry(args)?;
+    let (prev, entry) = validate::prev_container_entry(args)?;
     let ns = netns::open_required(&args.netns)?;
     let mut h = Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
     let link = h.link_by_name(&args.ifname).map_err(|_| {

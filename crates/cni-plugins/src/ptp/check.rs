@@ -19,21 +19,9 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
         .prev_result
         .as_ref()
         .ok_or_else(|| CniError::internal("ptp: Required prevResult missing"))?;
-    let sandbox = args.sandbox()?;
-    let container_entry = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
-        .cloned()
-        .unwrap_or_default();
-    if container_entry.sandbox != sandbox {
-        return Err(CniError::internal(format!(
-            "Sandbox in prevResult {} doesn't match configured netns: {}",
-            container_entry.sandbox, sandbox
-        )));
-    }
+    let container_entry = validate::container_entry(args, prev)?;
     let mut h = Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
-    validate::veth_interface(&mut h, &container_entry, true)?;
+    validate::container_veth(&mut h, &container_entry)?;
     validate::expected_ips(&mut h, &args.ifname, &prev.ips)?;
     validate::expected_routes(&mut h, &prev.routes)?;
     attachment_rules::check("ptp", args, &rules(&conf))
