@@ -4,8 +4,9 @@
 //!
 //! - [`conf`]: the config keys and how the device is found (`device`, `hwaddr`,
 //!   `kernelpath`, `pciBusID` or `runtimeConfig.deviceID`); [`state`]: what DEL needs to
-//!   restore, written before ADD changes anything; [`add`]: transactional ADD; [`del`]: DEL
-//!   and CHECK. STATUS goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
+//!   restore, written before ADD changes anything; [`add`]: transactional ADD; [`del`]: DEL;
+//!   [`check`]: CHECK; [`restore`]: moving the device back, for DEL and a failed ADD. STATUS
+//!   goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
 //!
 //! Attribution: while in the container the link's alias holds its host name (exactly as the
 //! Go plugin sets it, so either plugin's DEL can move the other's device back) and
@@ -23,8 +24,10 @@
 //!   `kernelpath` must start with `/sys/devices/` as in Go.
 
 pub mod add;
+pub mod check;
 pub mod conf;
 pub mod del;
+pub mod restore;
 pub mod state;
 
 use cni_plugin::{ipam, FnPlugin};
@@ -32,5 +35,5 @@ use cni_plugin::{ipam, FnPlugin};
 /// The host-device plugin: the function each command runs.
 pub const PLUGIN: FnPlugin = FnPlugin {
     status: ipam::ipam_status_if_configured,
-    ..FnPlugin::new(add::add, del::del, del::check)
+    ..FnPlugin::new(add::add, del::del, check::check)
 };
