@@ -17,7 +17,6 @@
 mod allocator;
 mod config;
 mod error;
-mod gojson;
 mod ident;
 mod ip;
 mod owner_index;

@@ -22,14 +22,14 @@
 //! ([`section_members`]). For Go's non-pointer fields that is the one difference: Go keeps the
 //! value from before the `null` (`{"mtu":1,"mtu":null}` is 1 in Go, unset in rcni).
 //!
-//! [`crate::RawObject`] (every plugin's top-level config) and `cni-ipam`'s config reader both
-//! decode through these functions.
+//! [`crate::RawObject`] (every plugin's top-level config) and [`crate::GoObject`] (a section of
+//! it, and `cni-ipam`'s config) both decode through these functions.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -139,6 +139,26 @@ pub fn merge_objects(objects: &[&str]) -> Result<String, serde_json::Error> {
     }
     out.push('}');
     Ok(out)
+}
+
+/// Decodes a field whose value is `last`, the value assigned to it last (`None`: never
+/// assigned): `null` is `None`; an object is decoded merged with the other objects assigned
+/// to the field since its last `null` (rule 4; `assigned` lists every value assigned to the
+/// field in input order and is only asked for then); anything else is decoded as it is.
+pub fn decode_field<'a, T: DeserializeOwned>(
+    last: Option<&'a str>,
+    assigned: impl FnOnce() -> Vec<&'a str>,
+) -> Result<Option<T>, serde_json::Error> {
+    match last {
+        None => Ok(None),
+        Some(value) if is_null(value) => Ok(None),
+        Some(value) if value.starts_with('{') => {
+            let objects = merged_objects(assigned()).map_err(serde::de::Error::custom)?;
+            let merged = merge_objects(&objects)?;
+            serde_json::from_str(&merged).map(Some)
+        }
+        Some(value) => serde_json::from_str(value).map(Some),
+    }
 }
 
 /// The members of the nested struct field `name` of `members`: every object assigned to it
