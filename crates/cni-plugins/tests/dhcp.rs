@@ -163,9 +163,10 @@ impl Lan {
             "priority": 50,
         });
         match plugin {
+            // The attachment record goes to the sandbox, not the machine's /run/rcni.
             "macvlan" => json!({
                 "cniVersion": "1.1.0", "name": NET, "type": "macvlan", "master": "m0",
-                "ipam": ipam,
+                "ipam": ipam, "dataDir": self.sb.dir().join("sublink-records"),
             }),
             _ => json!({
                 "cniVersion": "1.1.0", "name": NET, "type": "bridge", "bridge": "lan0",
@@ -192,6 +193,7 @@ impl Lan {
     fn add(&self, pod: &Netns, cid: &str, conf: &Value) -> Value {
         let out = self.run("ADD", pod, cid, conf);
         assert!(out.success(), "ADD failed: {}\n{}", out.stdout, self.logs());
+        common::assert_no_record_in_default_dirs(NET, cid, "eth0");
         out.json().unwrap()
     }
 
