@@ -346,21 +346,20 @@ fn enter_container(netns: &NetNs) -> Result<Handle, CniError> {
 ///   in Go), on a thread in the namespace. Go writes them for every attachment; here an
 ///   IPv4-only pod never opens its `/proc/sys/net/ipv6`: the kernel keeps one dentry per
 ///   namespace that did under the one shared `/proc/sys/net`, and every later lookup there on
-///   the node walks them all (0.13 ms per 1,000 namespaces, measured). `arp_notify` goes
-///   through netlink for the same reason.
+///   the node walks them all, so its cost grows with the pods. `arp_notify` goes through
+///   netlink for the same reason.
 /// - `arp_notify` as in Go, but written once the interface is up, so that coming up sends no
 ///   gratuitous ARP. Go's never gets past the bridge: its host end has been without carrier
 ///   long enough for the kernel to mark it so, and the bridge drops what a disabled port
 ///   receives. rcni brings its host end up sooner, before that mark (the bridge then takes
-///   the port for up), so the announcement was flooded to every port, each pod handling it:
-///   beside 1,000 pods 3 ms more for this ADD and 6 ms for the DEL after it
-///   (docs/performance.md, "The latest full run"). Later link changes inside the pod
-///   announce as with Go.
+///   the port for up), so the announcement was flooded to every port, each pod handling it,
+///   and this ADD and the DEL after it took longer the more pods the bridge had. Later link
+///   changes inside the pod announce as with Go.
 /// - Without an IPv6 address, no IPv6 link-local address either (unless `ipv6LinkLocal`), so
 ///   the interface never sends the MLD reports and router solicitations that address brings.
 ///   The bridge floods each of those to every port (it knows no multicast querier), so each new
-///   pod cost work in every pod already there: with 1,000 on the bridge that was most of the
-///   time `rcni pod run` took (docs/compatibility.md, bridge).
+///   pod cost work in every pod already there: on a crowded bridge that was most of the time
+///   `rcni pod run` took (docs/compatibility.md, bridge).
 fn configure_container(
     container: ContainerSide<'_>,
     result: &CniResult,

@@ -222,8 +222,8 @@ pub fn teardown_masquerade(
 ///
 /// Closing a netfilter socket waits until the kernel has released what the last transaction
 /// deleted (`nf_tables` frees deleted rules after an RCU grace period, and the socket release
-/// flushes that work): about 10 ms here, as long as a veth deletion. A DEL that tears down
-/// first and drops this after its other slow steps lets the two waits overlap.
+/// flushes that work), about as long as a veth deletion. A DEL that tears down first and drops
+/// this after its other slow steps lets the two waits overlap.
 #[must_use = "dropping it closes the socket, which is the wait to overlap"]
 pub struct Teardown(#[allow(dead_code)] Nft);
 
