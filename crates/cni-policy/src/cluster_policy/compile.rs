@@ -348,18 +348,23 @@ impl Rule {
             Direction::Egress => "to",
         };
         let peers: Vec<String> = self.peers.iter().map(PeerMatch::to_string).collect();
-        let ports = match &self.ports {
+        format!(
+            "{}: {} {towards} {}; {}",
+            self.label(),
+            self.action.name(),
+            peers.join(" or "),
+            self.ports_text()
+        )
+    }
+
+    /// `all traffic`, or `on TCP/80, UDP/53-54, named port web`.
+    pub fn ports_text(&self) -> String {
+        match &self.ports {
             None => "all traffic".to_string(),
             Some(ps) => {
                 let each: Vec<String> = ps.iter().map(PortMatch::to_string).collect();
                 format!("on {}", each.join(", "))
             }
-        };
-        format!(
-            "{}: {} {towards} {}; {ports}",
-            self.label(),
-            self.action.name(),
-            peers.join(" or ")
-        )
+        }
     }
 }
