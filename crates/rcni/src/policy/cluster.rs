@@ -8,7 +8,7 @@ use cni_types::code;
 use serde_json::{json, Value};
 
 use super::object::Resource;
-use super::show::{columns, list_of, render};
+use super::printer::{columns, list_of, render};
 use super::store::Datastore;
 use super::{Output, Problem};
 

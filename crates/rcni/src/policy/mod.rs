@@ -12,6 +12,7 @@ mod apply;
 mod cluster;
 mod explain;
 mod object;
+mod printer;
 mod show;
 pub(crate) mod store;
 
