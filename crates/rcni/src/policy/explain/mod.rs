@@ -189,7 +189,7 @@ pub fn to_text(pod: &Pod, node: &str, e: &Explanation) -> String {
     out
 }
 
-pub(crate) fn effective_json(e: &Effective) -> Value {
+fn effective_json(e: &Effective) -> Value {
     let rules: Vec<Value> = e
         .rules
         .iter()

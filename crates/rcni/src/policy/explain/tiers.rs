@@ -17,7 +17,7 @@ use cni_policy::cluster_policy::{Applying, Evaluator, PeerMatch, Policy};
 use cni_policy::{Direction, Pod, SelectorError};
 use serde_json::{json, Value};
 
-use super::{effective_json, Explanation};
+use super::Explanation;
 
 /// What the tiers hold for one pod.
 pub struct Tiers<'e> {
@@ -117,7 +117,7 @@ impl<'e> Tiers<'e> {
     }
 
     /// The tiers added to the JSON explanation: `clusterNetworkPolicies`, and per direction
-    /// `admin` and `baseline` rule lists beside the NetworkPolicy ones.
+    /// `admin` and `baseline` rule lists beside the NetworkPolicy ones (`isolated`, `rules`).
     pub fn add_json(&self, v: &mut Value) {
         let selecting: Vec<Value> = self
             .selecting
@@ -131,7 +131,6 @@ impl<'e> Tiers<'e> {
         for (key, a) in [("ingress", &self.ingress), ("egress", &self.egress)] {
             v[key]["admin"] = self.rules_json(&a.admin, a.direction);
             v[key]["baseline"] = self.rules_json(&a.baseline, a.direction);
-            v[key]["networkPolicy"] = effective_json(&a.network_policy);
         }
     }
 
