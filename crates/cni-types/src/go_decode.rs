@@ -16,6 +16,8 @@
 //! 4. **Objects merge.** An object assigned to a struct field, or to a pointer or map field
 //!    that is set, is merged into it key by key under the same rules
 //!    (`{"sub":{"a":1},"SUB":{"b":2}}` gives `a` and `b`); arrays replace.
+//! 5. **Depth.** A document nested deeper than [`MAX_NESTING_DEPTH`] is refused before
+//!    anything is decoded ([`check_nesting`]), as Go's scanner refuses it.
 //!
 //! rcni reads every optional field as Go reads a pointer field: an `Option` is `None` after a
 //! trailing `null` ([`field_value`]), and a nested section starts afresh after a `null`
@@ -32,6 +34,43 @@ use std::fmt;
 use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+/// The deepest nesting of arrays and objects a document may have, counting the outermost value:
+/// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
+pub const MAX_NESTING_DEPTH: usize = 10_000;
+
+/// Refuses a document nested deeper than [`MAX_NESTING_DEPTH`]. Only brackets outside strings
+/// count; the syntax itself is left to the decoder. Linear in the input, no allocation.
+pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING_DEPTH {
+                    return Err(serde::de::Error::custom(format!(
+                        "exceeded max depth: nested deeper than {MAX_NESTING_DEPTH}"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 /// One member of a JSON object: the unescaped key and the value's raw text.
 pub type Member<'a> = (Cow<'a, str>, &'a RawValue);

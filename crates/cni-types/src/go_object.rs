@@ -49,7 +49,7 @@ impl<'a> GoObject<'a> {
     /// The whole document: refused when nested deeper than Go allows or not valid JSON;
     /// anything but an object is a type error.
     pub fn document(bytes: &'a [u8]) -> Result<Self, FieldError> {
-        crate::raw::check_nesting(bytes).map_err(FieldError::Json)?;
+        go_decode::check_nesting(bytes).map_err(FieldError::Json)?;
         let raw: &'a RawValue = serde_json::from_slice(bytes).map_err(FieldError::Json)?;
         GoObject::new(Some(raw), "")
     }

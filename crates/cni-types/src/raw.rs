@@ -8,7 +8,8 @@
 //! assignment wins, repeated sections merge). This is also the one decoding rule every plugin
 //! shares for size: a value nothing reads is only checked for syntax (so `1e400` or a 5-million-element array in an unknown key passes through untouched,
 //! as Go's struct decoding skips it), and a document nested deeper than
-//! [`MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner refuses it.
+//! [`go_decode::MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner
+//! refuses it.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -18,45 +19,8 @@ use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
-use crate::go_decode::{self, fold_char, fold_eq, KeyText};
+use crate::go_decode::{self, check_nesting, fold_char, fold_eq, KeyText};
 use crate::go_object::{FieldError, GoObject};
-
-/// The deepest nesting of arrays and objects a document may have, counting the outermost value:
-/// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
-pub const MAX_NESTING_DEPTH: usize = 10_000;
-
-/// Refuses a document nested deeper than [`MAX_NESTING_DEPTH`]. Only brackets outside strings
-/// count; the syntax itself is left to the decoder. Linear in the input, no allocation.
-pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_NESTING_DEPTH {
-                    return Err(serde::de::Error::custom(format!(
-                        "exceeded max depth: nested deeper than {MAX_NESTING_DEPTH}"
-                    )));
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(())
-}
 
 /// The raw JSON text of one value of a [`RawObject`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -486,6 +450,7 @@ impl Serialize for RawObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::go_decode::MAX_NESTING_DEPTH;
 
     #[test]
     fn keeps_bytes_order_and_big_numbers() {
