@@ -10,16 +10,16 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use cni_linux::NetNs;
 use cni_sandbox::{
-    parse_cidrs, update_cidr, CidrUpdate, Namespaces, PodMeta, PortMapping, RunRequest,
-    SandboxError, SandboxStatus, Sandboxes, SetupMode, DEFAULT_STATE_DIR,
+    parse_cidrs, update_cidr, CidrUpdate, PodMeta, PortMapping, RunRequest, SandboxError,
+    SandboxStatus, Sandboxes, SetupMode, DEFAULT_STATE_DIR,
 };
 use cni_types::code;
 
 use crate::boot_gc;
 use crate::cli::Global;
 use crate::failure::Failure;
+use crate::netns::LinuxNamespaces;
 use crate::setup;
 
 #[derive(Debug, Args)]
@@ -99,31 +99,6 @@ pub struct RunArgs {
     /// selectors (rcni-node reads them); never passed to plugins.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
-}
-
-/// cni-linux's named namespaces under /run/netns.
-pub(crate) struct LinuxNamespaces;
-
-impl Namespaces for LinuxNamespaces {
-    fn create(&self, name: &str) -> Result<PathBuf, String> {
-        NetNs::create_named(name)
-            .map(|ns| ns.path().to_path_buf())
-            .map_err(|e| e.to_string())
-    }
-
-    fn remove(&self, name: &str) -> Result<(), String> {
-        match NetNs::delete_named(name) {
-            Err(e) if !e.is_not_found() => Err(e.to_string()),
-            _ => Ok(()),
-        }
-    }
-
-    /// A path is only a namespace when it opens as one: a process killed between creating
-    /// the mount point and the bind mount (or between unmounting and unlinking it) leaves a
-    /// plain file there, and Go plugins fail DEL on such a path ("unknown FS magic").
-    fn exists(&self, path: &Path) -> bool {
-        NetNs::open(path).is_ok()
-    }
 }
 
 fn failed(verb: &str, e: &SandboxError) -> Failure {
