@@ -7,6 +7,7 @@ use cni_types::code;
 
 use crate::cli::{AttachArgs, Cli, Command, DoctorCommand, GcArgs, Global};
 use crate::failure::Failure;
+use crate::output::print_json;
 use crate::{diagnostics, netns, setup};
 
 /// Runs the parsed command line.
@@ -46,14 +47,6 @@ fn network(g: &Global, verb: &str, name: &str) -> Result<Network, Failure> {
         .require(name)
         .cloned()
         .map_err(|e| Failure::runtime(verb, &e))
-}
-
-/// The value, pretty, and a newline, in one write(2): `println!` passed the text and its
-/// newline to std's line-buffered stdout separately, which then took two writes.
-pub(crate) fn print_json(v: &Value) {
-    let mut text = cni_types::pretty_json(v);
-    text.push('\n');
-    print!("{text}");
 }
 
 fn add(g: &Global, a: &AttachArgs) -> Result<(), Failure> {

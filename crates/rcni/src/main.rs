@@ -8,6 +8,7 @@ mod diagnostics;
 mod failure;
 mod logger;
 mod netns;
+mod output;
 mod pod;
 mod policy;
 mod repair;

@@ -3,14 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-
 use cni_linux::netns::{NetNs, NETNS_RUN_DIR};
 use cni_sandbox::Namespaces;
 use cni_types::code;
 
 use crate::cli::NetnsCommand;
 use crate::failure::Failure;
+use crate::output::print_json;
 
 pub fn run(cmd: &NetnsCommand, json_out: bool) -> Result<(), Failure> {
     match cmd {
@@ -38,7 +37,7 @@ pub fn run(cmd: &NetnsCommand, json_out: bool) -> Result<(), Failure> {
             };
             names.sort();
             if json_out {
-                println!("{}", cni_types::pretty_json(&json!(names)));
+                print_json(&names);
             } else {
                 for n in names {
                     println!("{n}");
