@@ -17,6 +17,7 @@
 mod allocator;
 mod config;
 mod error;
+mod files;
 mod gojson;
 mod ident;
 mod ip;

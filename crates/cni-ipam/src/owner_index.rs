@@ -40,8 +40,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::files::{read_regular, replace_file};
 use crate::ip;
-use crate::store::{read_regular, replace_file};
 
 /// Prefix of the index directory's name in the data directory (a network name cannot start
 /// with a dot).
