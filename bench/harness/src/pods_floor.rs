@@ -15,14 +15,13 @@
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use crate::churn::parallel;
 use crate::configs::slot_subnet;
 use crate::ns::{ip_batch, NamedNs};
-use crate::pods::SETTLE;
 use crate::report::{Report, Row};
 use crate::stats::{ms, quantile};
 
@@ -106,36 +105,43 @@ fn make(
 }
 
 /// The latencies of `n` floor pods made `workers` at a time in rounds of `round` (each round
-/// removed off the clock before the next, then a pause, as in `pods.rs`) beside `resident`
-/// floor pods made first; and how many pods failed.
-fn batch(n: usize, workers: usize, round: usize, resident: usize) -> Result<(Vec<f64>, usize)> {
+/// removed off the clock before the next, then a pause of `settle`, as in `pods.rs`) beside
+/// `resident` floor pods made first; and how many pods failed.
+fn batch(
+    (n, workers, resident): (usize, usize, usize),
+    round: usize,
+    settle: Duration,
+) -> Result<(Vec<f64>, usize)> {
     let node = node()?;
     let off_the_clock = Mutex::new(Vec::new());
     // The resident pods take the numbers after the measured ones.
     let (residents, mut failures) = make(&node, (n, resident), workers, &off_the_clock);
     if resident > 0 {
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(settle);
     }
     let latencies = Mutex::new(Vec::new());
     for first in (0..n).step_by(round.max(1)) {
         let (made, failed) = make(&node, (first, round.min(n - first)), workers, &latencies);
         failures += failed;
         drop(made);
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(settle);
     }
     drop(residents);
     Ok((latencies.into_inner().unwrap_or_default(), failures))
 }
 
-/// The floor's rows: the batch on an empty node and beside `resident` pods.
+/// The floor's rows: the batch on an empty node and beside `resident` pods, in rounds of
+/// `round` with a pause of `settle` after the resident pods are made and after each round is
+/// removed (the pauses of `pods.rs`).
 pub fn measure(
     report: &mut Report,
     (n, workers, resident): (usize, usize, usize),
     round: usize,
+    settle: Duration,
 ) -> Result<()> {
     let mut empty_p50 = None;
     for beside in [0, resident] {
-        let (latencies, failures) = batch(n, workers, round, beside)?;
+        let (latencies, failures) = batch((n, workers, beside), round, settle)?;
         let p50 = quantile(&latencies, 0.5);
         let growth = match (beside, p50, empty_p50) {
             (0, ..) => String::new(),
