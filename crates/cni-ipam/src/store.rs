@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cni_attribution::AttachmentId;
-use cni_persist::{DirRule, PersistError};
+use cni_persist::{DirRule, LockKind, PersistError};
 
 use crate::error::{ConfigError, IpamError};
 use crate::files::{create_whole, read_regular, write_temp};
@@ -56,9 +56,6 @@ pub const LINE_BREAK: &str = cni_attribution::names::HOST_LOCAL_LINE_BREAK;
 
 /// Prefix of the temp files writes go through (not an address, so never read as a lease).
 pub const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
-
-/// How often a lock with a timeout is retried.
-const LOCK_POLL: Duration = Duration::from_millis(10);
 
 /// Who holds a lease, as read from its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +197,11 @@ impl DiskStore {
         check_directory(&self.dir)?;
         let path = self.dir.join(LOCK_FILE);
         let file = open_lock_file(&path).map_err(|e| IpamError::io("open", &path, e))?;
-        match self.lock_timeout {
-            None => file.lock().map_err(|e| IpamError::io("lock", &path, e))?,
-            Some(timeout) => lock_with_timeout(&file, &path, timeout)?,
+        let deadline = self.lock_timeout.map(|t| Instant::now() + t);
+        let held = cni_persist::take_lock(&file, LockKind::Exclusive, deadline)
+            .map_err(|e| IpamError::io("lock", &path, e))?;
+        if !held {
+            return Err(IpamError::LockTimeout { path });
         }
         let index = IndexSession::open(&self.dir);
         Ok(LockedStore {
@@ -297,24 +296,6 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path),
         other => other,
-    }
-}
-
-fn lock_with_timeout(file: &File, path: &Path, timeout: Duration) -> Result<(), IpamError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                std::thread::sleep(LOCK_POLL);
-            }
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(IpamError::LockTimeout {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(IpamError::io("lock", path, e)),
-        }
     }
 }
 

@@ -61,9 +61,6 @@ const SPARE_DIR: &str = ".spare";
 /// Temp files of rcni versions before `cni_persist` (`.<id>.json.tmp-<pid>`).
 const LEGACY_TEMP_MARK: &str = ".tmp-";
 
-/// How often a held sandbox lock is tried again by [`RecordStore::lock_sandbox_within`].
-const LOCK_POLL: Duration = Duration::from_millis(10);
-
 /// The records under one state directory.
 #[derive(Debug, Clone)]
 pub struct RecordStore {
@@ -154,7 +151,7 @@ impl RecordStore {
         self.lock_sandbox_until(id, Some(Instant::now() + limit))
     }
 
-    /// The lock of `id`: blocking without a deadline, polling until it with one.
+    /// The lock of `id`: blocking without a deadline, given up at the deadline with one.
     fn lock_sandbox_until(
         &self,
         id: &str,
@@ -164,22 +161,10 @@ impl RecordStore {
         let path = self.dir.join("locks").join(id);
         loop {
             let file = open_lock_file(&path)?;
-            match deadline {
-                None => file
-                    .lock()
-                    .map_err(|e| SandboxError::io("cannot lock", &path, e))?,
-                Some(deadline) => loop {
-                    match file.try_lock() {
-                        Ok(()) => break,
-                        Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                            std::thread::sleep(LOCK_POLL);
-                        }
-                        Err(fs::TryLockError::WouldBlock) => return Ok(None),
-                        Err(fs::TryLockError::Error(e)) => {
-                            return Err(SandboxError::io("cannot lock", &path, e))
-                        }
-                    }
-                },
+            let held = cni_persist::take_lock(&file, LockKind::Exclusive, deadline)
+                .map_err(|e| SandboxError::io("cannot lock", &path, e))?;
+            if !held {
+                return Ok(None);
             }
             // The holder we waited for may have removed the file: then this lock guards
             // nothing and the current file (if any) must be locked instead.
