@@ -14,8 +14,9 @@
 //! slow the next round). The empty node's batch runs in the same rounds, so the two compare.
 //! Beside the two, the same batches made by `ip` alone (`pods_floor.rs`) give the kernel's
 //! share of the growth.
-//! The published anchor: Cilium's setupPodNetwork at about 310 ms per pod with 100 pods
-//! started in parallel on kind (cilium #48392).
+//! The note names a published anchor, Cilium's setupPodNetwork time per pod with 100 pods
+//! started in parallel on kind (cilium/cilium#48392; docs/performance.md, "Pod sandboxes at
+//! scale").
 
 use std::collections::HashSet;
 use std::path::Path;

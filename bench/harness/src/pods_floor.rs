@@ -6,8 +6,8 @@
 //! `eth0` and the host end a port of the node's bridge, then the pod's address, `eth0` up and
 //! a default route: four `ip` processes. Neither end gets an IPv6 link-local address
 //! (`addrgenmode none`), as with rcni's bridge on an IPv4-only network; with them, each new
-//! pod's MLD reports and router solicitations flood every port, and this floor's p50 beside
-//! 1,000 pods was 3.16x its empty-node figure (97 → 306 ms) in the first run. A floor pod has
+//! pod's MLD reports and router solicitations flood every port, and the floor's own time grew
+//! with the pods beside it (docs/performance.md, "Pod sandboxes at scale"). A floor pod has
 //! no record, no lease file, no port mapping and no gratuitous ARP (`arp_notify`, which
 //! rcni's bridge and Go's write, floods one to every port of the bridge): those are the
 //! plugins' work, so they stay out of the floor.

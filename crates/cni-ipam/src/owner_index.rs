@@ -305,7 +305,7 @@ impl IndexFile {
 
     /// Stamps the network directory and records the stamp, last. The record is rewritten in
     /// place: only lock holders read it, and a torn one cannot equal the new stamp, so it reads
-    /// as stale. (A rename over it would cost ext4 a data flush, about 0.35 ms, on every call.)
+    /// as stale. (A rename over it would cost ext4 a data flush on every call.)
     fn write_stamp(&self, net_dir: &Path) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         let stamp = stamp_directory(net_dir)?;
