@@ -17,6 +17,7 @@
 mod allocator;
 mod config;
 mod error;
+mod files;
 mod ident;
 mod ip;
 mod owner_index;
