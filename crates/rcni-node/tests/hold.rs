@@ -277,20 +277,32 @@ fn a_replaced_pod_never_carries_its_predecessors_policies() {
             &netns,
             &[labels],
         );
-        let returned = tcp_connects(&prober, web, PROBE_TIMEOUT);
-        std::thread::sleep(Duration::from_millis(500));
+        // Its policies are in force when its ADD returns (the dispatch sends it to its chain).
+        let table = policy_table(&c.nodes[0].ns.name).unwrap();
+        let programmed = map_jumps(&table, "ingress4").contains(&ip.to_string());
+        let reached = wait_for(Duration::from_secs(3), || {
+            tcp_connects(&prober, web, PROBE_TIMEOUT)
+        });
+        std::thread::sleep(Duration::from_millis(300));
         let seen = probe.finish();
         assert_eq!(eth0_ipv4(&netns), ip, "round {round}: the same address");
         assert_eq!(seen.target, Some(ip.into()));
         assert!(seen.attempts > 0, "round {round}: {seen:?}");
+        assert!(
+            programmed,
+            "round {round}: not programmed when its ADD returned"
+        );
         if admits {
-            assert!(returned, "round {round}: open when its ADD returned");
+            assert!(
+                reached.is_some(),
+                "round {round}: the open pod is not reached"
+            );
         } else {
             assert_eq!(
                 seen.answered, 0,
                 "round {round}: the predecessor's treatment: {seen:?}"
             );
-            assert!(!returned);
+            assert!(reached.is_none());
         }
     }
 }
