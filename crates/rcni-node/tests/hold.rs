@@ -643,3 +643,62 @@ fn add_cost_with_and_without_telling_the_agent() {
         told[15].as_secs_f64() / untold[15].as_secs_f64()
     );
 }
+
+/// A batch the kernel refuses (the agent's table was deleted under it) makes the node
+/// unhealthy with the cause, in the status file and `/metrics`, until a program commits
+/// again (the next one replaces the whole table, a second later).
+#[test]
+fn a_program_that_cannot_be_committed_makes_the_node_unhealthy_until_one_is() {
+    if skip_unless_root() || !br_netfilter() {
+        return;
+    }
+    let c = nodes(1);
+    let mut w = World::empty();
+    w.label_namespace(&c, "x", &[("ns", "x")]);
+    w.add_pod(&c, 0, "x", "a");
+    programmed(&c, 0, 0);
+    let node = c.nodes[0].ns.name.clone();
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &node,
+        "nft",
+        "delete",
+        "table",
+        "inet",
+        "rcni_policy",
+    ]);
+    w.apply(&c, &policy("x", "deny", DENY_INGRESS));
+    let status = c.nodes[0].status_file();
+    let mut reason = String::new();
+    let unhealthy = poll_every(Duration::from_millis(10), Duration::from_secs(10), || {
+        let Ok(text) = std::fs::read(&status) else {
+            return false;
+        };
+        let v: Value = serde_json::from_slice(&text).unwrap_or_default();
+        reason = v["reason"].as_str().unwrap_or_default().to_string();
+        v["healthy"] == false
+    });
+    assert!(
+        unhealthy.is_some(),
+        "never unhealthy:\n{}",
+        c.nodes[0].agent_log()
+    );
+    assert!(reason.contains("cannot be committed"), "{reason}");
+    println!("RESULT status while the commit failed: {reason}");
+    let back = wait_for(Duration::from_secs(10), || {
+        c.nodes[0].healthy()
+            && policy_table(&node).is_some_and(|t| !map_jumps(&t, "ingress4").is_empty())
+    });
+    assert!(back.is_some(), "not back:\n{}", c.nodes[0].agent_log());
+    let metrics = c.nodes[0].health_get("/metrics").unwrap();
+    assert!(
+        !metrics.contains("rcni_node_policy_sync_errors_total 0\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("rcni_node_policy_enforced 1\n"),
+        "{metrics}"
+    );
+}
