@@ -115,6 +115,18 @@ fn eth0_ipv4(netns: &Netns) -> Ipv4Addr {
 /// `rcni add` of a pod with CNI_ARGS `args` and container ID `id` on node `i` with the
 /// node's conflist: the result, or the CNI error.
 fn rcni_add(c: &Cluster, i: usize, netns: &Netns, id: &str, args: &str) -> Result<Value, Value> {
+    rcni_add_with(c, i, netns, id, args, &[])
+}
+
+/// [`rcni_add`] with environment variables `env` (the plugins inherit them).
+fn rcni_add_with(
+    c: &Cluster,
+    i: usize,
+    netns: &Netns,
+    id: &str,
+    args: &str,
+    env: &[(&str, &str)],
+) -> Result<Value, Value> {
     let node = &c.nodes[i];
     let out = Command::new("ip")
         .args(["netns", "exec", &node.ns.name])
@@ -128,6 +140,7 @@ fn rcni_add(c: &Cluster, i: usize, netns: &Netns, id: &str, args: &str) -> Resul
         .arg("--cache-dir")
         .arg(node.dir.join("cache"))
         .args(["--container-id", id, "--args", args, "--json"])
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let json = serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|_| {
@@ -410,7 +423,8 @@ fn a_held_pod_is_released_when_programmed_and_reached_by_its_node_meanwhile() {
 }
 
 /// An ADD whose agent's pod socket cannot be reached is refused with code 11 and leaves no
-/// lease and no veth; with the socket back, the same ADD works.
+/// lease and no veth; with the socket back, the same ADD works; an ADD failing after the
+/// agent was told takes the pod back from it.
 #[test]
 fn an_add_the_agent_cannot_be_told_about_is_refused_and_leaves_nothing() {
     if skip_unless_root() || !br_netfilter() {
@@ -453,6 +467,20 @@ fn an_add_the_agent_cannot_be_told_about_is_refused_and_leaves_nothing() {
         "IgnoreUnknown=1;K8S_POD_NAMESPACE=y;K8S_POD_NAME=u",
     )
     .unwrap();
+
+    // An ADD failing after the agent was told (debug builds inject it): its undo tells the
+    // agent, which forgets the pod.
+    let (failing, _servers) = serving_netns(&c);
+    let args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=y;K8S_POD_NAME=f";
+    let env = [("RCNI_TEST_FAIL_AT", "bridge:container")];
+    let err = rcni_add_with(&c, 0, &failing, "failed-1", args, &env).expect_err("injected");
+    assert!(
+        err["msg"].as_str().unwrap().contains("injected failure"),
+        "{err}"
+    );
+    let record = c.nodes[0].dir.join("state/attached/failed-1.json");
+    assert!(!record.exists(), "the agent kept the failed ADD's pod");
+    assert!(c.nodes[0].agent_log().contains("sandbox failed-1: DEL"));
 }
 
 /// One node whose agent lists its pods from a real containerd (`--cri-socket`).
