@@ -39,7 +39,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use cni_linux::rtnl::device_route::DeviceRoute;
-use cni_linux::wireguard::{DeviceUpdate, PeerChange, PublicKey, SecretKey};
+use cni_linux::wireguard::{DeviceUpdate, PeerChange, PeerConfig, PublicKey, SecretKey};
 use cni_linux::Handle;
 use ipnet::IpNet;
 
@@ -101,6 +101,9 @@ pub struct Wireguard {
     local_subnets: Option<Subnets>,
     /// Which node published each peer key (for the status).
     nodes: HashMap<PublicKey, String>,
+    /// Per tunnel: the device was just made or its process started, so it has no sessions,
+    /// and the next resync starts a handshake with every peer ([`Wireguard::start_handshakes`]).
+    fresh: Vec<bool>,
     state_dir: PathBuf,
 }
 
@@ -189,9 +192,11 @@ impl Wireguard {
         );
         remove_unused(&mut nl, &layout)?;
         let mut tunnels = Vec::new();
+        let mut fresh = Vec::new();
         for spec in layout.devices.clone() {
-            let (tunnel, _) = engine.open(&mut nl, spec)?;
+            let (tunnel, new) = engine.open(&mut nl, spec)?;
             tunnels.push(tunnel);
+            fresh.push(new);
         }
         let mut backend = Wireguard {
             nl,
@@ -203,6 +208,7 @@ impl Wireguard {
             psk,
             local_subnets: None,
             nodes: HashMap::new(),
+            fresh,
             state_dir,
         };
         for i in 0..backend.tunnels.len() {
@@ -299,7 +305,7 @@ impl Wireguard {
     fn resync_peers(
         &mut self,
         i: usize,
-        wanted: &[cni_linux::wireguard::PeerConfig],
+        wanted: &[PeerConfig],
     ) -> Result<(usize, usize), BackendError> {
         let key = self.key.key();
         let t = &mut self.tunnels[i];
@@ -347,6 +353,40 @@ impl Wireguard {
             counts.0 += 1;
         }
         Ok(counts)
+    }
+
+    /// Starts a handshake with every peer of device `i` now, rather than when the peer's own
+    /// timers give up on its old session: a peer that only sends to this node keeps using a
+    /// session the new process does not know for up to 15 s (WireGuard's keepalive and rekey
+    /// timeouts) before it shakes hands again. A peer whose persistent keepalive is turned on
+    /// sends a keepalive at once, which needs a session, hence a handshake; so each peer
+    /// without one gets it on (1 s) and back off.
+    fn start_handshakes(&mut self, i: usize, peers: &[PeerConfig]) -> Result<(), BackendError> {
+        let quiet: Vec<&PeerConfig> = peers
+            .iter()
+            .filter(|p| p.persistent_keepalive == 0)
+            .collect();
+        let on = quiet
+            .iter()
+            .map(|p| {
+                PeerChange::Set(PeerConfig {
+                    persistent_keepalive: 1,
+                    ..(*p).clone()
+                })
+            })
+            .collect();
+        let off = quiet
+            .iter()
+            .map(|p| PeerChange::Set((*p).clone()))
+            .collect();
+        self.apply(i, on)?;
+        self.apply(i, off)?;
+        log::info!(
+            "{}: handshakes started with {} peers",
+            self.tunnels[i].spec.name,
+            peers.len()
+        );
+        Ok(())
     }
 
     /// Follows the key files: a rotated private key goes on every device (`true`: publish it),
@@ -476,6 +516,9 @@ impl Backend for Wireguard {
         }
         for i in 0..self.tunnels.len() {
             let (set, removed) = self.resync_peers(i, &wanted[i])?;
+            if std::mem::take(&mut self.fresh[i]) {
+                self.start_handshakes(i, &wanted[i])?;
+            }
             let (added, deleted) = self.resync_routes(i, &routes[i])?;
             repairs.restored += set + added;
             repairs.removed += removed + deleted;
@@ -488,6 +531,7 @@ impl Backend for Wireguard {
         for i in 0..self.tunnels.len() {
             if self.tunnels[i].upkeep(&mut self.nl)? {
                 self.configure_device(i)?;
+                self.fresh[i] = true;
                 upkeep.resync = true;
             }
         }
