@@ -142,3 +142,130 @@ pub fn kernel_has_wireguard(ns: &cni_testkit::Netns) -> bool {
     ns.run(|| cni_linux::wireguard::genl::Genl::open().is_ok())
         .unwrap()
 }
+
+/// A packet capture with `tcpdump` on one interface of a namespace, into a pcap file; stopped
+/// (and its process killed by PID) on [`Capture::stop`] or drop.
+pub struct Capture {
+    file: PathBuf,
+    process: super::Guard,
+}
+
+impl Capture {
+    /// Starts capturing every packet on `iface` in `ns` into `file`; returns once tcpdump
+    /// listens.
+    pub fn start(ns: &str, iface: &str, file: PathBuf) -> Capture {
+        let log = file.with_extension("log");
+        let child = Command::new("ip")
+            .args([
+                "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-U", "-s", "0", "-w",
+            ])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("tcpdump (Debian package tcpdump)");
+        let capture = Capture {
+            file,
+            process: super::Guard(Some(child)),
+        };
+        let listening = wait_for(Duration::from_secs(10), || {
+            fs::read_to_string(&log).is_ok_and(|l| l.contains("listening on"))
+        });
+        assert!(
+            listening.is_some(),
+            "tcpdump on {iface}: {}",
+            fs::read_to_string(&log).unwrap_or_default()
+        );
+        capture
+    }
+
+    /// Stops the capture (SIGTERM: tcpdump writes what it has) and returns the file's bytes.
+    pub fn stop(mut self) -> Vec<u8> {
+        // Packets still in the kernel's queue reach the file first.
+        std::thread::sleep(Duration::from_millis(300));
+        self.process.terminate();
+        fs::read(&self.file).unwrap()
+    }
+}
+
+/// An IP packet of an Ethernet capture: addresses, protocol, ports (TCP and UDP) and the
+/// whole frame.
+#[derive(Debug, Clone)]
+pub struct CapturedPacket {
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+    /// IP protocol number (17 UDP, 6 TCP, ...).
+    pub protocol: u8,
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    pub frame: Vec<u8>,
+}
+
+/// The IP packets of a pcap file of Ethernet frames (tcpdump's own byte order, microsecond
+/// or nanosecond magic); other frames (ARP) are left out.
+pub fn ip_packets(pcap: &[u8]) -> Vec<CapturedPacket> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    assert!(pcap.len() >= 24, "not a pcap file");
+    let magic = u32::from_le_bytes(pcap[..4].try_into().unwrap());
+    let le = matches!(magic, 0xa1b2_c3d4 | 0xa1b2_3c4d);
+    let u32_at = |b: &[u8], at: usize| {
+        let bytes: [u8; 4] = b[at..at + 4].try_into().unwrap();
+        if le {
+            u32::from_le_bytes(bytes)
+        } else {
+            u32::from_be_bytes(bytes)
+        }
+    };
+    assert_eq!(u32_at(pcap, 20), 1, "an Ethernet capture");
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        let len = u32_at(pcap, at + 8) as usize;
+        let frame = &pcap[at + 16..(at + 16 + len).min(pcap.len())];
+        at += 16 + len;
+        if frame.len() < 14 {
+            continue;
+        }
+        let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        let ip = &frame[14..];
+        let (src, dst, protocol, l4): (IpAddr, IpAddr, u8, &[u8]) = match ethertype {
+            0x0800 if ip.len() >= 20 => {
+                let ihl = usize::from(ip[0] & 0x0f) * 4;
+                let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+                let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+                (src.into(), dst.into(), ip[9], &ip[ihl.min(ip.len())..])
+            }
+            0x86dd if ip.len() >= 40 => {
+                let src: [u8; 16] = ip[8..24].try_into().unwrap();
+                let dst: [u8; 16] = ip[24..40].try_into().unwrap();
+                (
+                    Ipv6Addr::from(src).into(),
+                    Ipv6Addr::from(dst).into(),
+                    ip[6],
+                    &ip[40..],
+                )
+            }
+            _ => continue,
+        };
+        let ports = (matches!(protocol, 6 | 17) && l4.len() >= 4).then(|| {
+            (
+                u16::from_be_bytes([l4[0], l4[1]]),
+                u16::from_be_bytes([l4[2], l4[3]]),
+            )
+        });
+        out.push(CapturedPacket {
+            src,
+            dst,
+            protocol,
+            src_port: ports.map(|p| p.0),
+            dst_port: ports.map(|p| p.1),
+            frame: frame.to_vec(),
+        });
+    }
+    out
+}
+
+/// Whether `needle` occurs in `haystack`.
+pub fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
