@@ -282,7 +282,18 @@ impl Reconciler {
         for subnet in gone {
             self.apply(LeaseEvent::Delete(subnet));
         }
-        for lease in fresh.into_values() {
+        // New nodes in one call (a backend may program them together), changed ones in place.
+        let (new, known): (Vec<Lease>, Vec<Lease>) = fresh
+            .into_values()
+            .partition(|l| !self.remotes.contains_key(&l.subnet));
+        if !new.is_empty() {
+            log::info!("{} remote nodes: adding", new.len());
+            if let Err(e) = self.backend.add_remotes(&new) {
+                log::warn!("paths to new nodes: {e} (the resync retries)");
+            }
+            self.remotes.extend(new.into_iter().map(|l| (l.subnet, l)));
+        }
+        for lease in known {
             self.apply(LeaseEvent::Put(lease));
         }
         self.loaded = true;

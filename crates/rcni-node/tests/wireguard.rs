@@ -329,3 +329,47 @@ fn a_killed_wireguard_go_is_started_again_and_traffic_resumes() {
     peers_match_the_leases(&c, 1, "rcni-wg", false);
     assert!(ping(&b.ns.name, a.ip));
 }
+
+#[test]
+fn a_leaving_node_is_removed_as_a_peer_and_a_route_in_the_same_round() {
+    if skip_unless_root() {
+        return;
+    }
+    let mut c = Cluster::new(wireguard());
+    for _ in 0..3 {
+        let i = c.add_node();
+        c.nodes[i].extra.push("--release-on-exit".into());
+        c.start_agent(i);
+    }
+    c.wait_converged(Duration::from_secs(30)).unwrap();
+    let leaving = c.nodes[2].subnet().unwrap();
+    let key = published_key(&c, 2);
+    assert!(c.nodes[0]
+        .wg_peers("rcni-wg")
+        .iter()
+        .any(|p| p.public_key == key));
+    let start = Instant::now();
+    c.nodes[2].agent.terminate();
+    let gone = wait_for(Duration::from_secs(20), || {
+        c.nodes[..2].iter().all(|n| {
+            !n.has_route(&leaving) && !n.wg_peers("rcni-wg").iter().any(|p| p.public_key == key)
+        })
+    })
+    .map(|_| start.elapsed())
+    .expect("the leaving node's peer and route are removed");
+    eprintln!("wireguard leave (release-on-exit), 3 nodes: peer and route gone after {gone:.2?}");
+    for n in &c.nodes[..2] {
+        let log = n.agent_log();
+        let removing: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("remote node {leaving} gone")))
+            .collect();
+        assert_eq!(removing.len(), 1, "one removal round: {removing:?}");
+    }
+    // The stopped node's own tunnel and wireguard-go stay (a graceful stop keeps the data
+    // path); the others keep talking.
+    assert!(c.nodes[2].wireguard_go_pid("rcni-wg").is_some());
+    let a = c.add_pod(0);
+    let b = c.add_pod(1);
+    assert!(ping(&a.ns.name, b.ip));
+}

@@ -77,6 +77,18 @@ pub trait Backend: Send {
     fn configure_local(&mut self, subnet: crate::lease::Subnets) -> Result<(), BackendError>;
     /// Programs the path to one remote node.
     fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError>;
+    /// Programs the paths to many new remote nodes (a full list of leases); one by one,
+    /// past failures (each logged, the last returned), unless the backend does better.
+    fn add_remotes(&mut self, leases: &[Lease]) -> Result<(), BackendError> {
+        let mut failed = None;
+        for lease in leases {
+            if let Err(e) = self.add_remote(lease) {
+                log::warn!("path to {}: {e}", lease.subnet);
+                failed = Some(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
     /// Moves the path to one remote node from what `old` published to what `new` does without
     /// a gap: `new`'s objects first (replacing those of the same key), then what is left of
     /// `old`'s.

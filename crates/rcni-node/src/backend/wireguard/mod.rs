@@ -452,6 +452,32 @@ impl Backend for Wireguard {
         Ok(())
     }
 
+    /// Every new node's peer in one update per device (one `set` over the socket, or a few
+    /// generic netlink messages), then their routes.
+    fn add_remotes(&mut self, leases: &[Lease]) -> Result<(), BackendError> {
+        let mut changes: Vec<Vec<PeerChange>> = vec![Vec::new(); self.tunnels.len()];
+        let mut routes = Vec::new();
+        for lease in leases {
+            let peers = self.peers_for(lease);
+            self.remember(lease, &peers);
+            for p in peers {
+                routes.extend(p.routes().iter().map(|dst| self.route(p.device, *dst)));
+                changes[p.device].push(PeerChange::Set(p.config));
+            }
+        }
+        for (i, peers) in changes.into_iter().enumerate() {
+            if !peers.is_empty() {
+                self.apply(i, peers)?;
+            }
+        }
+        for route in routes {
+            self.nl
+                .replace_device_route(&route)
+                .map_err(nl_err(format!("route to {}", route.dst)))?;
+        }
+        Ok(())
+    }
+
     fn update_remote(&mut self, old: &Lease, new: &Lease) -> Result<(), BackendError> {
         let fresh = self.peers_for(new);
         self.remember(new, &fresh);
