@@ -170,9 +170,20 @@ impl KeyFile {
     }
 
     /// The new key when the file was replaced by a different one since it was last read. A
-    /// file gone or unreadable is an error and the current key stays.
+    /// file that is gone gets the current key back (said once); an unreadable one is an error
+    /// and the current key stays.
     pub fn changed(&mut self) -> Result<Option<SecretKey>, KeyError> {
-        let stamp = Stamp::of(&self.path).map_err(io_error(&self.path))?;
+        let stamp = match Stamp::of(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                log::warn!(
+                    "wireguard: {} was removed: writing the key in use back",
+                    self.path.display()
+                );
+                write_key(&self.path, &self.key)?;
+                Stamp::of(&self.path).map_err(io_error(&self.path))?
+            }
+            other => other.map_err(io_error(&self.path))?,
+        };
         if self.seen == Some(stamp) {
             return Ok(None);
         }
@@ -235,6 +246,11 @@ mod tests {
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+        // A removed file gets the key in use back.
+        let in_use = file.key();
+        fs::remove_file(&path).unwrap();
+        assert_eq!(file.changed().unwrap(), None);
+        assert_eq!(read_key(&path).unwrap(), in_use);
         // Garbage is refused, with the path.
         fs::write(&path, "nope").unwrap();
         let err = file.changed().unwrap_err().to_string();
