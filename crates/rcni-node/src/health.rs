@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::files::write_atomic;
 use crate::lease::Subnets;
+use crate::prometheus::label;
 
 /// What the agent knows about itself.
 #[derive(Debug, Default)]
@@ -154,14 +155,6 @@ impl HealthState {
                 .map(crate::backend::wireguard::status::TunnelStatus::metrics)
                 .unwrap_or_default()
     }
-}
-
-/// A Prometheus label value: backslash, quote and newline escaped.
-pub(crate) fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The state shared by the loop and the readers.

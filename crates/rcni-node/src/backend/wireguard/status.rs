@@ -11,7 +11,7 @@ use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 
-use crate::health::label;
+use crate::prometheus::label;
 
 /// The tunnels of the node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
