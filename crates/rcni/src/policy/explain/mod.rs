@@ -1,7 +1,13 @@
 //! `rcni policy explain NAMESPACE/POD`: the whole cluster as stored (policies, namespaces,
-//! the pods the nodes publish), and for one pod the policies selecting it and what they
-//! allow in each direction.
+//! the pods the nodes publish, ClusterNetworkPolicies, nodes), and for one pod what applies to
+//! it in each direction. With ClusterNetworkPolicies stored, each direction is shown in
+//! evaluation order, tier by tier ([`tiers`]); with `--from` or `--to`, which tier and rule
+//! decide one connection ([`connection`]).
 
+mod connection;
+mod tiers;
+
+use cni_policy::cluster_policy::Evaluator;
 use cni_policy::effective::{effective, policy_types, selects};
 use cni_policy::selector::SelectorText;
 use cni_policy::{Cluster, Direction, Effective, Peer, Pod, PortSpec};
@@ -9,10 +15,17 @@ use cni_types::code;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
+pub use connection::Connection;
+
 use super::store::Datastore;
 use super::Problem;
 
-pub fn run(ds: &mut Datastore, pod: &str, json: bool) -> Result<(), Problem> {
+pub fn run(
+    ds: &mut Datastore,
+    pod: &str,
+    connection: Option<&Connection>,
+    json: bool,
+) -> Result<(), Problem> {
     let Some((namespace, name)) = pod.split_once('/') else {
         return Err(Problem::new(
             code::INVALID_ENVIRONMENT,
@@ -31,12 +44,35 @@ pub fn run(ds: &mut Datastore, pod: &str, json: bool) -> Result<(), Problem> {
         ));
     };
     let node = stored.nodes.get(&found.key()).cloned().unwrap_or_default();
-    let explanation = explain(cluster, found)
-        .map_err(|e| Problem::new(code::DECODING_FAILURE, format!("error: {e}")))?;
+    let failed =
+        |e: cni_policy::SelectorError| Problem::new(code::DECODING_FAILURE, format!("error: {e}"));
+    let explanation = explain(cluster, found).map_err(failed)?;
+    let evaluator = Evaluator::of_compiled(cluster, stored.tiers.compiled(), &stored.tiers.nodes);
+    let tiers = match stored.tiers.policies.is_empty() {
+        true => None,
+        false => Some(tiers::Tiers::of(&evaluator, found).map_err(failed)?),
+    };
+    let decided = connection
+        .map(|c| c.decide(&evaluator, found))
+        .transpose()?;
     if json {
-        println!("{}", to_json(found, &node, &explanation));
+        let mut v = to_json(found, &node, &explanation);
+        if let Some(t) = &tiers {
+            t.add_json(&mut v);
+        }
+        if let Some(d) = &decided {
+            v["connection"] = d.to_json();
+        }
+        println!("{v}");
     } else {
-        print!("{}", to_text(found, &node, &explanation));
+        let text = match &tiers {
+            None => to_text(found, &node, &explanation),
+            Some(t) => t.to_text(&header(found, &node, &explanation), &explanation),
+        };
+        print!("{text}");
+        if let Some(d) = &decided {
+            print!("{}", d.to_text());
+        }
     }
     Ok(())
 }
@@ -119,7 +155,8 @@ fn labels_text(pod: &Pod) -> String {
     }
 }
 
-pub fn to_text(pod: &Pod, node: &str, e: &Explanation) -> String {
+/// The pod and the NetworkPolicies selecting it.
+fn header(pod: &Pod, node: &str, e: &Explanation) -> String {
     let ips: Vec<String> = pod.ips.iter().map(|ip| ip.to_string()).collect();
     let mut out = format!(
         "Pod {}/{} on node {node}: {} (labels {})\n",
@@ -141,6 +178,12 @@ pub fn to_text(pod: &Pod, node: &str, e: &Explanation) -> String {
             );
         }
     }
+    out
+}
+
+/// The explanation without ClusterNetworkPolicies: the NetworkPolicies of each direction.
+pub fn to_text(pod: &Pod, node: &str, e: &Explanation) -> String {
+    let mut out = header(pod, node, e);
     out += &e.ingress.to_string();
     out += &e.egress.to_string();
     out
