@@ -373,3 +373,103 @@ fn a_leaving_node_is_removed_as_a_peer_and_a_route_in_the_same_round() {
     let b = c.add_pod(1);
     assert!(ping(&a.ns.name, b.ip));
 }
+
+/// `rcni doctor --json` on node `i` (its conf and cache dirs, its own `/run/wireguard`): the
+/// report, and whether it exited 0.
+fn doctor(c: &Cluster, i: usize) -> (Value, bool, String) {
+    let node = &c.nodes[i];
+    let run = |json: bool| {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args(["netns", "exec", &node.ns.name])
+            .args(node.wireguard_mounts())
+            .arg(cni_testkit::bin_path("rcni").unwrap())
+            .arg("doctor")
+            .arg("--conf-dir")
+            .arg(node.conf_dir())
+            .arg("--cache-dir")
+            .arg(node.dir.join("cache"))
+            .arg("--bin-dir")
+            .arg(&c.plugins)
+            .arg("--pod-state-dir")
+            .arg(node.dir.join("pods"));
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(true);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor JSON: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let text = String::from_utf8_lossy(&run(false).stdout).into_owned();
+    (report, out.status.success(), text)
+}
+
+#[test]
+fn doctor_names_the_peers_without_a_recent_handshake() {
+    if skip_unless_root() {
+        return;
+    }
+    let c = Cluster::with_nodes(wireguard(), 2);
+    let pods: Vec<Pod> = (0..2).map(|i| c.add_pod(i)).collect();
+    assert!(ping(&pods[0].ns.name, pods[1].ip));
+    // A node whose lease is there but whose tunnel never answers: no handshake, ever.
+    let absent = json!({
+        "PublicIP": "198.18.0.99",
+        "BackendType": "wireguard",
+        "BackendData": {"PublicKey": "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=", "Port": 51820},
+        "rcniNodeName": "node9"
+    });
+    c.etcdctl(&[
+        "put",
+        &format!("{PREFIX}/subnets/198.19.99.0-24"),
+        &absent.to_string(),
+    ]);
+    let known = wait_for(Duration::from_secs(10), || {
+        c.nodes[0].wg_peers("rcni-wg").len() == 2
+    });
+    assert!(known.is_some(), "node 1 has node9 as a peer");
+    // The agent's status (which names the node behind each key) follows at the next resync.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (report, _, text) = doctor(&c, 0);
+    let device = &report["wireguard"]["devices"][0];
+    assert_eq!(device["name"], "rcni-wg");
+    assert_eq!(device["implementation"], "userspace");
+    let peers = device["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 2, "{report}");
+    let by_node = |n: &str| {
+        peers
+            .iter()
+            .find(|p| p["node"] == n)
+            .unwrap_or_else(|| panic!("{report}"))
+            .clone()
+    };
+    assert_eq!(by_node("node2")["recent"], true, "{report}");
+    assert_eq!(by_node("node9")["recent"], false, "{report}");
+    assert!(by_node("node9")["lastHandshakeSecondsAgo"].is_null());
+    eprintln!("doctor on node 1:\n{text}");
+    assert!(
+        text.contains(
+            "wireguard rcni-wg (userspace): 2 peer(s), 1 without a handshake in the last 180 s"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("node9 (HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=): no handshake yet"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("node2 ("),
+        "only the stale peer is named: {text}"
+    );
+    // The node goes: every peer left is recent.
+    c.etcdctl(&["del", &format!("{PREFIX}/subnets/198.19.99.0-24")]);
+    let gone = wait_for(Duration::from_secs(10), || {
+        c.nodes[0].wg_peers("rcni-wg").len() == 1
+    });
+    assert!(gone.is_some());
+    let (_, _, text) = doctor(&c, 0);
+    assert!(
+        text.contains("1 peer(s), every one with a handshake in the last 180 s"),
+        "{text}"
+    );
+}

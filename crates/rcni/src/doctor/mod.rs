@@ -4,7 +4,8 @@
 //! removes the leaks through the plugins' DEL and GC (`fix.rs`); `rcni pod` records without
 //! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`); attachments
 //! whose nf_tables rules are missing are listed (`missing_rules.rs`); with the etcd flags,
-//! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`).
+//! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`); on a node of
+//! rcni-node's WireGuard backend, the peers without a recent handshake (`wireguard.rs`).
 
 mod agent;
 mod audit;
@@ -14,6 +15,7 @@ mod missing_rules;
 mod netpol;
 mod read;
 mod sandboxes;
+mod wireguard;
 
 use std::path::Path;
 
@@ -97,16 +99,23 @@ pub fn inspect(
     }
     let missing = missing_rules::audit(rt);
     let policy = netpol::audit(args);
+    let tunnels = wireguard::audit(conf_dir);
     if json_out {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
-                       "missingRules": missing, "networkPolicy": policy});
+                       "missingRules": missing, "networkPolicy": policy,
+                       "wireguard": tunnels});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_report(&problems, &findings, &applied);
         missing_rules::print(&missing);
         netpol::print(&policy);
+        wireguard::print(&tunnels);
     }
-    Ok(problems.is_empty() && findings.is_empty() && missing.is_empty() && policy.is_clean())
+    Ok(problems.is_empty()
+        && findings.is_empty()
+        && missing.is_empty()
+        && policy.is_clean()
+        && tunnels.is_clean())
 }
 
 fn print_report(problems: &[Problem], findings: &[Finding], applied: &[fix::Applied]) {

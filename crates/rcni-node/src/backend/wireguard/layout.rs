@@ -21,9 +21,9 @@ use super::settings::{overhead, Mode, WireguardSettings};
 use crate::lease::{BackendData, Lease};
 
 /// The IPv4 (or only) device.
-pub const DEVICE: &str = "rcni-wg";
+pub use cni_attribution::names::rcni_node::WIREGUARD_DEVICE as DEVICE;
 /// The IPv6 device of `separate` mode.
-pub const DEVICE_V6: &str = "rcni-wg-v6";
+pub use cni_attribution::names::rcni_node::WIREGUARD_DEVICE_V6 as DEVICE_V6;
 
 /// One device of the node.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,7 +104,8 @@ pub struct Wireguard {
     /// Per tunnel: the device was just made or its process started, so it has no sessions,
     /// and the next resync starts a handshake with every peer ([`Wireguard::start_handshakes`]).
     fresh: Vec<bool>,
-    state_dir: PathBuf,
+    /// The agent's state directory.
+    agent_state_dir: PathBuf,
 }
 
 /// The implementation the flags ask for: the kernel's when it has WireGuard (`auto`, or
@@ -168,6 +169,8 @@ impl Wireguard {
     /// already has its key and port).
     pub fn setup(mut nl: Handle, setup: WireguardSetup) -> Result<Self, BackendError> {
         let state_dir = options::state_dir(&setup.agent_state_dir);
+        cni_persist::ensure_dir(&state_dir, cni_persist::DirRule::PRIVATE)
+            .map_err(|e| BackendError::Setup(format!("wireguard: {e}")))?;
         let psk = match (setup.settings.psk, &setup.options.wireguard_psk_file) {
             (Some(_), Some(_)) => {
                 return Err(BackendError::Setup(
@@ -209,7 +212,7 @@ impl Wireguard {
             local_subnets: None,
             nodes: HashMap::new(),
             fresh,
-            state_dir,
+            agent_state_dir: setup.agent_state_dir,
         };
         for i in 0..backend.tunnels.len() {
             backend.configure_device(i)?;
@@ -597,7 +600,7 @@ impl Backend for Wireguard {
                     .collect(),
             });
         }
-        let path = self.state_dir.join(status::STATUS_FILE);
+        let path = self.agent_state_dir.join(status::STATUS_FILE);
         if let Err(e) = status.write(&path) {
             log::warn!("write {}: {e}", path.display());
         }

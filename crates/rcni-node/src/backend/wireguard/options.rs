@@ -61,7 +61,10 @@ impl WireguardOptions {
 
 /// `rcni-node rotate-wireguard-key`: a new private key for the node's WireGuard devices.
 #[derive(Debug, clap::Parser)]
-#[command(name = "rotate-wireguard-key", bin_name = "rcni-node rotate-wireguard-key")]
+#[command(
+    name = "rotate-wireguard-key",
+    bin_name = "rcni-node rotate-wireguard-key"
+)]
 pub struct RotateKey {
     /// The agent's state directory (the key is <state-dir>/wireguard/private.key).
     #[arg(long, default_value = "/run/rcni")]

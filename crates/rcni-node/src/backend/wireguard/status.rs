@@ -98,8 +98,8 @@ impl PeerStatus {
     }
 }
 
-/// The status file's name under the backend's state directory.
-pub const STATUS_FILE: &str = "status.json";
+/// The status file's path under the agent's state directory.
+pub use cni_attribution::names::rcni_node::WIREGUARD_STATUS as STATUS_FILE;
 
 impl TunnelStatus {
     /// Writes the status to `path` whole (a reader never sees a torn file; informational, so
