@@ -9,7 +9,7 @@
 //! status file's writer, [`crate::health::keep_status_file`]) is never stalled by it.
 //!
 //! State the agent owns: its lease (in the store, and its subnet in the subnet file), the
-//! VXLAN device, the routes tagged [`crate::backend::RTPROT_RCNI`], the nf_tables table
+//! VXLAN or WireGuard devices (and the wireguard-go serving them), the routes tagged [`crate::backend::RTPROT_RCNI`], the nf_tables table
 //! [`crate::masq::TABLE`], the conflist and the status file. A graceful stop keeps them all
 //! (pods keep their traffic while the agent restarts); `--release-on-exit` revokes the lease,
 //! so the other nodes remove their paths to this one.
