@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -140,11 +139,12 @@ fn a_userspace_device_is_configured_and_read_through_wireguard_gos_socket() {
         Err(e) => panic!("wireguard-go (Debian package wireguard-go): {e}"),
     };
     let socket = socket_path(&name);
+    let mut dev = UserspaceDevice::new(&socket);
+    // Serving (listening), not only bound.
     let start = Instant::now();
-    while !Path::new(&socket).exists() && start.elapsed() < Duration::from_secs(5) {
+    while dev.server_pid().is_err() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut dev = UserspaceDevice::new(&socket);
     assert_eq!(
         dev.server_pid().unwrap(),
         child.0.id(),

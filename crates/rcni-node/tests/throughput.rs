@@ -214,10 +214,13 @@ fn reference_path(c: &Cluster) -> (Vec<Guard>, Path2) {
         let public = public.wait_with_output().unwrap().stdout;
         keys.push((key, String::from_utf8(public).unwrap().trim().to_string()));
     }
+    // Serving (listening), not only bound: `wg` would take a refused socket for no device.
     let up = wait_for(Duration::from_secs(5), || {
-        ["wgrefa", "wgrefb"]
-            .iter()
-            .all(|d| Path::new(&format!("/run/wireguard/{d}.sock")).exists())
+        ["wgrefa", "wgrefb"].iter().all(|d| {
+            cni_linux::wireguard::uapi::UserspaceDevice::new(format!("/run/wireguard/{d}.sock"))
+                .server_pid()
+                .is_ok()
+        })
     });
     assert!(up.is_some(), "the reference wireguard-go runs");
     for (i, dev, other) in [(0, "wgrefa", 1), (1, "wgrefb", 0)] {

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use cni_linux::wireguard::uapi::UserspaceDevice;
 use cni_linux::NetNs;
 use cni_testkit::{bin_path, http_get, http_server, ping, Netns, PingStream, HTTP_BODY};
 use harness::wireguard::{contains_bytes, ip_packets, Capture};
@@ -246,8 +247,11 @@ fn an_impostor_with_another_key_can_neither_inject_traffic_nor_read_any() {
             .spawn()
             .unwrap(),
     ));
+    // Serving (listening), not only bound: `wg` would take a refused socket for no device.
     let up = wait_for(Duration::from_secs(5), || {
-        Path::new("/run/wireguard/wgimpostor.sock").exists()
+        UserspaceDevice::new("/run/wireguard/wgimpostor.sock")
+            .server_pid()
+            .is_ok()
     });
     assert!(up.is_some(), "the impostor's wireguard-go runs");
     let gateway_c = subnet_c.replace(".0/24", ".0/32");
