@@ -17,11 +17,21 @@ use cni_linux::wireguard::{
 };
 use common::TestNs;
 
-/// A child killed and reaped on drop.
+/// A wireguard-go stopped on drop: SIGTERM, so that it removes its socket, then SIGKILL if
+/// it is still there after a second.
 struct Killed(Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(1) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -151,11 +161,11 @@ fn a_userspace_device_is_configured_and_read_through_wireguard_gos_socket() {
         "SO_PEERCRED names the server"
     );
     configure_and_read_back(&t, &name, &mut dev);
-    // The tun device outlives its process.
+    // The tun device outlives its process, which removes its socket.
     drop(child);
-    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(t.ip_link(&name)["linkinfo"]["info_kind"], "tun");
     assert!(matches!(dev.read(), Err(Error::Socket { .. })));
+    assert!(!socket.exists(), "{} left behind", socket.display());
 }
 
 #[test]

@@ -287,7 +287,7 @@ fn pod_to_pod_throughput_and_latency_per_backend() {
     let (_hg, _hg_pods, host_gw) = pod_path("host-gw", json!({"Type": "host-gw"}));
     let (_vx, _vx_pods, vxlan) = pod_path("vxlan", json!({"Type": "vxlan"}));
     let (wg, _wg_pods, wireguard) = pod_path("wireguard", json!({"Type": "wireguard"}));
-    let (_reference_processes, reference) = reference_path(&wg);
+    let (mut reference_processes, reference) = reference_path(&wg);
     let implementation = if wg.nodes[0].agent_log().contains("userspace implementation") {
         "userspace"
     } else {
@@ -332,4 +332,6 @@ fn pod_to_pod_throughput_and_latency_per_backend() {
         g[2] / g[1],
         std::fs::read_to_string("/proc/loadavg").unwrap().trim()
     );
+    // SIGTERM: wireguard-go removes its socket from the host's /run/wireguard.
+    reference_processes.iter_mut().for_each(Guard::terminate);
 }

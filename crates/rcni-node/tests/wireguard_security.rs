@@ -239,7 +239,7 @@ fn an_impostor_with_another_key_can_neither_inject_traffic_nor_read_any() {
     sh(&["ip", "-n", &ns, "link", "del", "rcni-wg"]);
     let key_file = c.nodes[2].dir.join("impostor.key");
     genkey(&key_file);
-    let impostor = Guard(Some(
+    let mut impostor = Guard(Some(
         Command::new("ip")
             .args(["netns", "exec", &ns, "wireguard-go", "-f", "wgimpostor"])
             .stdout(Stdio::null())
@@ -335,7 +335,8 @@ fn an_impostor_with_another_key_can_neither_inject_traffic_nor_read_any() {
         "no handshake with another key"
     );
     assert!(node_a_view.iter().all(|p| !p.public_key.is_empty()));
-    drop(impostor);
+    // SIGTERM: wireguard-go removes its socket from the host's /run/wireguard.
+    impostor.terminate();
 }
 
 #[test]
