@@ -2,7 +2,8 @@
 //! TCP throughput (Debian's `iperf3`) and request latency between two simulated nodes, for
 //! the host-gw, VXLAN and WireGuard backends side by side in one run, and, in the WireGuard
 //! cluster's node namespaces, Debian's `wireguard-go` configured by hand with `wg` and `ip`
-//! (the reference userspace implementation) over the same underlay.
+//! (the reference userspace implementation) over the same underlay, next to the agent's own
+//! tunnel between those same two node namespaces.
 //!
 //! Each round runs every path once, in turn, so that a change of the machine's load touches
 //! them all; the median of the rounds is printed. CPU is what the measured processes used
@@ -288,12 +289,28 @@ fn pod_to_pod_throughput_and_latency_per_backend() {
     let (_vx, _vx_pods, vxlan) = pod_path("vxlan", json!({"Type": "vxlan"}));
     let (wg, _wg_pods, wireguard) = pod_path("wireguard", json!({"Type": "wireguard"}));
     let (mut reference_processes, reference) = reference_path(&wg);
+    // The agent's tunnel between the same two node namespaces as the reference: node A to
+    // the address node B's rcni-wg holds (its subnet's first address).
+    let node_b_tunnel: IpAddr = wg.nodes[1]
+        .subnet()
+        .unwrap()
+        .parse::<ipnet::Ipv4Net>()
+        .unwrap()
+        .network()
+        .into();
+    let wireguard_nodes = Path2 {
+        name: "wireguard node to node".into(),
+        client_ns: wg.nodes[0].ns.name.clone(),
+        server_ns: wg.nodes[1].ns.name.clone(),
+        server: node_b_tunnel,
+        helpers: wireguard.helpers.clone(),
+    };
     let implementation = if wg.nodes[0].agent_log().contains("userspace implementation") {
         "userspace"
     } else {
         "kernel"
     };
-    let paths = [&host_gw, &vxlan, &wireguard, &reference];
+    let paths = [&host_gw, &vxlan, &wireguard, &wireguard_nodes, &reference];
     let mut gbps: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     for round in 0..rounds {
@@ -325,9 +342,10 @@ fn pod_to_pod_throughput_and_latency_per_backend() {
         );
     }
     println!(
-        "RESULT wireguard ({implementation}) / wireguard-go by hand = {:.3}; vxlan / host-gw = \
-         {:.3}; wireguard / vxlan = {:.3}; load after: {}",
-        g[2] / g[3],
+        "RESULT wireguard ({implementation}) / wireguard-go by hand: pod to pod {:.3}, node to \
+         node {:.3}; vxlan / host-gw = {:.3}; wireguard / vxlan = {:.3}; load after: {}",
+        g[2] / g[4],
+        g[3] / g[4],
         g[1] / g[0],
         g[2] / g[1],
         std::fs::read_to_string("/proc/loadavg").unwrap().trim()
