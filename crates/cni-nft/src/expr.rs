@@ -4,8 +4,6 @@
 //! registers. The rule builder ([`crate::RuleBuilder`]) composes them the way `nft` does; this
 //! enum is also public so callers can write shapes the builder does not cover.
 
-use std::net::IpAddr;
-
 use crate::attr::AttrWriter;
 use crate::objects::Family;
 use crate::sys::*;
@@ -557,14 +555,6 @@ impl Expr {
                     .bytes(NFTA_MATCH_INFO, info);
             }
         }
-    }
-}
-
-/// The bytes of an address as the kernel sees them in a packet.
-pub(crate) fn addr_bytes(addr: IpAddr) -> Vec<u8> {
-    match addr {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
     }
 }
 

@@ -8,11 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cni_runtime::Runtime;
-use cni_sandbox::{RecordStore, Sandboxes, State, DEFAULT_STATE_DIR};
+use cni_sandbox::{Namespaces, RecordStore, Sandboxes, State, DEFAULT_STATE_DIR};
 
 use super::audit::Finding;
 use super::fix::Applied;
-use crate::pod::LinuxNamespaces;
 
 pub const KIND: &str = "sandbox-netns-gone";
 
@@ -47,9 +46,15 @@ pub fn audit(state_dir: &Path) -> Result<Vec<Finding>, String> {
         .collect())
 }
 
-/// `rcni pod rm` of every sandbox the audit found.
-pub fn fix(rt: &Runtime, conf_dir: &Path, state_dir: &Path, findings: &[Finding]) -> Vec<Applied> {
-    let sb = Sandboxes::new(rt.clone(), state_dir, conf_dir, Arc::new(LinuxNamespaces));
+/// `rcni pod rm` of every sandbox the audit found, with `rcni pod`'s namespaces.
+pub fn fix(
+    rt: &Runtime,
+    conf_dir: &Path,
+    state_dir: &Path,
+    namespaces: Arc<dyn Namespaces>,
+    findings: &[Finding],
+) -> Vec<Applied> {
+    let sb = Sandboxes::new(rt.clone(), state_dir, conf_dir, namespaces);
     findings
         .iter()
         .filter(|f| f.kind == KIND)

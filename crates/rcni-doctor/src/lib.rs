@@ -6,6 +6,9 @@
 //! whose nf_tables rules are missing are listed (`missing_rules.rs`); with the etcd flags,
 //! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`); on a node of
 //! rcni-node's WireGuard backend, the peers without a recent handshake (`wireguard.rs`).
+//!
+//! The command line (`rcni`) parses the flags and hands over what this crate cannot make
+//! itself: the runtime, the namespaces of `rcni pod`, and the reader of the datastore.
 
 mod agent;
 mod audit;
@@ -17,16 +20,33 @@ mod read;
 mod sandboxes;
 mod wireguard;
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::json;
 
 use cni_runtime::Runtime;
-
-use crate::cli::DoctorArgs;
+use cni_sandbox::Namespaces;
 
 pub use audit::{judge, Finding, Snapshot};
 pub use explain::{explain, Explanation};
+pub use netpol::{PolicyCheck, StoredCluster};
+
+/// What `inspect` looks at, and how it answers.
+pub struct Options<'a> {
+    /// The network configuration directory.
+    pub conf_dir: PathBuf,
+    /// State dir of `rcni pod` whose records are audited (a record without its netns).
+    pub pod_state_dir: PathBuf,
+    /// Remove the leaks found, through the plugins' own DEL and GC only.
+    pub fix: bool,
+    /// One JSON document instead of the text report.
+    pub json: bool,
+    /// How `rcni pod` creates and removes namespaces (a fixed sandbox's netns goes this way).
+    pub namespaces: Arc<dyn Namespaces>,
+    /// The NetworkPolicy check; `None` skips it (no etcd flags given).
+    pub policy: Option<PolicyCheck<'a>>,
+}
 
 /// A problem with the configs or plugins (not a leak).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -37,7 +57,7 @@ pub struct Problem {
 
 /// Config files that do not load, and networks whose plugins are missing or do not speak
 /// their version.
-fn config_problems(conf_dir: &Path, rt: &Runtime) -> Vec<Problem> {
+fn config_problems(conf_dir: &std::path::Path, rt: &Runtime) -> Vec<Problem> {
     let found = match cni_runtime::discover(conf_dir) {
         Ok(f) => f,
         Err(e) => {
@@ -76,13 +96,8 @@ fn config_problems(conf_dir: &Path, rt: &Runtime) -> Vec<Problem> {
 /// Inspects the node; with `fix`, removes the leaks and inspects again. Returns whether the
 /// node is clean (no problem and no leak left). Sandboxes are removed first: their DEL takes
 /// their cache entries with them, so the rest is judged again afterwards.
-pub fn inspect(
-    conf_dir: &Path,
-    rt: &Runtime,
-    args: &DoctorArgs,
-    json_out: bool,
-) -> Result<bool, String> {
-    let (pod_state_dir, fix) = (args.pod_state_dir.as_path(), args.fix);
+pub fn inspect(rt: &Runtime, opts: Options) -> Result<bool, String> {
+    let (conf_dir, pod_state_dir) = (opts.conf_dir.as_path(), opts.pod_state_dir.as_path());
     let problems = config_problems(conf_dir, rt);
     let audit = || -> Result<Vec<Finding>, String> {
         let mut f = sandboxes::audit(pod_state_dir)?;
@@ -91,16 +106,16 @@ pub fn inspect(
     };
     let mut findings = audit()?;
     let mut applied = Vec::new();
-    if fix && !findings.is_empty() {
-        applied = sandboxes::fix(rt, conf_dir, pod_state_dir, &findings);
+    if opts.fix && !findings.is_empty() {
+        applied = sandboxes::fix(rt, conf_dir, pod_state_dir, opts.namespaces, &findings);
         let snap = Snapshot::read(conf_dir, rt.cache_dir())?;
         applied.extend(fix::apply(rt, &snap, &judge(&snap)));
         findings = audit()?;
     }
     let missing = missing_rules::audit(rt);
-    let policy = netpol::audit(args);
+    let policy = netpol::audit(opts.policy);
     let tunnels = wireguard::audit(conf_dir);
-    if json_out {
+    if opts.json {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
                        "missingRules": missing, "networkPolicy": policy,
                        "wireguard": tunnels});

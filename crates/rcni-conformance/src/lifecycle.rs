@@ -8,12 +8,12 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use cni_linux::{Handle, NetNs};
+use rcni_lab::scratch::Namespaces;
 
 use super::exec::Env;
 use super::recipe::{Kind, Recipe};
 use super::verdict::Verdict;
 use super::Subject;
-use crate::scratch::Namespaces;
 
 /// Result versions tried besides the main one, oldest first.
 const RESULT_VERSIONS: &[&str] = &["0.3.1", "0.4.0", "1.0.0", "1.1.0"];

@@ -10,7 +10,7 @@ use super::Prepared;
 use crate::scratch::Scratch;
 
 /// Every plugin name the multi-call binary may answer to.
-pub(crate) const PLUGIN_NAMES: &[&str] = &[
+pub const PLUGIN_NAMES: &[&str] = &[
     "loopback",
     "bridge",
     "ptp",

@@ -2,7 +2,8 @@
 //! reads), the program `cni_policy::nft` builds from it for this node's pods
 //! (`expected.rs`), the kernel's `inet rcni_policy` table read over netlink (`kernel.rs`),
 //! and where they disagree, per pod (`compare.rs`). Without the etcd flags the check is
-//! skipped; a datastore or kernel that cannot be read is a disagreement, not a crash.
+//! skipped; a datastore or kernel that cannot be read is a disagreement, not a crash. The
+//! datastore is read by the caller's reader (`rcni policy`'s, in the command line).
 
 mod compare;
 mod expected;
@@ -10,10 +11,28 @@ mod kernel;
 
 use std::collections::BTreeMap;
 
-use crate::cli::DoctorArgs;
-use crate::policy::store::Datastore;
+use cni_policy::stored::BadEntry;
+use cni_policy::Cluster;
+
 pub use compare::Disagreement;
 use expected::Expected;
+
+/// The check's inputs: the node, and how to read the datastore.
+pub struct PolicyCheck<'a> {
+    /// The name rcni-node publishes this node's pods under; `None`: the hostname.
+    pub node: Option<String>,
+    /// Reads the cluster from the datastore; the error is one line saying why it cannot.
+    pub read: Box<dyn FnOnce() -> Result<StoredCluster, String> + 'a>,
+}
+
+/// The cluster as the datastore has it.
+pub struct StoredCluster {
+    pub cluster: Cluster,
+    /// Entries that do not decode (the rest is still used).
+    pub bad: Vec<BadEntry>,
+    /// The node publishing each pod, by `namespace/name`.
+    pub nodes: BTreeMap<String, String>,
+}
 
 /// The check's outcome.
 #[derive(Debug, Default, serde::Serialize)]
@@ -41,9 +60,9 @@ impl Report {
     }
 }
 
-/// Runs the check (skipped without the etcd flags).
-pub fn audit(args: &DoctorArgs) -> Report {
-    let Some(etcd) = &args.etcd else {
+/// Runs the check (skipped without its inputs: no etcd flags given).
+pub fn audit(check: Option<PolicyCheck>) -> Report {
+    let Some(check) = check else {
         return Report {
             skipped: Some(
                 "no --etcd-endpoints given: give rcni-node's etcd flags to compare this \
@@ -53,21 +72,14 @@ pub fn audit(args: &DoctorArgs) -> Report {
             ..Report::default()
         };
     };
-    let node = args.node_name.clone().unwrap_or_else(hostname);
+    let node = check.node.unwrap_or_else(hostname);
     let mut report = Report {
         node: Some(node.clone()),
         ..Report::default()
     };
-    let prefix = args.prefix.as_deref().unwrap_or(cni_etcd::DEFAULT_PREFIX);
-    let stored = Datastore::open(etcd, prefix).and_then(|mut ds| ds.cluster());
-    let stored = match stored {
+    let stored = match (check.read)() {
         Ok(s) => s,
-        Err(p) => {
-            let why = p
-                .text
-                .strip_prefix("error: ")
-                .unwrap_or(&p.text)
-                .to_string();
+        Err(why) => {
             report.node_problem(format!("cannot read the datastore: {why}"));
             return report;
         }

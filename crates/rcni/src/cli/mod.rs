@@ -1,5 +1,7 @@
 //! The command line: verbs, global flags and their cnitool-compatible environment variables.
 
+pub mod pod;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -125,7 +127,7 @@ pub enum Command {
     Doctor(Box<DoctorArgs>),
     /// Pod-sandbox network lifecycle, as a CRI runtime runs it for kubelet: run, status, stop,
     /// rm, ls, ready, update-cidr, gc (records in --state-dir).
-    Pod(Box<crate::pod::PodArgs>),
+    Pod(Box<pod::PodArgs>),
     /// Put back the nf_tables rules rcni's plugins made for the cached attachments (port
     /// mappings, ipMasq, firewall, macspoofchk) after a firewall flush or reload removed
     /// them. Adds only what is missing; never touches links, addresses, routes, leases or

@@ -16,8 +16,8 @@ mod verdict;
 use std::path::{Path, PathBuf};
 
 use cni_linux::NetNs;
+use rcni_lab::scratch::{Namespaces, Scratch};
 
-use crate::scratch::{Namespaces, Scratch};
 use exec::{Env, Outcome};
 pub use verdict::{Table, Verdict};
 
@@ -89,7 +89,7 @@ pub fn select(opts: &Options) -> Result<Vec<String>, String> {
         }
         return Ok(opts.plugins.clone());
     }
-    let found: Vec<String> = crate::lab::PLUGIN_NAMES
+    let found: Vec<String> = rcni_lab::PLUGIN_NAMES
         .iter()
         .filter(|n| **n != "dhcp" && opts.bin_dir.join(n).is_file())
         .map(|n| n.to_string())

@@ -12,15 +12,19 @@
 //! recorded with its inputs and outputs (`evidence`, `--record FILE`). The "host" is a
 //! throwaway namespace: the plugins run inside it, so the machine's root namespace is never
 //! touched.
+//!
+//! The throwaway fixtures the lab makes its namespaces and scratch directory with
+//! ([`scratch`]) are shared with `rcni conformance` (crate `rcni-conformance`).
 
 mod checks;
 mod config;
-pub(crate) mod evidence;
+mod evidence;
 mod failures;
 mod http;
 mod lifecycle;
 mod report;
 mod scope;
+pub mod scratch;
 mod shared;
 
 use std::path::PathBuf;
@@ -30,7 +34,7 @@ use cni_runtime::sandbox::{SandboxNetworks, SandboxRequest, SetupMode};
 use cni_runtime::{Network, Runtime, SandboxResult};
 
 use crate::scratch::{Namespaces, Scratch};
-pub(crate) use config::PLUGIN_NAMES;
+pub use config::PLUGIN_NAMES;
 pub use report::{Layer, Report, Verdict};
 
 /// What the lab is asked to do.
