@@ -66,14 +66,14 @@ fn the_agents(line: &str) -> bool {
 fn tunnel_state(c: &Cluster) -> Option<(u32, Vec<(String, u64)>)> {
     let node = &c.nodes[0];
     let pid = node.wireguard_go_pid("rcni-wg")?;
-    let peers = node.wg_peers("rcni-wg");
-    Some((
-        pid,
-        peers
-            .into_iter()
-            .map(|p| (p.public_key, p.latest_handshake))
-            .collect(),
-    ))
+    let mut peers: Vec<(String, u64)> = node
+        .wg_peers("rcni-wg")
+        .into_iter()
+        .map(|p| (p.public_key, p.latest_handshake))
+        .collect();
+    // wireguard-go lists its peers in no particular order.
+    peers.sort();
+    Some((pid, peers))
 }
 
 /// The handles of node `ns`'s masquerade table, chain and rules (new ones if replaced).
