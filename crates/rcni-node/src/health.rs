@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use crate::files::write_atomic;
 use crate::lease::Subnets;
 use crate::policy_health::PolicyHealth;
+use crate::prometheus::label;
 
 /// What the agent knows about itself.
 #[derive(Debug, Default)]
@@ -61,6 +62,8 @@ pub struct HealthState {
     pub gc_errors: u64,
     /// NetworkPolicy enforcement, when on.
     pub policy: Option<PolicyHealth>,
+    /// The WireGuard tunnels and their peers, with the `wireguard` backend.
+    pub tunnels: Option<crate::backend::wireguard::status::TunnelStatus>,
 }
 
 impl HealthState {
@@ -148,15 +151,12 @@ impl HealthState {
             .as_ref()
             .map(|p| p.metrics(grace))
             .unwrap_or_default()
+            + &self
+                .tunnels
+                .as_ref()
+                .map(crate::backend::wireguard::status::TunnelStatus::metrics)
+                .unwrap_or_default()
     }
-}
-
-/// A Prometheus label value: backslash, quote and newline escaped.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The state shared by the loop and the readers.
