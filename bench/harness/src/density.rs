@@ -66,9 +66,9 @@ fn plan(quick: bool) -> (Vec<(Kind, Vec<usize>)>, usize) {
                 (Kind::Bridge, vec![0, 250, 500, 1_000]),
                 (Kind::Ptp, vec![0, 1_000]),
             ],
-            // DEL swings by several ms with the kernel's RCU waits on veth removal (single
-            // samples from 15 to 46 ms at the same density), so a median of 41 still moved by
-            // about 2 ms between runs; 101 rounds narrow that by a third for about a minute more.
+            // DEL swings by several ms with the kernel's RCU waits on veth removal, even at one
+            // density, so a median of few rounds still moves between runs; 101 rounds narrow
+            // that at the cost of about a minute more.
             101,
         )
     }
@@ -81,9 +81,9 @@ const TEARDOWN_PAUSE: std::time::Duration = std::time::Duration::from_millis(150
 /// right on the heels of its ADD found the RCU grace period the ADD's exit had started still
 /// running, and the deletion's wait for RCU callbacks then took that one and a whole next one:
 /// the sooner a DEL reached its deletion, the more of it it waited out (rcni's within half a
-/// millisecond of exec, `ip`'s and Go's later). Beside 1,000 ports a 2 ms sleep before rcni's
-/// deletion left its DEL time unchanged (29.95 against 29.97 ms, 40 each), 4 ms added 3.8 ms.
-/// No runtime deletes an attachment within milliseconds of making it.
+/// millisecond of exec, `ip`'s and Go's later). A short pause before rcni's deletion left its
+/// DEL time unchanged and a longer one added about its own length, so one pause for everyone
+/// keeps the comparison fair. No runtime deletes an attachment within milliseconds of making it.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
 
 fn filler_addr(i: usize) -> Ipv4Addr {
@@ -248,8 +248,8 @@ fn floor(kind: Kind, n: usize, pod: &NamedNs) -> Result<(f64, f64)> {
 /// Waits, polling over netlink in the calling thread's namespace (the node's), until the
 /// floor's host end `name` is operationally up: rcni's and Go's bridge ADDs end only once their
 /// port is, and a port the bridge has not yet enabled is a different thing to delete. Deleting
-/// it at once, before the kernel's link watcher has run, skips the port's enabling; beside 1,000
-/// ports such a DEL took 23.3 ms against 30.7 ms once the port was up (40 each, `ip link del`).
+/// it at once, before the kernel's link watcher has run, skips the port's enabling, and such a
+/// DEL is cheaper than one of a port that is up: the floor would not be the same work.
 fn wait_oper_up(name: &str) -> Result<()> {
     let mut h = cni_linux::rtnl::Handle::new()?;
     let deadline = Instant::now() + std::time::Duration::from_secs(5);

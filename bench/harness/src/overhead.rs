@@ -1,5 +1,6 @@
-//! Figure "runtime": what `rcni add` and `rcni del` cost on top of the plugins they run
-//! (target: at most 1.0 ms median). Each round runs the bridge chain once through
+//! Figure "runtime": what `rcni add` and `rcni del` cost on top of the plugins they run,
+//! against a target for the median ([`TARGET_MS`]; docs/performance.md, "The runtime's own
+//! cost and where a bridge ADD spends its time"). Each round runs the bridge chain once through
 //! the `rcni` CLI (process start, config discovery, lock, cache claim, plugins, cache write)
 //! and once directly (the plugins alone, as figure 2 runs them), alternating which goes
 //! first, on the same network, so both see the same bridge, lease directory and load.
@@ -34,7 +35,7 @@ use crate::report::{Report, Row, Series};
 use crate::stats::{median, ms};
 use crate::stop;
 
-/// The issue's target for the median overhead, in ms.
+/// The target for the median overhead, in ms.
 const TARGET_MS: f64 = 1.0;
 /// A DEL's wall time swings by several ms between samples with the kernel's RCU waits in
 /// deleting the veth, so a difference of DEL medians is mostly that noise.

@@ -7,10 +7,11 @@
 //! `main` and the last is writing the result and exiting. A delegated IPAM process writes its
 //! own lines; its `main` splits the IPAM phase into starting that process and the rest.
 //!
-//! The two chains (without and with ipMasq) alternate run by run. The figure checks the target
-//! of item 6 on figure 2's medians (bridge+host-local ADD, with and without ipMasq, within 2x
-//! of kernel floor + one process start) and item 3 on its own alternating runs (the DEL with
-//! ipMasq within 1.1x of the DEL without).
+//! The two chains (without and with ipMasq) alternate run by run. The figure checks two targets
+//! (docs/performance.md, "The runtime's own cost and where a bridge ADD spends its time"): on
+//! figure 2's medians, a bridge+host-local ADD, with and without ipMasq, within 2x of kernel
+//! floor + one process start; on its own alternating runs, the DEL with ipMasq within 1.1x of
+//! the DEL without.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -273,8 +274,8 @@ impl Kind {
     }
 }
 
-/// Item 3 on this figure's own runs, where the two chains alternate run by run (so drift hits
-/// both alike): the masquerade DEL within 1.1x of the same DEL without ipMasq.
+/// The DEL target on this figure's own runs, where the two chains alternate run by run (so
+/// drift hits both alike): the masquerade DEL within 1.1x of the same DEL without ipMasq.
 fn masquerade_del_ratio(report: &mut Report, plain: &Kind, masq: &Kind) {
     let (Some(p), Some(m)) = (median(&plain.del.totals), median(&masq.del.totals)) else {
         return;
@@ -306,7 +307,7 @@ fn series_median(report: &Report, figure: &str, item: &str, implementation: &str
         .and_then(|s| median(&s.samples))
 }
 
-/// Item 6's target on figure 2's medians.
+/// The ADD target on figure 2's medians: within 2x of kernel floor + one process start.
 fn targets(report: &mut Report) {
     let floor = series_median(report, "kernel floor", "ADD bridge+host-local", "rcni");
     let process = series_median(report, "startup", "process floor (/bin/true)", "rcni");
@@ -343,7 +344,7 @@ pub fn measure(report: &mut Report, rcni: &Impl, runs: usize, data: &Path) -> Re
         .collect();
     // The pod namespaces are deleted after the last run: the kernel tears a namespace down in
     // the background, RCU-heavy, and a run during that slowed down by several ms (a veth
-    // deletion measured 19 ms beside no teardown and 33 ms beside one).
+    // deletion most of all).
     let mut used = Vec::with_capacity(2 * runs);
     for i in 0..runs {
         stop::check()?;

@@ -14,8 +14,9 @@
 //! slow the next round). The empty node's batch runs in the same rounds, so the two compare.
 //! Beside the two, the same batches made by `ip` alone (`pods_floor.rs`) give the kernel's
 //! share of the growth.
-//! The published anchor: Cilium's setupPodNetwork at about 310 ms per pod with 100 pods
-//! started in parallel on kind (cilium #48392).
+//! The note names a published anchor, Cilium's setupPodNetwork time per pod with 100 pods
+//! started in parallel on kind (cilium/cilium#48392; docs/performance.md, "Pod sandboxes at
+//! scale").
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -72,7 +73,7 @@ const BRIDGE_PORTS: usize = 1023;
 
 /// How long the kernel is left to finish the background work of namespaces just created
 /// (the resident ones) or removed (a round's).
-pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The size of one run: `n` sandboxes measured, started `workers` at a time and `round` per
 /// round, with `resident` sandboxes started before and kept through the measurement.
@@ -250,7 +251,7 @@ pub fn measure(
     let p50_empty = measure_batch(report, rcni_cli, (rcni, go), empty, None, work)?;
     let dense = Batch { resident, ..empty };
     measure_batch(report, rcni_cli, (rcni, go), dense, Some(p50_empty), work)?;
-    crate::pods_floor::measure(report, (n, workers, resident), round)
+    crate::pods_floor::measure(report, (n, workers, resident), round, SETTLE)
 }
 
 /// One batch for both implementations, as rows; returns the p50s (rcni, Go). With

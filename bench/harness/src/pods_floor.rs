@@ -6,8 +6,8 @@
 //! `eth0` and the host end a port of the node's bridge, then the pod's address, `eth0` up and
 //! a default route: four `ip` processes. Neither end gets an IPv6 link-local address
 //! (`addrgenmode none`), as with rcni's bridge on an IPv4-only network; with them, each new
-//! pod's MLD reports and router solicitations flood every port, and this floor's p50 beside
-//! 1,000 pods was 3.16x its empty-node figure (97 → 306 ms) in the first run. A floor pod has
+//! pod's MLD reports and router solicitations flood every port, and the floor's own time grew
+//! with the pods beside it (docs/performance.md, "Pod sandboxes at scale"). A floor pod has
 //! no record, no lease file, no port mapping and no gratuitous ARP (`arp_notify`, which
 //! rcni's bridge and Go's write, floods one to every port of the bridge): those are the
 //! plugins' work, so they stay out of the floor.
@@ -15,14 +15,13 @@
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use crate::churn::parallel;
 use crate::configs::slot_subnet;
 use crate::ns::{ip_batch, NamedNs};
-use crate::pods::SETTLE;
 use crate::report::{Report, Row};
 use crate::stats::{ms, quantile};
 
@@ -106,36 +105,43 @@ fn make(
 }
 
 /// The latencies of `n` floor pods made `workers` at a time in rounds of `round` (each round
-/// removed off the clock before the next, then a pause, as in `pods.rs`) beside `resident`
-/// floor pods made first; and how many pods failed.
-fn batch(n: usize, workers: usize, round: usize, resident: usize) -> Result<(Vec<f64>, usize)> {
+/// removed off the clock before the next, then a pause of `settle`, as in `pods.rs`) beside
+/// `resident` floor pods made first; and how many pods failed.
+fn batch(
+    (n, workers, resident): (usize, usize, usize),
+    round: usize,
+    settle: Duration,
+) -> Result<(Vec<f64>, usize)> {
     let node = node()?;
     let off_the_clock = Mutex::new(Vec::new());
     // The resident pods take the numbers after the measured ones.
     let (residents, mut failures) = make(&node, (n, resident), workers, &off_the_clock);
     if resident > 0 {
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(settle);
     }
     let latencies = Mutex::new(Vec::new());
     for first in (0..n).step_by(round.max(1)) {
         let (made, failed) = make(&node, (first, round.min(n - first)), workers, &latencies);
         failures += failed;
         drop(made);
-        std::thread::sleep(SETTLE);
+        std::thread::sleep(settle);
     }
     drop(residents);
     Ok((latencies.into_inner().unwrap_or_default(), failures))
 }
 
-/// The floor's rows: the batch on an empty node and beside `resident` pods.
+/// The floor's rows: the batch on an empty node and beside `resident` pods, in rounds of
+/// `round` with a pause of `settle` after the resident pods are made and after each round is
+/// removed (the pauses of `pods.rs`).
 pub fn measure(
     report: &mut Report,
     (n, workers, resident): (usize, usize, usize),
     round: usize,
+    settle: Duration,
 ) -> Result<()> {
     let mut empty_p50 = None;
     for beside in [0, resident] {
-        let (latencies, failures) = batch(n, workers, round, beside)?;
+        let (latencies, failures) = batch((n, workers, beside), round, settle)?;
         let p50 = quantile(&latencies, 0.5);
         let growth = match (beside, p50, empty_p50) {
             (0, ..) => String::new(),

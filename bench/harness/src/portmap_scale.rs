@@ -282,8 +282,9 @@ pub fn measure(report: &mut Report, rcni: &Impl, go: &Impl, quick: bool) -> Resu
     // heavy, and a DEL waits for a grace period), so level 0's medians from minutes ago would
     // compare different conditions.
     let r_empty = Side::new(rcni, "pmre")?;
-    // Go 1.1.1 adds a container's rules one iptables process at a time: 5,000 mappings take
-    // more than 20 minutes here, so the full run measures rcni alone beside them.
+    // Go 1.1.1 adds a container's rules one iptables process at a time, so the big container
+    // takes Go far longer than a run can wait: without `go_big` rcni is measured alone beside
+    // it.
     let g = if plan.go_big {
         Some(Side::new(go, "pmgb")?)
     } else {

@@ -7,6 +7,7 @@ use std::io::{ErrorKind, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,10 @@ pub struct ExecOptions {
     pub forward_stderr: bool,
     /// How often "text file busy" is retried, one second apart (libcni: 6 attempts in all).
     pub busy_attempts: u32,
+    /// Descriptors the plugin inherits (a lock it must hold until it exits, such as a pod
+    /// sandbox's): they stay close-on-exec in this process, so no other child gets them, and
+    /// a copy is passed to this plugin alone (and through it to the delegates it starts).
+    pub pass_fds: Vec<Arc<OwnedFd>>,
 }
 
 impl Default for ExecOptions {
@@ -38,6 +43,7 @@ impl Default for ExecOptions {
             extra_env: Vec::new(),
             forward_stderr: true,
             busy_attempts: 6,
+            pass_fds: Vec::new(),
         }
     }
 }
@@ -89,6 +95,9 @@ fn spawn(
         // Its own process group, so a timeout kills the delegates it started too.
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if !opts.pass_fds.is_empty() {
+            pass_fds(&mut cmd, &opts.pass_fds).map_err(|e| spawn_error(plugin, e))?;
+        }
         match cmd.spawn() {
             Ok(child) => return Ok(child),
             // The binary is being replaced: wait and retry, as libcni does, but fail for real
@@ -107,6 +116,24 @@ fn spawn(
             Err(source) => return Err(spawn_error(plugin, source)),
         }
     }
+}
+
+/// Gives the command a close-on-exec copy of each descriptor, whose flag is cleared in the
+/// child only, between fork and exec (the copies in this process close with the command).
+#[cfg(unix)]
+fn pass_fds(cmd: &mut Command, fds: &[Arc<OwnedFd>]) -> std::io::Result<()> {
+    use command_fds::CommandFdExt;
+    let copies = fds
+        .iter()
+        .map(|fd| fd.try_clone())
+        .collect::<std::io::Result<Vec<OwnedFd>>>()?;
+    cmd.preserved_fds(copies);
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn pass_fds(_: &mut Command, _: &[Arc<OwnedFd>]) -> std::io::Result<()> {
+    Err(ErrorKind::Unsupported.into())
 }
 
 fn timeout(plugin: &Path, opts: &ExecOptions) -> InvokeError {

@@ -169,3 +169,45 @@ fn plugin_that_ignores_a_large_stdin_still_answers() {
     let out = exec_raw(&p, &inv(), &input, &quiet()).unwrap();
     assert_eq!(out, br#"{"cniVersion":"1.0.0"}"#);
 }
+
+// A descriptor in `pass_fds` reaches the plugin (and what it starts) and no other child of
+// this process: it stays close-on-exec here.
+#[test]
+fn a_passed_descriptor_reaches_the_plugin_and_no_other_child() {
+    let d = tempfile::tempdir().unwrap();
+    let held = d.path().join("held");
+    let file = std::fs::File::create(&held).unwrap();
+    let fd = std::sync::Arc::new(std::os::fd::OwnedFd::from(file));
+    // The plugin and a child of the plugin list the files they hold open.
+    let p = script(
+        &d,
+        "lister",
+        r#"sh -c 'readlink /proc/$$/fd/*' > "$(dirname "$0")/child"; readlink /proc/$$/fd/* > "$(dirname "$0")/plugin"; echo '{"cniVersion":"1.0.0"}'"#,
+    );
+    let opts = ExecOptions {
+        pass_fds: vec![fd.clone()],
+        ..quiet()
+    };
+    exec_raw(&p, &inv(), b"{}", &opts).unwrap();
+    let listed = |name: &str| std::fs::read_to_string(d.path().join(name)).unwrap();
+    let target = held.display().to_string();
+    assert!(
+        listed("plugin").lines().any(|l| l == target),
+        "{}",
+        listed("plugin")
+    );
+    assert!(
+        listed("child").lines().any(|l| l == target),
+        "{}",
+        listed("child")
+    );
+    // Neither a plugin run without it nor any other child gets it.
+    exec_raw(&p, &inv(), b"{}", &quiet()).unwrap();
+    assert!(!listed("plugin").contains(&target), "{}", listed("plugin"));
+    let other = std::process::Command::new("sh")
+        .args(["-c", "readlink /proc/$$/fd/*"])
+        .output()
+        .unwrap();
+    let other = String::from_utf8_lossy(&other.stdout);
+    assert!(!other.contains(&target), "{other}");
+}

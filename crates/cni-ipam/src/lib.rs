@@ -17,7 +17,7 @@
 mod allocator;
 mod config;
 mod error;
-mod gojson;
+mod files;
 mod ident;
 mod ip;
 mod owner_index;

@@ -40,8 +40,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::files::{read_regular, replace_file};
 use crate::ip;
-use crate::store::{read_regular, replace_file};
 
 /// Prefix of the index directory's name in the data directory (a network name cannot start
 /// with a dot).
@@ -305,7 +305,7 @@ impl IndexFile {
 
     /// Stamps the network directory and records the stamp, last. The record is rewritten in
     /// place: only lock holders read it, and a torn one cannot equal the new stamp, so it reads
-    /// as stale. (A rename over it would cost ext4 a data flush, about 0.35 ms, on every call.)
+    /// as stale. (A rename over it would cost ext4 a data flush on every call.)
     fn write_stamp(&self, net_dir: &Path) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         let stamp = stamp_directory(net_dir)?;

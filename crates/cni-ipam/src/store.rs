@@ -32,7 +32,6 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::Read;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -40,9 +39,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cni_attribution::AttachmentId;
-use cni_persist::{DirRule, Durability, PersistError, TempFile};
+use cni_persist::{DirRule, LockKind, PersistError};
 
 use crate::error::{ConfigError, IpamError};
+use crate::files::{create_whole, read_regular, write_temp};
 use crate::ident;
 use crate::ip;
 use crate::owner_index::{self, Change, IndexFile, Journal, Stamp};
@@ -56,9 +56,6 @@ pub const LINE_BREAK: &str = cni_attribution::names::HOST_LOCAL_LINE_BREAK;
 
 /// Prefix of the temp files writes go through (not an address, so never read as a lease).
 pub const TEMP_PREFIX: &str = cni_persist::TEMP_PREFIX;
-
-/// How often a lock with a timeout is retried.
-const LOCK_POLL: Duration = Duration::from_millis(10);
 
 /// Who holds a lease, as read from its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +197,11 @@ impl DiskStore {
         check_directory(&self.dir)?;
         let path = self.dir.join(LOCK_FILE);
         let file = open_lock_file(&path).map_err(|e| IpamError::io("open", &path, e))?;
-        match self.lock_timeout {
-            None => file.lock().map_err(|e| IpamError::io("lock", &path, e))?,
-            Some(timeout) => lock_with_timeout(&file, &path, timeout)?,
+        let deadline = self.lock_timeout.map(|t| Instant::now() + t);
+        let held = cni_persist::take_lock(&file, LockKind::Exclusive, deadline)
+            .map_err(|e| IpamError::io("lock", &path, e))?;
+        if !held {
+            return Err(IpamError::LockTimeout { path });
         }
         let index = IndexSession::open(&self.dir);
         Ok(LockedStore {
@@ -285,15 +284,6 @@ fn check_directory(dir: &Path) -> Result<(), IpamError> {
     })
 }
 
-/// A new temp file in `dir` holding `content`, tagged with `path`'s name (removed when
-/// dropped uncommitted).
-fn write_temp(dir: &Path, path: &Path, content: &[u8]) -> io::Result<TempFile> {
-    let tag = path.file_name().and_then(|n| n.to_str()).unwrap_or("probe");
-    let mut temp = TempFile::create(dir, tag)?;
-    temp.write_all(content)?;
-    Ok(temp)
-}
-
 /// Opens the lock file without truncating it: read-only when it exists (works on a read-only
 /// store, as Go's `O_RDONLY|O_CREAT` does), created with mode 0600 otherwise.
 fn open_lock_file(path: &Path) -> io::Result<File> {
@@ -307,73 +297,6 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
             .open(path),
         other => other,
     }
-}
-
-fn lock_with_timeout(file: &File, path: &Path, timeout: Duration) -> Result<(), IpamError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                std::thread::sleep(LOCK_POLL);
-            }
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(IpamError::LockTimeout {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(IpamError::io("lock", path, e)),
-        }
-    }
-}
-
-/// Creates `path` (in `dir`) holding `content`, or fails with `AlreadyExists` when the name is
-/// taken; the file never appears partially written. See the module comment.
-fn create_whole(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let unnamed = OpenOptions::new()
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .open(dir);
-    if let Ok(mut file) = unnamed {
-        file.write_all(content)?;
-        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
-        let flags = nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW;
-        let at = nix::fcntl::AT_FDCWD;
-        match nix::unistd::linkat(at, proc_path.as_str(), at, path, flags) {
-            Ok(()) => return Ok(()),
-            Err(nix::errno::Errno::EEXIST) => return Err(io::ErrorKind::AlreadyExists.into()),
-            // No /proc, or a filesystem that refuses: the named temp file below.
-            Err(e) => log::debug!("linking an O_TMPFILE lease failed ({e}), using a temp file"),
-        }
-    }
-    match write_temp(dir, path, content)?.link_new(path, Durability::Rename)? {
-        true => Ok(()),
-        false => Err(io::ErrorKind::AlreadyExists.into()),
-    }
-}
-
-/// The content of a regular file; `None` for anything else (never follows a link, never
-/// blocks on a FIFO) or when it cannot be read.
-pub(crate) fn read_regular(path: &Path) -> Option<Vec<u8>> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-/// Replaces `path` (in `dir`) with `content` atomically: temp file, then rename.
-pub(crate) fn replace_file(dir: &Path, path: &Path, content: &[u8]) -> io::Result<()> {
-    Ok(write_temp(dir, path, content)?.replace(path, Durability::Rename)?)
 }
 
 /// The store while its lock is held; dropping it brings the owner index up to date, then closes

@@ -26,7 +26,7 @@ pub mod write;
 
 pub use dir::{check_dir, ensure_dir, DirRule};
 pub use error::PersistError;
-pub use lock::{lock, open_lock_file, LockKind};
+pub use lock::{lock, open_lock_file, take_lock, LockKind};
 pub use temp::{is_temp, remove_temps, TempFile, TempName, TEMP_PREFIX};
 pub use write::{create_new, replace, sync_dir, Durability};
 

@@ -47,7 +47,8 @@ pub enum Peer {
 }
 
 impl Peer {
-    fn admits(&self, ip: IpAddr) -> bool {
+    /// Whether the peer is the other end `ip`.
+    pub fn admits(&self, ip: IpAddr) -> bool {
         match self {
             Peer::Pods { ips, .. } => ips.contains(&ip),
             Peer::Block { cidr, except } => {
@@ -70,7 +71,8 @@ pub enum PortSpec {
 }
 
 impl PortSpec {
-    fn admits(&self, protocol: Protocol, port: u16, destination: Option<&Pod>) -> bool {
+    /// Whether `protocol`/`port` to the pod `destination` is this port.
+    pub fn admits(&self, protocol: Protocol, port: u16, destination: Option<&Pod>) -> bool {
         match self {
             PortSpec::Numbered { protocol: p, range } => {
                 *p == protocol && range.is_none_or(|(lo, hi)| (lo..=hi).contains(&port))

@@ -15,6 +15,9 @@
 //!   tests compare the kernel with.
 //! - [`stored`]: the datastore layout of policies, namespaces and the pods each node
 //!   publishes, and reading a [`Cluster`] back from it.
+//! - [`cluster_policy`]: ClusterNetworkPolicy (`policy.networking.k8s.io`, Admin and Baseline
+//!   tiers): its objects, validation, storage, and the reference evaluator of the three tiers
+//!   ([`cluster_policy::Evaluator`]).
 //! - [`nft`]: the nf_tables program enforcing the policies of a node's pods (verdict maps
 //!   dispatching to per-pod and per-policy chains, address sets per selector): built whole
 //!   as one atomic batch ([`nft::program`]), or kept up to date by [`nft::Enforcer`], each
@@ -26,6 +29,7 @@
 //! (kubernetes/kubernetes `test/e2e/network/netpol/`).
 
 pub mod cluster;
+pub mod cluster_policy;
 pub mod effective;
 pub mod nft;
 pub mod objects;

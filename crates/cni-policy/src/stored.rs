@@ -6,9 +6,11 @@
 //! | `<prefix>/policies/<namespace>/<name>` | a `NetworkPolicy` as JSON, as applied |
 //! | `<prefix>/namespaces/<name>` | a `Namespace` as JSON (its labels are what counts) |
 //! | `<prefix>/pods/<node>/<namespace>/<name>` | a [`PodRecord`], bound to the node's lease |
+//! | `<prefix>/clusterpolicies/<name>` | a `ClusterNetworkPolicy` as JSON ([`crate::cluster_policy::stored`]) |
+//! | `<prefix>/nodes/<name>` | a `Node` as JSON: labels and addresses for `nodes` peers |
 //!
-//! `rcni policy` writes the first two; each node agent writes the pods of its node, so a node
-//! that goes away takes its pods with it when its lease expires. Every node reads all three
+//! `rcni policy` writes all but the pods; each node agent writes the pods of its node, so a node
+//! that goes away takes its pods with it when its lease expires. Every node reads the first three
 //! to build its [`Cluster`]. Kubernetes names cannot contain `/`, so the keys split uniquely.
 
 use std::collections::BTreeMap;
@@ -51,6 +53,11 @@ impl Keys {
         Keys {
             prefix: prefix.trim_end_matches('/').to_string(),
         }
+    }
+
+    /// The prefix, without a trailing `/`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The key of policy `namespace/name`.

@@ -29,6 +29,17 @@ pub enum ErrorKind {
     Invalid(String),
     /// The offending value and the supported ones.
     NotSupported(String, Vec<&'static str>),
+    /// A list (or object) with `actual` items where at most `max` are allowed.
+    TooMany {
+        actual: usize,
+        max: usize,
+    },
+    /// A string longer than `max` bytes.
+    TooLong {
+        max: usize,
+    },
+    /// A value repeated in a list that is a set, already rendered.
+    Duplicate(String),
 }
 
 impl fmt::Display for FieldError {
@@ -53,6 +64,17 @@ impl fmt::Display for FieldError {
                     list.join(", ")
                 )
             }
+            ErrorKind::TooMany { actual, max } => {
+                write!(
+                    f,
+                    "{}: Too many: {actual}: must have at most {max} items",
+                    self.field
+                )
+            }
+            ErrorKind::TooLong { max } => {
+                with_detail(f, &format!("Too long: may not be more than {max} bytes"))
+            }
+            ErrorKind::Duplicate(v) => with_detail(f, &format!("Duplicate value: {v}")),
         }
     }
 }
@@ -103,11 +125,13 @@ pub fn validate_policy(policy: &NetworkPolicy) -> Vec<FieldError> {
     v.0
 }
 
+/// Field errors as they are found; the validators of other objects (ClusterNetworkPolicy)
+/// share its checks of names, labels and selectors.
 #[derive(Default)]
-struct Errors(Vec<FieldError>);
+pub(crate) struct Errors(pub(crate) Vec<FieldError>);
 
 impl Errors {
-    fn push(&mut self, field: String, kind: ErrorKind, detail: &str) {
+    pub(crate) fn push(&mut self, field: String, kind: ErrorKind, detail: &str) {
         self.0.push(FieldError {
             field,
             kind,
@@ -115,11 +139,11 @@ impl Errors {
         });
     }
 
-    fn required(&mut self, field: &str, detail: &str) {
+    pub(crate) fn required(&mut self, field: &str, detail: &str) {
         self.push(field.to_string(), ErrorKind::Required, detail);
     }
 
-    fn invalid(&mut self, field: String, value: impl fmt::Debug, detail: &str) {
+    pub(crate) fn invalid(&mut self, field: String, value: impl fmt::Debug, detail: &str) {
         self.push(field, ErrorKind::Invalid(format!("{value:?}")), detail);
     }
 
@@ -219,7 +243,7 @@ impl Errors {
         }
     }
 
-    fn selector(&mut self, at: &str, sel: &LabelSelector) {
+    pub(crate) fn selector(&mut self, at: &str, sel: &LabelSelector) {
         for (key, value) in sel.match_labels.iter().flatten() {
             self.label_key(&format!("{at}.matchLabels"), key);
             if let Some(why) = label_value_problem(value) {
@@ -250,7 +274,7 @@ impl Errors {
         }
     }
 
-    fn label_key(&mut self, at: &str, key: &str) {
+    pub(crate) fn label_key(&mut self, at: &str, key: &str) {
         let (prefix, name) = match key.split_once('/') {
             Some((p, n)) => (Some(p), n),
             None => (None, key),
@@ -267,7 +291,7 @@ impl Errors {
         }
     }
 
-    fn dns_subdomain(&mut self, at: &str, name: &str) {
+    pub(crate) fn dns_subdomain(&mut self, at: &str, name: &str) {
         if let Some(why) = dns_subdomain_problem(name) {
             self.invalid(at.to_string(), name, why);
         }
@@ -335,7 +359,7 @@ fn dns_subdomain_problem(s: &str) -> Option<&'static str> {
 }
 
 /// Label values: empty, or up to 63 of `[A-Za-z0-9_.-]` starting and ending alphanumeric.
-fn label_value_problem(v: &str) -> Option<&'static str> {
+pub(crate) fn label_value_problem(v: &str) -> Option<&'static str> {
     let b = v.as_bytes();
     let ok = b.is_empty()
         || (b.len() <= 63

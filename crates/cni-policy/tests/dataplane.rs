@@ -79,6 +79,7 @@ fn cluster(node: &Node, yaml: &str) -> Cluster {
                 c.namespaces
                     .insert(name, n.metadata.labels.clone().unwrap_or_default());
             }
+            other => panic!("not used here: {other:?}"),
         }
     }
     c

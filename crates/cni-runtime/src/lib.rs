@@ -18,6 +18,7 @@
 mod attachment;
 pub mod cache;
 mod cache_temp;
+mod conf_dir;
 mod deadline;
 mod discovery;
 mod error;
@@ -33,7 +34,8 @@ mod trace;
 
 pub use attachment::Attachment;
 pub use cache::{CacheEntry, ResultCache, CACHE_KIND, DEFAULT_CACHE_DIR, MAX_ENTRY_NAME};
-pub use discovery::{conf_files, discover, load_network, ConfWarning, Discovery, CONF_EXTENSIONS};
+pub use conf_dir::{conf_files, CONF_EXTENSIONS};
+pub use discovery::{discover, load_network, ConfWarning, Discovery};
 pub use error::{Operation, PluginFailure, PluginId, RuntimeError, Stage};
 pub use lock::NetworkLock;
 pub use network::{Network, LOOPBACK_CONFIG};

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use cni_types::config::ConfigError;
 use cni_types::{validate_network_name, NetConfList, RawObject, SpecVersion};
 
+use crate::conf_dir::conf_files;
 use crate::error::RuntimeError;
 
 /// The built-in loopback network that containerd's go-cni attaches on `lo`.
@@ -220,7 +221,7 @@ fn looks_like_list(bytes: &[u8]) -> bool {
 /// directory is fine; a bad file fails the network (skipping one plugin of a chain could leave
 /// a firewall or IPAM step out silently).
 fn subdir_plugins(dir: &Path) -> Result<Vec<RawObject>, LoadProblem> {
-    let files = match crate::discovery::conf_files(dir, &["conf"]) {
+    let files = match conf_files(dir, &["conf"]) {
         Ok(f) => f,
         Err(e) => {
             return Err(LoadProblem::plain(format!(

@@ -84,7 +84,7 @@ impl Sandboxes {
             .map_err(|e| SandboxError::Invalid(format!("sandbox id {id:?}: {}", e.msg)))?;
         let _state = self.store.lock_state(false)?;
         let lock = self.lock(&id)?;
-        let out = self.run_locked(id.clone(), req);
+        let out = self.run_locked(&lock, id.clone(), req);
         if out.is_err() && matches!(self.store.load(&id), Ok(None)) {
             // The failed run left nothing, its lock file included.
             lock.release_and_forget();
@@ -92,13 +92,18 @@ impl Sandboxes {
         out
     }
 
-    fn run_locked(&self, id: String, req: &RunRequest) -> Result<SandboxStatus, SandboxError> {
+    fn run_locked(
+        &self,
+        lock: &SandboxLock,
+        id: String,
+        req: &RunRequest,
+    ) -> Result<SandboxStatus, SandboxError> {
         if let Some(rec) = self.store.load(&id)? {
             match rec.state {
                 State::Ready => return Ok(SandboxStatus::of(&rec)),
                 // We hold its lock, so the run that wrote it is dead: undo it, then run anew.
                 State::SettingUp => {
-                    let undo = self.undo(rec);
+                    let undo = self.undo(lock, rec);
                     if !undo.is_empty() {
                         return Err(SandboxError::Teardown { id, errors: undo });
                     }
@@ -142,17 +147,21 @@ impl Sandboxes {
         };
         // From here on the record exists, so whatever follows is attributable.
         self.save(&rec)?;
-        self.set_up(rec)
+        self.set_up(lock, rec)
     }
 
-    fn set_up(&self, mut rec: SandboxRecord) -> Result<SandboxStatus, SandboxError> {
+    fn set_up(
+        &self,
+        lock: &SandboxLock,
+        mut rec: SandboxRecord,
+    ) -> Result<SandboxStatus, SandboxError> {
         if rec.netns_owner == NetnsOwner::Sandbox {
             if let Err(message) = self.namespaces.create(&netns_name(&rec.id)) {
                 let e = SandboxError::Netns {
                     path: rec.netns.clone(),
                     message,
                 };
-                return Err(self.fail(rec, e));
+                return Err(self.fail(lock, rec, e));
             }
         }
         let members: Result<Vec<Member>, _> = rec
@@ -167,7 +176,7 @@ impl Sandboxes {
             .collect();
         let members = match members {
             Ok(m) => m,
-            Err(e) => return Err(self.fail(rec, SandboxError::Runtime(e))),
+            Err(e) => return Err(self.fail(lock, rec, SandboxError::Runtime(e))),
         };
         let request = SandboxRequest {
             container_id: rec.id.clone(),
@@ -175,21 +184,19 @@ impl Sandboxes {
             args: rec.cni_args.clone(),
             capability_args: rec.capability_args.clone(),
         };
-        let result = match SandboxNetworks::from_members(members).setup(
-            &self.runtime,
-            &request,
-            self.mode,
-        ) {
-            Ok(r) => r,
-            Err(e) => return Err(self.fail(rec, SandboxError::Runtime(e))),
-        };
+        let plugins = self.plugins_holding(lock);
+        let result =
+            match SandboxNetworks::from_members(members).setup(&plugins, &request, self.mode) {
+                Ok(r) => r,
+                Err(e) => return Err(self.fail(lock, rec, SandboxError::Runtime(e))),
+            };
         if let Some(default) = rec.networks.iter().find(|n| n.ifname == default_ifname(0)) {
             if result.ips_of(&default.ifname).is_empty() {
                 let e = SandboxError::NoAddress {
                     network: default.name.clone(),
                     ifname: default.ifname.clone(),
                 };
-                return Err(self.fail(rec, e));
+                return Err(self.fail(lock, rec, e));
             }
         }
         rec.ips = pod_ips(&result);
@@ -208,24 +215,24 @@ impl Sandboxes {
         rec.state = State::Ready;
         if let Err(e) = self.save(&rec) {
             rec.state = State::SettingUp;
-            return Err(self.fail(rec, e));
+            return Err(self.fail(lock, rec, e));
         }
         Ok(SandboxStatus::of(&rec))
     }
 
     /// A failed run: undo, and report both the failure and what the undo could not do.
-    fn fail(&self, rec: SandboxRecord, original: SandboxError) -> SandboxError {
+    fn fail(&self, lock: &SandboxLock, rec: SandboxRecord, original: SandboxError) -> SandboxError {
         SandboxError::SetupFailed {
             original: Box::new(original),
-            undo: self.undo(rec),
+            undo: self.undo(lock, rec),
         }
     }
 
     /// Undoes a run (failed, or killed and found by recovery): DEL of every network, removal of
     /// the namespace it created, removal of the record. What cannot be undone is kept in the
     /// record as `stopped` with its errors, and returned.
-    fn undo(&self, mut rec: SandboxRecord) -> Vec<String> {
-        let mut errors = self.teardown(&mut rec);
+    fn undo(&self, lock: &SandboxLock, mut rec: SandboxRecord) -> Vec<String> {
+        let mut errors = self.teardown(lock, &mut rec);
         if errors.is_empty() {
             errors.extend(self.remove_netns(&rec));
         }
@@ -281,17 +288,17 @@ impl Sandboxes {
                 lock.release_and_forget();
                 Ok(())
             }
-            Some(mut rec) => self.stop_locked(&mut rec),
+            Some(mut rec) => self.stop_locked(&lock, &mut rec),
         }
     }
 
-    fn stop_locked(&self, rec: &mut SandboxRecord) -> Result<(), SandboxError> {
+    fn stop_locked(&self, lock: &SandboxLock, rec: &mut SandboxRecord) -> Result<(), SandboxError> {
         if rec.state == State::Stopped && rec.attached().next().is_none() {
             return Ok(());
         }
         rec.state = State::Stopping;
         self.save(rec)?;
-        let errors = self.teardown(rec);
+        let errors = self.teardown(lock, rec);
         rec.state = State::Stopped;
         rec.errors = errors.clone();
         self.save(rec)?;
@@ -314,17 +321,21 @@ impl Sandboxes {
             lock.release_and_forget();
             return Ok(());
         };
-        self.remove_locked(&mut rec)?;
+        self.remove_locked(&lock, &mut rec)?;
         lock.release_and_forget();
         Ok(())
     }
 
-    fn remove_locked(&self, rec: &mut SandboxRecord) -> Result<(), SandboxError> {
+    fn remove_locked(
+        &self,
+        lock: &SandboxLock,
+        rec: &mut SandboxRecord,
+    ) -> Result<(), SandboxError> {
         if !rec.removing {
             rec.removing = true;
             self.save(rec)?;
         }
-        self.stop_locked(rec)?;
+        self.stop_locked(lock, rec)?;
         let errors = self.remove_netns(rec);
         if !errors.is_empty() {
             rec.errors = errors.clone();
@@ -341,12 +352,13 @@ impl Sandboxes {
     /// each marked detached when it succeeds.
     /// A namespace that is gone is passed as an empty `CNI_NETNS` (what the kubelet flow sends
     /// after a reboot): the plugins still release what lives outside it.
-    fn teardown(&self, rec: &mut SandboxRecord) -> Vec<String> {
+    fn teardown(&self, lock: &SandboxLock, rec: &mut SandboxRecord) -> Vec<String> {
         let netns = if !rec.netns.as_os_str().is_empty() && self.namespaces.exists(&rec.netns) {
             rec.netns.clone()
         } else {
             PathBuf::new()
         };
+        let plugins = self.plugins_holding(lock);
         let mut errors = Vec::new();
         for n in rec.networks.iter_mut().rev().filter(|n| !n.detached) {
             let att = Attachment {
@@ -358,7 +370,7 @@ impl Sandboxes {
             };
             match n
                 .network()
-                .and_then(|net| self.runtime.del_keep_going(&net, &att))
+                .and_then(|net| plugins.del_keep_going(&net, &att))
             {
                 Ok(()) => n.detached = true,
                 Err(e) => errors.push(format!("network {:?} on {}: {e}", n.name, n.ifname)),
@@ -453,18 +465,18 @@ impl Sandboxes {
             };
             let id = rec.id.clone();
             let outcome = if rec.state == State::SettingUp {
-                let errors = self.undo(rec);
+                let errors = self.undo(&lock, rec);
                 if errors.is_empty() {
                     report.undone.push(id.clone());
                 }
                 report.errors.extend(errors);
                 Ok(())
             } else if rec.removing {
-                self.remove_locked(&mut rec).map(|()| {
+                self.remove_locked(&lock, &mut rec).map(|()| {
                     report.finished.push(id.clone());
                 })
             } else {
-                self.stop_locked(&mut rec)
+                self.stop_locked(&lock, &mut rec)
                     .map(|()| report.finished.push(id.clone()))
             };
             if let Err(e) = outcome {
@@ -483,6 +495,15 @@ impl Sandboxes {
             .unwrap_or_else(|_| self.store.dir().to_path_buf())
             .display()
             .to_string()
+    }
+
+    /// The runtime whose plugins inherit the sandbox lock the verb holds (and no other child
+    /// of this process does): plugins that outlive a killed verb keep the sandbox locked
+    /// until they exit (see `store.rs`).
+    fn plugins_holding(&self, lock: &SandboxLock) -> Runtime {
+        let mut runtime = self.runtime.clone();
+        runtime.exec.pass_fds.push(lock.descriptor());
+        runtime
     }
 
     fn lock(&self, id: &str) -> Result<SandboxLock, SandboxError> {

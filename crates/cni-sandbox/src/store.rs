@@ -8,11 +8,14 @@
 //!   records it takes as valid cannot grow under it.
 //! - `<dir>/locks/<id>`: held exclusively by the verb working on that sandbox. A record in a
 //!   transient state whose lock can be taken has no live owner: it was left by a crash.
-//!   The plugins the verb starts inherit this lock (its descriptor is not close-on-exec):
-//!   they run in process groups of their own and outlive a killed verb, finishing their ADD
-//!   or DEL after it died. Until the last of them exits the sandbox stays locked, so recovery
-//!   cannot DEL an attachment that a surviving plugin is still creating (which would leak
-//!   whatever that plugin writes after the DEL, such as a lease).
+//!   The plugins the verb starts inherit this lock: they run in process groups of their own
+//!   and outlive a killed verb, finishing their ADD or DEL after it died. Until the last of
+//!   them exits the sandbox stays locked, so recovery cannot DEL an attachment that a
+//!   surviving plugin is still creating (which would leak whatever that plugin writes after
+//!   the DEL, such as a lease). The descriptor is close-on-exec like every other: the verb
+//!   passes it to its plugins alone ([`SandboxLock::descriptor`] in the runtime's
+//!   `ExecOptions::pass_fds`), so no other child of the process (another sandbox's plugin,
+//!   anything a library or a test starts) can hold a sandbox locked.
 //!
 //! Pending markers (`<dir>/<id>.pending`, empty): a record that needs recovery (a verb is
 //! working on it, see [`SandboxRecord::needs_recovery`]) has one, created before the record
@@ -37,14 +40,14 @@
 
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_persist::spare::{self, Spares};
 use cni_persist::{DirRule, Durability, LockKind};
-use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 
 use crate::error::SandboxError;
 use crate::record::SandboxRecord;
@@ -60,9 +63,6 @@ const PENDING_COMPLETE: &str = ".pending-complete";
 const SPARE_DIR: &str = ".spare";
 /// Temp files of rcni versions before `cni_persist` (`.<id>.json.tmp-<pid>`).
 const LEGACY_TEMP_MARK: &str = ".tmp-";
-
-/// How often a held sandbox lock is tried again by [`RecordStore::lock_sandbox_within`].
-const LOCK_POLL: Duration = Duration::from_millis(10);
 
 /// The records under one state directory.
 #[derive(Debug, Clone)]
@@ -80,11 +80,17 @@ pub struct Lock {
 /// the record is gone), without letting a waiter lock a file nobody else can see.
 #[derive(Debug)]
 pub struct SandboxLock {
-    file: File,
+    file: Arc<OwnedFd>,
     path: PathBuf,
 }
 
 impl SandboxLock {
+    /// The locked descriptor (close-on-exec), for the plugins of the verb that holds the lock
+    /// to inherit (see the module comment).
+    pub fn descriptor(&self) -> Arc<OwnedFd> {
+        self.file.clone()
+    }
+
     /// Removes the lock file while still holding the lock: a process that opened the old file
     /// and waits on it finds, once it gets the lock, that the path names another file (or
     /// none) and starts over (see [`RecordStore::lock_sandbox`]).
@@ -154,7 +160,7 @@ impl RecordStore {
         self.lock_sandbox_until(id, Some(Instant::now() + limit))
     }
 
-    /// The lock of `id`: blocking without a deadline, polling until it with one.
+    /// The lock of `id`: blocking without a deadline, given up at the deadline with one.
     fn lock_sandbox_until(
         &self,
         id: &str,
@@ -164,22 +170,10 @@ impl RecordStore {
         let path = self.dir.join("locks").join(id);
         loop {
             let file = open_lock_file(&path)?;
-            match deadline {
-                None => file
-                    .lock()
-                    .map_err(|e| SandboxError::io("cannot lock", &path, e))?,
-                Some(deadline) => loop {
-                    match file.try_lock() {
-                        Ok(()) => break,
-                        Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                            std::thread::sleep(LOCK_POLL);
-                        }
-                        Err(fs::TryLockError::WouldBlock) => return Ok(None),
-                        Err(fs::TryLockError::Error(e)) => {
-                            return Err(SandboxError::io("cannot lock", &path, e))
-                        }
-                    }
-                },
+            let held = cni_persist::take_lock(&file, LockKind::Exclusive, deadline)
+                .map_err(|e| SandboxError::io("cannot lock", &path, e))?;
+            if !held {
+                return Ok(None);
             }
             // The holder we waited for may have removed the file: then this lock guards
             // nothing and the current file (if any) must be locked instead.
@@ -188,9 +182,7 @@ impl RecordStore {
                 .map_err(|e| SandboxError::io("cannot stat", &path, e))?;
             match fs::metadata(&path) {
                 Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
-                    // Plugins started while it is held inherit it (see the module comment).
-                    fcntl(file.as_fd(), FcntlArg::F_SETFD(FdFlag::empty()))
-                        .map_err(|e| SandboxError::io("cannot share lock", &path, e.into()))?;
+                    let file = Arc::new(OwnedFd::from(file));
                     return Ok(Some(SandboxLock { file, path }));
                 }
                 _ => continue,
@@ -538,10 +530,43 @@ mod tests {
         assert!(store.lock_sandbox("x", false).unwrap().is_none());
         held.release_and_forget();
         assert!(!d.path().join("locks/x").exists());
-        let again = store.lock_sandbox("x", false).unwrap().unwrap();
+        let again = store.lock_sandbox_within("x", Duration::from_secs(5));
+        let again = again.unwrap().unwrap();
         assert!(d.path().join("locks/x").exists());
         drop(again);
         let _state = store.lock_state(false).unwrap();
         let _other = store.lock_state(false).unwrap();
+    }
+
+    // A child this process starts for anything else (another sandbox's plugin, a tool) must
+    // not keep a sandbox locked after its verb let go: the descriptor is close-on-exec.
+    #[test]
+    fn an_unrelated_child_does_not_hold_a_sandbox_lock() {
+        use std::io::BufRead;
+        let d = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(d.path());
+        let held = store.lock_sandbox("x", true).unwrap().unwrap();
+        // Once the child prints, its exec is complete (close-on-exec descriptors are closed
+        // by then; a child still inside execve may briefly hold them).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "echo started; exec sleep 30"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        drop(held);
+        // A while, not one try: a child of another test may be between fork and exec.
+        let again = store.lock_sandbox_within("x", Duration::from_secs(5));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(line, "started\n");
+        assert!(
+            again.unwrap().is_some(),
+            "a child started while the lock was held keeps it"
+        );
     }
 }

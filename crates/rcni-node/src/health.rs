@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::files::write_atomic;
 use crate::lease::Subnets;
+use crate::prometheus::label;
 
 /// What the agent knows about itself.
 #[derive(Debug, Default)]
@@ -60,6 +61,8 @@ pub struct HealthState {
     pub gc_errors: u64,
     /// NetworkPolicy enforcement, when on.
     pub policy: Option<crate::policy::PolicyHealth>,
+    /// The WireGuard tunnels and their peers, with the `wireguard` backend.
+    pub tunnels: Option<crate::backend::wireguard::status::TunnelStatus>,
 }
 
 impl HealthState {
@@ -146,15 +149,12 @@ impl HealthState {
             .as_ref()
             .map(crate::policy::PolicyHealth::metrics)
             .unwrap_or_default()
+            + &self
+                .tunnels
+                .as_ref()
+                .map(crate::backend::wireguard::status::TunnelStatus::metrics)
+                .unwrap_or_default()
     }
-}
-
-/// A Prometheus label value: backslash, quote and newline escaped.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The state shared by the loop and the readers.

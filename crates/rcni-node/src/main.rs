@@ -8,10 +8,11 @@ use std::time::Duration;
 use clap::Parser;
 use cni_etcd::{Access, EtcdOptions};
 use log::{LevelFilter, Log, Metadata, Record};
+use rcni_node::backend::wireguard::options::{RotateKey, WireguardOptions};
 use rcni_node::node::{self, Options};
 
-/// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw or
-/// VXLAN).
+/// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw,
+/// VXLAN or WireGuard). `rcni-node rotate-wireguard-key --help`: a new WireGuard key.
 #[derive(Parser, Debug)]
 #[command(name = "rcni-node", version)]
 struct Cli {
@@ -94,6 +95,8 @@ struct Cli {
     /// when no --cri-socket is given; with --cri-socket the runtime's ready sandboxes are.
     #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
     pod_state_dir: PathBuf,
+    #[command(flatten)]
+    wireguard: WireguardOptions,
 }
 
 struct Stderr;
@@ -119,6 +122,16 @@ impl Log for Stderr {
 static LOGGER: Stderr = Stderr;
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("rotate-wireguard-key") {
+        let rotate = RotateKey::parse_from(std::env::args().skip(1));
+        return match rotate.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rcni-node rotate-wireguard-key: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let level = std::env::var("RCNI_LOG")
         .ok()
@@ -157,6 +170,7 @@ fn main() -> ExitCode {
         cni_cache_dir: cli.cni_cache_dir,
         network_policy: cli.network_policy,
         pod_state_dir: cli.pod_state_dir,
+        wireguard: cli.wireguard,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

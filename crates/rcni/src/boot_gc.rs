@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::lab::evidence::sha256_hex;
+use sha2::{Digest, Sha256};
 
 /// Where the markers live by default: tmpfs, empty after every boot.
 pub const DEFAULT_RUN_DIR: &str = "/run/rcni";
@@ -14,8 +14,9 @@ pub const DEFAULT_RUN_DIR: &str = "/run/rcni";
 /// The marker of `state_dir` under `run_dir`: `pod-gc-<first 16 hex of sha256(abs path)>`.
 pub fn marker(run_dir: &Path, state_dir: &Path) -> PathBuf {
     let abs = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
-    let hash = sha256_hex(abs.as_os_str().as_bytes());
-    run_dir.join(format!("pod-gc-{}", &hash[..16]))
+    let digest = Sha256::digest(abs.as_os_str().as_bytes());
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    run_dir.join(format!("pod-gc-{hash}"))
 }
 
 /// Whether GC already ran for this boot.
@@ -48,6 +49,14 @@ mod tests {
             .to_str()
             .unwrap()
             .starts_with("pod-gc-"));
+    }
+
+    // The name is the first 16 hex digits of SHA-256 of the absolute path (expected value from
+    // coreutils: `printf /var/lib/rcni/pods | sha256sum | cut -c1-16`).
+    #[test]
+    fn marker_name_is_unchanged() {
+        let m = marker(Path::new("/run/rcni"), Path::new("/var/lib/rcni/pods"));
+        assert_eq!(m, Path::new("/run/rcni/pod-gc-e19b782abeb0e6e4"));
     }
 
     #[test]

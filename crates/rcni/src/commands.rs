@@ -7,7 +7,8 @@ use cni_types::code;
 
 use crate::cli::{AttachArgs, Cli, Command, DoctorCommand, GcArgs, Global};
 use crate::failure::Failure;
-use crate::{netns, setup};
+use crate::output::print_json;
+use crate::{diagnostics, netns, setup};
 
 /// Runs the parsed command line.
 pub fn run(cli: &Cli) -> Result<(), Failure> {
@@ -26,11 +27,11 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Validate(n) => validate(g, &n.network),
         Command::List => list(g),
         Command::Netns(c) => netns::run(c, g.json),
-        Command::Lab(l) => lab(g, l),
-        Command::Conformance(c) => conformance(g, c),
+        Command::Lab(l) => diagnostics::lab(g, l),
+        Command::Conformance(c) => diagnostics::conformance(g, c),
         Command::Doctor(d) => match &d.command {
-            Some(DoctorCommand::Explain { message }) => explain(g, message),
-            None => doctor(g, d),
+            Some(DoctorCommand::Explain { message }) => diagnostics::explain(g, message),
+            None => diagnostics::doctor(g, d),
         },
         Command::Pod(p) => crate::pod::run(g, p),
         Command::Repair(r) => crate::repair::run(g, r),
@@ -46,14 +47,6 @@ fn network(g: &Global, verb: &str, name: &str) -> Result<Network, Failure> {
         .require(name)
         .cloned()
         .map_err(|e| Failure::runtime(verb, &e))
-}
-
-/// The value, pretty, and a newline, in one write(2): `println!` passed the text and its
-/// newline to std's line-buffered stdout separately, which then took two writes.
-pub(crate) fn print_json(v: &Value) {
-    let mut text = cni_types::pretty_json(v);
-    text.push('\n');
-    print!("{text}");
 }
 
 fn add(g: &Global, a: &AttachArgs) -> Result<(), Failure> {
@@ -233,63 +226,4 @@ fn list(g: &Global) -> Result<(), Failure> {
         println!("error: {w}");
     }
     Ok(())
-}
-
-/// `rcni lab`: the report is printed as the lab goes; a failed check only sets the exit code.
-fn lab(g: &Global, l: &crate::cli::LabArgs) -> Result<(), Failure> {
-    let opts = crate::lab::LabOptions {
-        config: l.config.clone(),
-        bin_dir: g.bin_dirs.first().cloned(),
-        json: g.json,
-        record: l.record.clone(),
-    };
-    if crate::lab::run(&opts).ok() {
-        Ok(())
-    } else {
-        Err(Failure::Reported)
-    }
-}
-
-fn explain(g: &Global, message: &str) -> Result<(), Failure> {
-    let text = if message == "-" {
-        let mut buf = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
-            .map_err(|e| Failure::usage(format!("cannot read the message from stdin: {e}")))?;
-        buf
-    } else {
-        message.to_string()
-    };
-    crate::doctor::print(&crate::doctor::explain(&text), g.json);
-    Ok(())
-}
-
-fn conformance(g: &Global, c: &crate::cli::ConformanceArgs) -> Result<(), Failure> {
-    let bin_dir = crate::conformance::bin_dir(&g.bin_dirs).map_err(Failure::usage)?;
-    let opts = crate::conformance::Options {
-        bin_dir,
-        plugins: c.plugins.clone(),
-    };
-    let table = crate::conformance::run(&opts)
-        .map_err(|e| Failure::other("conformance", code::INTERNAL, e))?;
-    if g.json {
-        let v = json!({"failed": table.failures(), "plugins": &table.plugins});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    } else {
-        print!("{}", table.render());
-        println!("rcni conformance: {} failed", table.failures());
-    }
-    if table.failures() == 0 {
-        Ok(())
-    } else {
-        Err(Failure::Reported)
-    }
-}
-
-fn doctor(g: &Global, d: &crate::cli::DoctorArgs) -> Result<(), Failure> {
-    let rt = setup::runtime(g);
-    match crate::doctor::inspect(&g.conf_dir, &rt, d, g.json) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Failure::Reported),
-        Err(e) => Err(Failure::other("doctor", code::INTERNAL, e)),
-    }
 }

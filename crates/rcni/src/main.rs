@@ -4,16 +4,14 @@ mod argv;
 mod boot_gc;
 mod cli;
 mod commands;
-mod conformance;
-mod doctor;
+mod diagnostics;
 mod failure;
-mod lab;
 mod logger;
 mod netns;
+mod output;
 mod pod;
 mod policy;
 mod repair;
-mod scratch;
 mod setup;
 
 use std::any::Any;

@@ -1,12 +1,15 @@
-//! `rcni netns add|del|list`: named namespaces in /run/netns, via cni-linux.
+//! `rcni netns add|del|list`: named namespaces in /run/netns, via cni-linux; and the same
+//! namespaces as `rcni pod` (and `rcni doctor --fix` of its sandboxes) make and remove them.
 
-use serde_json::json;
+use std::path::{Path, PathBuf};
 
 use cni_linux::netns::{NetNs, NETNS_RUN_DIR};
+use cni_sandbox::Namespaces;
 use cni_types::code;
 
 use crate::cli::NetnsCommand;
 use crate::failure::Failure;
+use crate::output::print_json;
 
 pub fn run(cmd: &NetnsCommand, json_out: bool) -> Result<(), Failure> {
     match cmd {
@@ -34,7 +37,7 @@ pub fn run(cmd: &NetnsCommand, json_out: bool) -> Result<(), Failure> {
             };
             names.sort();
             if json_out {
-                println!("{}", cni_types::pretty_json(&json!(names)));
+                print_json(&names);
             } else {
                 for n in names {
                     println!("{n}");
@@ -42,5 +45,30 @@ pub fn run(cmd: &NetnsCommand, json_out: bool) -> Result<(), Failure> {
             }
             Ok(())
         }
+    }
+}
+
+/// cni-linux's named namespaces under /run/netns.
+pub struct LinuxNamespaces;
+
+impl Namespaces for LinuxNamespaces {
+    fn create(&self, name: &str) -> Result<PathBuf, String> {
+        NetNs::create_named(name)
+            .map(|ns| ns.path().to_path_buf())
+            .map_err(|e| e.to_string())
+    }
+
+    fn remove(&self, name: &str) -> Result<(), String> {
+        match NetNs::delete_named(name) {
+            Err(e) if !e.is_not_found() => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    }
+
+    /// A path is only a namespace when it opens as one: a process killed between creating
+    /// the mount point and the bind mount (or between unmounting and unlinking it) leaves a
+    /// plain file there, and Go plugins fail DEL on such a path ("unknown FS magic").
+    fn exists(&self, path: &Path) -> bool {
+        NetNs::open(path).is_ok()
     }
 }

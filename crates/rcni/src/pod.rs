@@ -4,141 +4,30 @@
 //! invocation after the node started runs the full GC instead of the recovery ([`boot_gc`]).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use cni_linux::NetNs;
 use cni_sandbox::{
-    parse_cidrs, update_cidr, CidrUpdate, Namespaces, PodMeta, PortMapping, RunRequest,
-    SandboxError, SandboxStatus, Sandboxes, SetupMode, DEFAULT_STATE_DIR,
+    parse_cidrs, update_cidr, CidrUpdate, PodMeta, PortMapping, RunRequest, SandboxError,
+    SandboxStatus, Sandboxes, SetupMode,
 };
 use cni_types::code;
 
 use crate::boot_gc;
+use crate::cli::pod::{PodArgs, PodVerb, RunArgs};
 use crate::cli::Global;
 use crate::failure::Failure;
+use crate::netns::LinuxNamespaces;
+use crate::output::print_json;
 use crate::setup;
-
-#[derive(Debug, Args)]
-pub struct PodArgs {
-    /// Directory of the sandbox records.
-    #[arg(long, default_value = DEFAULT_STATE_DIR)]
-    pub state_dir: PathBuf,
-    /// Directory (tmpfs, cleared at boot) of the marker saying GC ran since the node started;
-    /// without the marker, the first run/stop/rm/ls runs `gc` first.
-    #[arg(long, default_value = boot_gc::DEFAULT_RUN_DIR)]
-    pub run_dir: PathBuf,
-    /// conflist template for update-cidr (containerd's conf_template: {{.PodCIDR}},
-    /// {{.PodCIDRRanges}}, {{.Routes}}).
-    #[arg(long, value_name = "FILE")]
-    pub conf_template: Option<PathBuf>,
-    /// Attach a sandbox's networks one after the other (default: in parallel, as containerd).
-    #[arg(long)]
-    pub serial: bool,
-    #[command(subcommand)]
-    pub verb: PodVerb,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PodVerb {
-    /// RunPodSandbox: create the sandbox's netns (unless --netns) and attach loopback, the
-    /// default network (or each --network) on eth0, net1, ...; prints the sandbox id.
-    Run(Box<RunArgs>),
-    /// PodSandboxStatus: state and addresses (never fails; unknown ids are empty).
-    Status { id: String },
-    /// StopPodSandbox: DEL every network in reverse, continuing past failures (idempotent).
-    Stop { id: String },
-    /// RemovePodSandbox: finish the teardown, remove the netns it created and the record.
-    Rm { id: String },
-    /// List the sandboxes with a record.
-    Ls,
-    /// NetworkReady: exit 0 when ready, 1 with the reason otherwise.
-    Ready,
-    /// UpdateRuntimeConfig: render --conf-template with the pod CIDR(s) (comma-separated)
-    /// into the conf dir, unless a network config exists already.
-    UpdateCidr { cidr: String },
-    /// Undo or finish what killed runs left, then GC every network with the recorded
-    /// sandboxes as the valid attachments.
-    Gc,
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Pod name (K8S_POD_NAME).
-    pub name: String,
-    /// Pod namespace (K8S_POD_NAMESPACE).
-    #[arg(long, default_value = "default")]
-    pub namespace: String,
-    /// Pod UID (K8S_POD_UID; default: the sandbox id).
-    #[arg(long)]
-    pub uid: Option<String>,
-    /// Sandbox id (default: --container-id, else random). Running a ready id again prints
-    /// its status without a new ADD.
-    #[arg(long)]
-    pub id: Option<String>,
-    /// Use this network namespace instead of creating /run/netns/rcni-<id>.
-    #[arg(long)]
-    pub netns: Option<PathBuf>,
-    /// Port mapping HOST:CONTAINER[/PROTO] (portMappings capability; repeatable).
-    #[arg(long = "port", value_name = "HOST:CONTAINER[/PROTO]")]
-    pub ports: Vec<String>,
-    /// Network by name (repeatable): the first on eth0, then net1, ...; default: the first
-    /// config file of the conf dir.
-    #[arg(long = "network", value_name = "NET")]
-    pub networks: Vec<String>,
-    /// Static IP for the pod (ips capability; repeatable).
-    #[arg(long = "ip", value_name = "IP")]
-    pub ips: Vec<String>,
-    /// MAC address for the pod (mac capability).
-    #[arg(long)]
-    pub mac: Option<String>,
-    /// Pod label KEY=VALUE (repeatable): recorded with the sandbox for NetworkPolicy
-    /// selectors (rcni-node reads them); never passed to plugins.
-    #[arg(long = "label", value_name = "KEY=VALUE")]
-    pub labels: Vec<String>,
-}
-
-/// cni-linux's named namespaces under /run/netns.
-pub(crate) struct LinuxNamespaces;
-
-impl Namespaces for LinuxNamespaces {
-    fn create(&self, name: &str) -> Result<PathBuf, String> {
-        NetNs::create_named(name)
-            .map(|ns| ns.path().to_path_buf())
-            .map_err(|e| e.to_string())
-    }
-
-    fn remove(&self, name: &str) -> Result<(), String> {
-        match NetNs::delete_named(name) {
-            Err(e) if !e.is_not_found() => Err(e.to_string()),
-            _ => Ok(()),
-        }
-    }
-
-    /// A path is only a namespace when it opens as one: a process killed between creating
-    /// the mount point and the bind mount (or between unmounting and unlinking it) leaves a
-    /// plain file there, and Go plugins fail DEL on such a path ("unknown FS magic").
-    fn exists(&self, path: &Path) -> bool {
-        NetNs::open(path).is_ok()
-    }
-}
 
 fn failed(verb: &str, e: &SandboxError) -> Failure {
     Failure::Failed {
         verb: format!("pod {verb}"),
         error: e.to_cni_error(),
     }
-}
-
-fn print_json(v: &Value) {
-    println!("{}", cni_types::pretty_json(v));
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 pub fn run(g: &Global, p: &PodArgs) -> Result<(), Failure> {
@@ -260,7 +149,7 @@ fn run_pod(g: &Global, sb: &Sandboxes, r: &RunArgs) -> Result<(), Failure> {
     };
     let status = sb.run(&req).map_err(|e| failed("run", &e))?;
     if g.json {
-        print_json(&to_json(&status));
+        print_json(&status);
     } else {
         println!("{}", status.id);
     }
@@ -286,7 +175,7 @@ fn parse_labels(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
 
 fn show(g: &Global, s: &SandboxStatus) {
     if g.json {
-        print_json(&to_json(s));
+        print_json(s);
         return;
     }
     println!("id:      {}", s.id);
@@ -320,7 +209,7 @@ fn show(g: &Global, s: &SandboxStatus) {
 fn list(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
     let all = sb.list().map_err(|e| failed("ls", &e))?;
     if g.json {
-        print_json(&to_json(&all));
+        print_json(&all);
         return Ok(());
     }
     for s in all {
@@ -339,7 +228,7 @@ fn list(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
 fn ready(g: &Global, sb: &Sandboxes) -> Result<(), Failure> {
     let r = sb.ready();
     if g.json {
-        print_json(&to_json(&r));
+        print_json(&r);
     } else if r.ready {
         println!("ready");
     } else {
@@ -381,7 +270,7 @@ fn gc(g: &Global, sb: &Sandboxes, marker: &Path) -> Result<(), Failure> {
     let report = sb.gc().map_err(|e| failed("gc", &e))?;
     mark(marker);
     if g.json {
-        print_json(&to_json(&report));
+        print_json(&report);
     } else {
         println!(
             "gc: {} network(s), {} valid attachment(s), {} interrupted run(s) undone, {} stop(s) finished, {} stale file(s) swept",

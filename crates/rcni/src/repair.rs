@@ -9,6 +9,7 @@ use cni_runtime::repair::{AttachmentRepair, PluginRepair, RepairMode};
 
 use crate::cli::{Global, RepairArgs};
 use crate::failure::Failure;
+use crate::output::print_json;
 
 /// Runs the repair; exit status 1 when a plugin failed.
 pub fn run(g: &Global, a: &RepairArgs) -> Result<(), Failure> {
@@ -16,7 +17,7 @@ pub fn run(g: &Global, a: &RepairArgs) -> Result<(), Failure> {
     let reports = rt.repair(a.network.as_deref(), RepairMode::Repair);
     if g.json {
         let list: Vec<Value> = reports.iter().map(to_json).collect();
-        crate::commands::print_json(&json!({"attachments": list}));
+        print_json(&json!({"attachments": list}));
     } else {
         if reports.is_empty() {
             println!("no cached attachments");

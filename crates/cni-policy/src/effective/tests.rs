@@ -37,6 +37,7 @@ fn with(yaml: &str) -> Cluster {
                 c.namespaces
                     .insert(name, n.metadata.labels.clone().unwrap_or_default());
             }
+            other => panic!("not used here: {other:?}"),
         }
     }
     c

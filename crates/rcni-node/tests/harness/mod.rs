@@ -17,6 +17,7 @@ pub mod etcd;
 pub mod kubelet;
 pub mod manifest;
 pub mod netpol;
+pub mod wireguard;
 
 use std::ffi::OsString;
 use std::fs;
@@ -258,6 +259,7 @@ impl Drop for Cluster {
         for n in &mut self.nodes {
             n.containerd = None;
             n.agent.kill();
+            n.kill_wireguard_go();
         }
         self.etcd.kill();
     }
@@ -511,8 +513,13 @@ impl Cluster {
             .append(true)
             .open(node.dir.join("agent.log"))
             .unwrap();
+        let mounts = match wireguard::is_wireguard(&self.backend) {
+            true => node.wireguard_mounts(),
+            false => Vec::new(),
+        };
         let child = Command::new("ip")
             .args(["netns", "exec", &node.ns.name])
+            .args(&mounts)
             .arg(bin_path("rcni-node").expect("cargo build -p rcni-node first"))
             .args(&etcd_args)
             .args(["--node-name", &format!("node{}", node.index)])

@@ -1,14 +1,18 @@
-//! `rcni policy`: Kubernetes NetworkPolicies and Namespaces kept in the etcd `rcni-node`
-//! uses, under the layout of `cni_policy::stored` (`<prefix>/policies/<ns>/<name>`,
-//! `<prefix>/namespaces/<name>`), read back with the pods the node agents publish.
+//! `rcni policy`: Kubernetes NetworkPolicies and Namespaces, ClusterNetworkPolicies and Nodes
+//! kept in the etcd `rcni-node` uses, under the layout of `cni_policy::stored`
+//! (`<prefix>/policies/<ns>/<name>`, `<prefix>/namespaces/<name>`,
+//! `<prefix>/clusterpolicies/<name>`, `<prefix>/nodes/<name>`), read back with the pods the
+//! node agents publish and the nodes' leases.
 //!
 //! The verbs speak as `kubectl` does (`networkpolicy.networking.k8s.io/x created`,
 //! `Error from server (NotFound): ...`, `The NetworkPolicy "x" is invalid: ...`); failures
 //! are one line on stderr and exit status 1 (with `--json`, a CNI error object on stdout).
 
 mod apply;
+mod cluster;
 mod explain;
 mod object;
+mod printer;
 mod show;
 pub(crate) mod store;
 
@@ -18,6 +22,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use cni_types::code;
 
 use crate::failure::Failure;
+use object::Resource;
 use store::Datastore;
 
 /// Where the policies are: etcd as `rcni-node` reaches it, and the network's key prefix.
@@ -32,8 +37,9 @@ pub struct StoreArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Store the NetworkPolicies and Namespaces of a file (YAML or JSON, one or many
-    /// documents, `-` for stdin), all or nothing: every policy is validated first.
+    /// Store the NetworkPolicies, Namespaces, ClusterNetworkPolicies and Nodes of a file (YAML
+    /// or JSON, one or many documents, `-` for stdin), all or nothing: every object is
+    /// validated first.
     Apply {
         #[command(flatten)]
         store: StoreArgs,
@@ -41,20 +47,26 @@ pub enum PolicyCommand {
         #[arg(short = 'f', long = "filename", value_name = "FILE")]
         file: String,
     },
-    /// Show one policy (a table row, or the object with -o).
+    /// Show one object (a table row, or the object with -o): a NetworkPolicy by NAME, or
+    /// RESOURCE/NAME (`cnp/NAME`, `node/NAME`).
     Get {
         #[command(flatten)]
         store: StoreArgs,
+        /// The namespace of a NetworkPolicy.
         #[arg(short, long, default_value = "default")]
         namespace: String,
+        /// NAME, or RESOURCE/NAME.
         name: String,
         #[arg(short, long, value_enum)]
         output: Option<Output>,
     },
-    /// List the policies of a namespace, or of all (-A).
+    /// List the NetworkPolicies of a namespace, or of all (-A); or every object of RESOURCE
+    /// (`clusternetworkpolicies`, `cnp`, `nodes`).
     List {
         #[command(flatten)]
         store: StoreArgs,
+        /// networkpolicies (the default), clusternetworkpolicies or nodes.
+        resource: Option<String>,
         #[arg(
             short,
             long,
@@ -67,8 +79,9 @@ pub enum PolicyCommand {
         #[arg(short, long, value_enum)]
         output: Option<Output>,
     },
-    /// Delete a policy by name, or the objects of a file (-f). Deleting a Namespace deletes
-    /// its labels only; its policies stay.
+    /// Delete a NetworkPolicy by NAME, an object by RESOURCE/NAME, or the objects of a file
+    /// (-f). Deleting a Namespace or a Node deletes its labels only; its policies, pods and
+    /// lease stay.
     Delete {
         #[command(flatten)]
         store: StoreArgs,
@@ -80,12 +93,25 @@ pub enum PolicyCommand {
         file: Option<String>,
     },
     /// Which policies select a pod the nodes published, and what they allow it in each
-    /// direction.
+    /// direction, tier by tier; with --from or --to, which tier and rule decide one
+    /// connection.
     Explain {
         #[command(flatten)]
         store: StoreArgs,
         /// The pod, as NAMESPACE/NAME.
         pod: String,
+        /// A connection from this pod (NAMESPACE/NAME) or address to the pod.
+        #[arg(long, conflicts_with = "to", requires = "port")]
+        from: Option<String>,
+        /// A connection from the pod to this pod (NAMESPACE/NAME) or address.
+        #[arg(long, requires = "port")]
+        to: Option<String>,
+        /// The connection's protocol: TCP, UDP or SCTP.
+        #[arg(long, default_value = "TCP")]
+        protocol: String,
+        /// The connection's destination port.
+        #[arg(long)]
+        port: Option<u16>,
     },
 }
 
@@ -121,12 +147,17 @@ fn dispatch(command: &PolicyCommand, json: bool) -> Result<(), Problem> {
         } => show::get(&mut open(store)?, namespace, name, pick(*output, json)),
         PolicyCommand::List {
             store,
+            resource,
             namespace,
             all_namespaces,
             output,
         } => {
+            let resource = match resource {
+                Some(r) => Resource::parse(r).map_err(show::usage)?,
+                None => Resource::NetworkPolicy,
+            };
             let ns = (!*all_namespaces).then_some(namespace.as_str());
-            show::list(&mut open(store)?, ns, pick(*output, json))
+            show::list(&mut open(store)?, resource, ns, pick(*output, json))
         }
         PolicyCommand::Delete {
             store,
@@ -139,7 +170,17 @@ fn dispatch(command: &PolicyCommand, json: bool) -> Result<(), Problem> {
                 .and_then(|text| show::delete_documents(&mut open(store)?, &text, json)),
             (None, None) => Err(Problem::new(code::INVALID_ENVIRONMENT, "give NAME or -f")),
         },
-        PolicyCommand::Explain { store, pod } => explain::run(&mut open(store)?, pod, json),
+        PolicyCommand::Explain {
+            store,
+            pod,
+            from,
+            to,
+            protocol,
+            port,
+        } => {
+            let connection = explain::Connection::of(from, to, protocol, *port)?;
+            explain::run(&mut open(store)?, pod, connection.as_ref(), json)
+        }
     }
 }
 

@@ -1,16 +1,20 @@
 //! The objects `rcni policy` stores: what each is called the way `kubectl` calls it, where
 //! it is stored, and its checked, stored form.
 
+use cni_policy::cluster_policy::{validate_cluster_policy, validate_node};
 use cni_policy::stored::Keys;
 use cni_policy::{validate_namespace, validate_policy, Document, FieldError};
 use serde_json::Value;
 
-/// A NetworkPolicy (its namespace defaulted to `default`) or a Namespace, checked.
+/// A NetworkPolicy (its namespace defaulted to `default`), a Namespace, a
+/// ClusterNetworkPolicy or a Node, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Object {
     pub kind: Kind,
     pub name: String,
-    /// The stored form: the object as `k8s-openapi` writes it.
+    /// The stored form: the object as applied (k8s-openapi's form for the core kinds), without
+    /// the status of a ClusterNetworkPolicy (the API server ignores it outside the status
+    /// subresource).
     pub value: Value,
 }
 
@@ -18,6 +22,8 @@ pub struct Object {
 pub enum Kind {
     Policy { namespace: String },
     Namespace,
+    ClusterPolicy,
+    Node,
 }
 
 impl Object {
@@ -36,6 +42,13 @@ impl Object {
                 n.metadata.name.clone(),
                 serde_json::to_value(n),
             ),
+            Document::ClusterNetworkPolicy(p) => {
+                let mut p = p.clone();
+                p.status = None;
+                let value = serde_json::to_value(&p);
+                (Kind::ClusterPolicy, p.metadata.name, value)
+            }
+            Document::Node(n) => (Kind::Node, n.metadata.name.clone(), serde_json::to_value(n)),
         };
         Ok(Object {
             kind,
@@ -50,6 +63,8 @@ impl Object {
         let errors = match doc {
             Document::NetworkPolicy(p) => validate_policy(p),
             Document::Namespace(n) => validate_namespace(n),
+            Document::ClusterNetworkPolicy(p) => validate_cluster_policy(p),
+            Document::Node(n) => validate_node(n),
         };
         match errors.is_empty() {
             true => Ok(object),
@@ -62,6 +77,8 @@ impl Object {
         match &self.kind {
             Kind::Policy { namespace } => keys.policy(namespace, &self.name),
             Kind::Namespace => keys.namespace(&self.name),
+            Kind::ClusterPolicy => keys.cluster_policy(&self.name),
+            Kind::Node => keys.node(&self.name),
         }
     }
 
@@ -75,11 +92,20 @@ impl Object {
         format!("{} {action}", self.label())
     }
 
-    /// The resource `kubectl` names in `delete` and `NotFound` messages.
+    /// The resource `kubectl` names in `delete` and `NotFound` messages: singular with its
+    /// group, plural with its group.
     fn resource(&self) -> (&'static str, &'static str) {
         match self.kind {
-            Kind::Policy { .. } => ("networkpolicy.networking.k8s.io", "networkpolicies"),
+            Kind::Policy { .. } => (
+                "networkpolicy.networking.k8s.io",
+                "networkpolicies.networking.k8s.io",
+            ),
             Kind::Namespace => ("namespace", "namespaces"),
+            Kind::ClusterPolicy => (
+                "clusternetworkpolicy.policy.networking.k8s.io",
+                "clusternetworkpolicies.policy.networking.k8s.io",
+            ),
+            Kind::Node => ("node", "nodes"),
         }
     }
 
@@ -90,13 +116,9 @@ impl Object {
 
     /// `Error from server (NotFound): networkpolicies.networking.k8s.io "NAME" not found`.
     pub fn not_found(&self) -> String {
-        let plural = self.resource().1;
-        let group = match self.kind {
-            Kind::Policy { .. } => ".networking.k8s.io",
-            Kind::Namespace => "",
-        };
         format!(
-            "Error from server (NotFound): {plural}{group} \"{}\" not found",
+            "Error from server (NotFound): {} \"{}\" not found",
+            self.resource().1,
             self.name
         )
     }
@@ -107,6 +129,8 @@ impl Object {
         let kind = match self.kind {
             Kind::Policy { .. } => "NetworkPolicy",
             Kind::Namespace => "Namespace",
+            Kind::ClusterPolicy => "ClusterNetworkPolicy",
+            Kind::Node => "Node",
         };
         let list: Vec<String> = errors.iter().map(FieldError::to_string).collect();
         let causes = match list.as_slice() {
@@ -117,14 +141,61 @@ impl Object {
     }
 }
 
-/// A policy named `name` in `namespace`, for the verbs that take names.
-pub fn policy_named(namespace: &str, name: &str) -> Object {
-    Object {
-        kind: Kind::Policy {
-            namespace: namespace.to_string(),
-        },
-        name: name.to_string(),
-        value: Value::Null,
+/// The kinds the verbs that take names and types handle, named as `kubectl` names them
+/// (`get cnp/NAME`, `list clusternetworkpolicies`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    NetworkPolicy,
+    ClusterNetworkPolicy,
+    Node,
+}
+
+impl Resource {
+    /// `name` (singular, plural, short or with its group) as a resource.
+    pub fn parse(name: &str) -> Result<Resource, String> {
+        match name {
+            "networkpolicy"
+            | "networkpolicies"
+            | "netpol"
+            | "networkpolicy.networking.k8s.io"
+            | "networkpolicies.networking.k8s.io" => Ok(Resource::NetworkPolicy),
+            "clusternetworkpolicy"
+            | "clusternetworkpolicies"
+            | "cnp"
+            | "clusternetworkpolicy.policy.networking.k8s.io"
+            | "clusternetworkpolicies.policy.networking.k8s.io" => {
+                Ok(Resource::ClusterNetworkPolicy)
+            }
+            "node" | "nodes" | "no" => Ok(Resource::Node),
+            other => Err(format!(
+                "error: the server doesn't have a resource type \"{other}\" (rcni policy knows \
+                 networkpolicies, clusternetworkpolicies and nodes)"
+            )),
+        }
+    }
+
+    /// `[RESOURCE/]NAME`: a NetworkPolicy when no resource is given.
+    pub fn split(arg: &str) -> Result<(Resource, &str), String> {
+        match arg.split_once('/') {
+            Some((resource, name)) => Ok((Resource::parse(resource)?, name)),
+            None => Ok((Resource::NetworkPolicy, arg)),
+        }
+    }
+
+    /// The object `name` of this resource (in `namespace` for a NetworkPolicy).
+    pub fn named(self, namespace: &str, name: &str) -> Object {
+        let kind = match self {
+            Resource::NetworkPolicy => Kind::Policy {
+                namespace: namespace.to_string(),
+            },
+            Resource::ClusterNetworkPolicy => Kind::ClusterPolicy,
+            Resource::Node => Kind::Node,
+        };
+        Object {
+            kind,
+            name: name.to_string(),
+            value: Value::Null,
+        }
     }
 }
 
@@ -190,6 +261,65 @@ mod tests {
                 "The Namespace \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\""
             ),
             "{ns}"
+        );
+    }
+
+    #[test]
+    fn cluster_network_policies_and_nodes_are_cluster_scoped_with_kubectls_names() {
+        let o = object(
+            "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {name: deny-md, namespace: x}\nspec: {tier: Admin, priority: 1, subject: {namespaces: {}}}\nstatus: {conditions: []}\n",
+        )
+        .unwrap();
+        assert_eq!(o.key(&Keys::new("/p")), "/p/clusterpolicies/deny-md");
+        assert_eq!(o.value.get("status"), None, "the status is not stored");
+        assert_eq!(o.value["metadata"].get("namespace"), None);
+        assert_eq!(
+            o.applied("created"),
+            "clusternetworkpolicy.policy.networking.k8s.io/deny-md created"
+        );
+        assert_eq!(
+            o.not_found(),
+            "Error from server (NotFound): clusternetworkpolicies.policy.networking.k8s.io \"deny-md\" not found"
+        );
+        let bad = object(
+            "apiVersion: policy.networking.k8s.io/v1beta1\nkind: ClusterNetworkPolicy\nmetadata: {name: p}\nspec: {tier: Admin, priority: 1, subject: {namespaces: {}}, egress: [{action: Deny, to: [{domainNames: [example.com]}]}]}\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            bad,
+            "The ClusterNetworkPolicy \"p\" is invalid: spec.egress[0].to[0].domainNames: Forbidden: domain name peers are not supported by rcni"
+        );
+        let n = object("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {zone: a}}\n")
+            .unwrap();
+        assert_eq!(n.key(&Keys::new("/p")), "/p/nodes/n1");
+        assert_eq!(n.deleted(), "node \"n1\" deleted");
+    }
+
+    #[test]
+    fn resources_are_named_as_kubectl_names_them() {
+        assert_eq!(
+            Resource::split("cnp/deny").unwrap(),
+            (Resource::ClusterNetworkPolicy, "deny")
+        );
+        assert_eq!(
+            Resource::split("clusternetworkpolicies.policy.networking.k8s.io/deny").unwrap(),
+            (Resource::ClusterNetworkPolicy, "deny")
+        );
+        assert_eq!(
+            Resource::split("web").unwrap(),
+            (Resource::NetworkPolicy, "web")
+        );
+        assert_eq!(
+            Resource::split("netpol/web").unwrap().0,
+            Resource::NetworkPolicy
+        );
+        assert_eq!(Resource::parse("nodes").unwrap(), Resource::Node);
+        assert!(Resource::split("pods/web")
+            .unwrap_err()
+            .starts_with("error: the server doesn't have a resource type \"pods\""));
+        assert_eq!(
+            Resource::Node.named("ignored", "n1").key(&Keys::new("/p")),
+            "/p/nodes/n1"
         );
     }
 }

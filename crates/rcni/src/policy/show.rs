@@ -1,22 +1,44 @@
-//! `rcni policy get`, `list` and `delete`: stored policies shown as `kubectl` shows them.
+//! `rcni policy get`, `list` and `delete`: stored objects shown as `kubectl` shows them;
+//! NetworkPolicies here, ClusterNetworkPolicies and nodes in [`super::cluster`].
 
 use cni_policy::selector::SelectorText;
 use cni_types::code;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::{json, Value};
 
-use super::object::{policy_named, Object};
+use super::cluster;
+use super::object::{Object, Resource};
+use super::printer::{columns, list_of, render};
 use super::store::Datastore;
 use super::{Output, Problem};
 
-/// `policy get`: the table row, or the object.
+/// `policy get [RESOURCE/]NAME`: the table row, or the object.
 pub fn get(
+    ds: &mut Datastore,
+    namespace: &str,
+    arg: &str,
+    output: Option<Output>,
+) -> Result<(), Problem> {
+    let (resource, name) = Resource::split(arg).map_err(usage)?;
+    match resource {
+        Resource::NetworkPolicy => get_policy(ds, namespace, name, output),
+        Resource::ClusterNetworkPolicy => cluster::get_policy(ds, name, output),
+        Resource::Node => cluster::get_node(ds, name, output),
+    }
+}
+
+/// A resource name the verbs do not know.
+pub fn usage(text: String) -> Problem {
+    Problem::new(code::INVALID_ENVIRONMENT, text)
+}
+
+fn get_policy(
     ds: &mut Datastore,
     namespace: &str,
     name: &str,
     output: Option<Output>,
 ) -> Result<(), Problem> {
-    let target = policy_named(namespace, name);
+    let target = Resource::NetworkPolicy.named(namespace, name);
     let key = target.key(&ds.keys);
     let entry = ds
         .get(&key)?
@@ -29,8 +51,22 @@ pub fn get(
     Ok(())
 }
 
-/// `policy list`: the policies of `namespace` (`None`: of all).
+/// `policy list [RESOURCE]`: the NetworkPolicies of `namespace` (`None`: of all), or every
+/// object of a cluster-scoped resource.
 pub fn list(
+    ds: &mut Datastore,
+    resource: Resource,
+    namespace: Option<&str>,
+    output: Option<Output>,
+) -> Result<(), Problem> {
+    match resource {
+        Resource::NetworkPolicy => list_policies(ds, namespace, output),
+        Resource::ClusterNetworkPolicy => cluster::list_policies(ds, output),
+        Resource::Node => cluster::list_nodes(ds, output),
+    }
+}
+
+fn list_policies(
     ds: &mut Datastore,
     namespace: Option<&str>,
     output: Option<Output>,
@@ -45,9 +81,7 @@ pub fn list(
     }
     if let Some(format) = output {
         let items: Vec<Value> = policies.iter().map(to_value).collect();
-        let list = json!({"apiVersion": "v1", "items": items, "kind": "List",
-            "metadata": {"resourceVersion": ""}});
-        print!("{}", render(&list, format));
+        print!("{}", render(&list_of(items), format));
     } else if policies.is_empty() {
         match namespace {
             Some(ns) => eprintln!("No resources found in {ns} namespace."),
@@ -59,9 +93,10 @@ pub fn list(
     Ok(())
 }
 
-/// `policy delete NAME`.
-pub fn delete(ds: &mut Datastore, namespace: &str, name: &str, json: bool) -> Result<(), Problem> {
-    delete_objects(ds, &[policy_named(namespace, name)], json)
+/// `policy delete [RESOURCE/]NAME`.
+pub fn delete(ds: &mut Datastore, namespace: &str, arg: &str, json: bool) -> Result<(), Problem> {
+    let (resource, name) = Resource::split(arg).map_err(usage)?;
+    delete_objects(ds, &[resource.named(namespace, name)], json)
 }
 
 /// `policy delete -f`: the objects the documents of `text` name.
@@ -109,20 +144,6 @@ fn to_value(policy: &NetworkPolicy) -> Value {
     serde_json::to_value(policy).unwrap_or(Value::Null)
 }
 
-/// The object as `kubectl -o json` (four-space indent) or `-o yaml` prints it.
-fn render(value: &Value, format: Output) -> String {
-    match format {
-        Output::Json => {
-            let mut out = Vec::new();
-            let style = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-            let mut ser = serde_json::Serializer::with_formatter(&mut out, style);
-            serde::Serialize::serialize(value, &mut ser).expect("a Value serializes");
-            String::from_utf8_lossy(&out).into_owned() + "\n"
-        }
-        Output::Yaml => serde_norway::to_string(value).unwrap_or_default(),
-    }
-}
-
 /// `kubectl get networkpolicy`'s table (NAMESPACE only with `all_namespaces`), without AGE:
 /// the store keeps no creation time.
 pub fn table(policies: &[NetworkPolicy], all_namespaces: bool) -> String {
@@ -145,31 +166,6 @@ pub fn table(policies: &[NetworkPolicy], all_namespaces: bool) -> String {
         }
     }
     columns(&rows)
-}
-
-/// Rows aligned as kubectl's tabwriter aligns them (k8s.io/cli-runtime
-/// `pkg/printers/tabwriter.go`: minimum width 6, padding 3): every column but the last 3
-/// wider than its widest cell, and at least 6 wide.
-fn columns(rows: &[Vec<String>]) -> String {
-    let n = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..n)
-        .map(|i| {
-            let widest = rows.iter().map(|r| r[i].chars().count()).max();
-            (widest.unwrap_or(0) + 3).max(6)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i + 1 == n {
-                out += cell;
-            } else {
-                out += &format!("{cell:<width$}", width = widths[i]);
-            }
-        }
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]
@@ -202,19 +198,6 @@ mod tests {
             table(&p[..1], true),
             "NAMESPACE   NAME       POD-SELECTOR\n\
              x           deny-all   <none>\n"
-        );
-    }
-
-    #[test]
-    fn objects_render_as_kubectl_json_and_yaml() {
-        let v = json!({"kind": "NetworkPolicy", "metadata": {"name": "a"}});
-        assert_eq!(
-            render(&v, Output::Json),
-            "{\n    \"kind\": \"NetworkPolicy\",\n    \"metadata\": {\n        \"name\": \"a\"\n    }\n}\n"
-        );
-        assert_eq!(
-            render(&v, Output::Yaml),
-            "kind: NetworkPolicy\nmetadata:\n  name: a\n"
         );
     }
 }

@@ -5,6 +5,7 @@ use cni_etcd::etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use cni_etcd::{Access, Connection, Entry, Probe};
 use std::collections::BTreeMap;
 
+use cni_policy::cluster_policy;
 use cni_policy::stored::{cluster_from, BadEntry, Key, Keys};
 use cni_policy::Cluster;
 
@@ -43,14 +44,14 @@ impl Datastore {
         })
     }
 
-    /// Everything stored under the prefix: the cluster, the entries that do not decode, and
-    /// the node publishing each pod.
+    /// Everything stored under the prefix: the cluster, its ClusterNetworkPolicies and nodes,
+    /// the entries that do not decode, and the node publishing each pod.
     pub fn cluster(&mut self) -> Result<Stored, Problem> {
         let entries = self.list(&format!("{}/", self.prefix))?;
-        let (cluster, bad) = cluster_from(
-            &self.keys,
-            entries.iter().map(|e| (e.key.as_str(), e.value.as_slice())),
-        );
+        let pairs = || entries.iter().map(|e| (e.key.as_str(), e.value.as_slice()));
+        let (cluster, mut bad) = cluster_from(&self.keys, pairs());
+        let mut tiers = cluster_policy::stored::read(&self.keys, pairs());
+        bad.append(&mut tiers.bad);
         let nodes = entries
             .iter()
             .filter_map(|e| match self.keys.parse(&e.key) {
@@ -64,9 +65,19 @@ impl Datastore {
             .collect();
         Ok(Stored {
             cluster,
+            tiers,
             bad,
             nodes,
         })
+    }
+
+    /// The ClusterNetworkPolicies and nodes alone (with the leases that name nodes).
+    pub fn cluster_objects(&mut self) -> Result<cluster_policy::stored::Stored, Problem> {
+        let mut entries = self.list(&self.keys.cluster_policies())?;
+        entries.extend(self.list(&self.keys.nodes())?);
+        entries.extend(self.list(&self.keys.leases())?);
+        let pairs = entries.iter().map(|e| (e.key.as_str(), e.value.as_slice()));
+        Ok(cluster_policy::stored::read(&self.keys, pairs))
     }
 
     pub fn get(&mut self, key: &str) -> Result<Option<Entry>, Problem> {
@@ -115,6 +126,8 @@ impl Datastore {
 /// The cluster as the datastore has it.
 pub struct Stored {
     pub cluster: Cluster,
+    /// The ClusterNetworkPolicies and nodes (their bad entries are in `bad`).
+    pub tiers: cluster_policy::stored::Stored,
     /// Entries that do not decode (the rest is still used).
     pub bad: Vec<BadEntry>,
     /// The node publishing each pod, by `namespace/name`.
