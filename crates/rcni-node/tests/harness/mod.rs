@@ -535,14 +535,8 @@ impl Cluster {
             .arg(node.subnet_file())
             .arg("--state-dir")
             .arg(node.dir.join("state"))
-            .args([
-                "--lease-ttl",
-                &ttl,
-                "--resync-interval",
-                "1",
-                "--status-grace",
-                "2",
-            ])
+            .args(["--lease-ttl", &ttl, "--status-grace", "2"])
+            .args(resync_args(&node.extra))
             .args(["--health-addr", &format!("{}:9477", node.ip)])
             .args(&cache)
             .args(&policy)
@@ -805,6 +799,14 @@ pub fn udp_payload(
 /// Whether the kernel has br_netfilter loaded (`/proc/sys/net/bridge` exists).
 pub fn br_netfilter_loaded() -> bool {
     Path::new("/proc/sys/net/bridge").exists()
+}
+
+/// A resync every second, unless the test chose its own interval.
+fn resync_args(extra: &[String]) -> Vec<&'static str> {
+    if extra.iter().any(|a| a == "--resync-interval") {
+        return Vec::new();
+    }
+    vec!["--resync-interval", "1"]
 }
 
 /// The agent's NetworkPolicy flags besides a test's own (`extra`): the pod records of the
