@@ -4,7 +4,8 @@
 //! node removed them (`nft flush ruleset`, `iptables -F`, a firewalld reload).
 //!
 //! A thread of its own (blocking kernel work, off the agent's event loop) listens to the
-//! namespace's nf_tables notifications ([`cni_nft::RulesetMonitor`]); after a removal it waits
+//! namespace's nf_tables notifications ([`cni_nft::RulesetMonitor`]); after a removal (outside
+//! the policy table, which the policy worker keeps) it waits
 //! until the ruleset has been quiet for [`SETTLE`] (a flush or a reload is many messages, and
 //! a plugin's DEL should finish before anything is looked at), then runs a round: the masquerade
 //! table through [`masq::install`] and the attachments through `cni_runtime`'s repair, the
@@ -71,7 +72,11 @@ fn watch_and_repair(
     health: &SharedHealth,
     shutdown: &watch::Receiver<bool>,
 ) {
-    let mut monitor = match RulesetMonitor::open() {
+    // The policy table is the policy worker's, which deletes elements and rules in it at
+    // every change and replaces it whole when it finds it gone: its removals are no cause
+    // for a round (that would run every plugin of every attachment after each change).
+    let opened = RulesetMonitor::open().map(|m| m.ignoring_tables(&[cni_policy::nft::TABLE]));
+    let mut monitor = match opened {
         Ok(m) => Some(m),
         Err(e) => {
             log::warn!(

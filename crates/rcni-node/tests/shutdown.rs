@@ -67,10 +67,13 @@ fn node(running: &Path) -> Cluster {
         "1".into(),
         "--release-on-exit".into(),
     ];
-    c.start_agent(i);
+    // The agent is healthy once it has listed the node's pods, so containerd comes up
+    // between its start and the wait for it.
+    let published = c.begin_agent(i);
     c.start_containerd(i);
     let containerd = c.nodes[i].containerd.as_ref().unwrap();
     std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
+    c.wait_agent_started(i, published);
     c
 }
 

@@ -78,10 +78,13 @@ fn cluster(backend: &str) -> Cluster {
             "--cni-cache-dir".into(),
             cache.display().to_string(),
         ];
-        c.start_agent(i);
+        // The agent is healthy once it has listed the node's pods, so containerd comes up
+        // between its start and the wait for it.
+        let published = c.begin_agent(i);
         c.start_containerd(i);
         let containerd = c.nodes[i].containerd.as_ref().unwrap();
         std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
+        c.wait_agent_started(i, published);
         let mut cri = c.cri(i);
         let ready = wait_for(Duration::from_secs(30), || {
             cri.network_ready().is_ok_and(|(ready, _)| ready)

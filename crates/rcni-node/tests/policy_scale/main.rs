@@ -156,7 +156,11 @@ fn start(c: &mut Cluster, i: usize, tag: &str, what: &str) -> Option<(Proc, Dura
     let _ = std::fs::remove_file(c.nodes[i].status_file());
     let t0 = Instant::now();
     c.spawn_agent(i);
-    let agent = Proc::new(c.nodes[i].agent.pid().unwrap());
+    let Some(agent) = Proc::new(c.nodes[i].agent.pid().unwrap()) else {
+        failure(c, i, tag, &format!("{what}: the agent exited at once"));
+        println!("{}", c.nodes[i].agent_log());
+        return None;
+    };
     let node = &c.nodes[i];
     let (mut healthy, mut programmed) = (None, None);
     poll_every(Duration::from_millis(50), PROGRAM_TIMEOUT, || {
@@ -179,7 +183,7 @@ fn start(c: &mut Cluster, i: usize, tag: &str, what: &str) -> Option<(Proc, Dura
         );
         return None;
     };
-    let cpu = agent.cpu();
+    let cpu = agent.cpu_ticks();
     let text = node.health_get("/metrics").unwrap_or_default();
     println!(
         "RESULT start {tag} case={} healthy_s={:.2} program_s={:.2} cpu_s={:.2} rss_mib={:.1} \
@@ -240,12 +244,12 @@ fn add_local_pods(c: &Cluster, i: usize, size: &Size) {
 fn idle_rate(agent: &Proc) -> f64 {
     let (t, cpu) = (Instant::now(), agent.cpu());
     std::thread::sleep(Duration::from_secs(5));
-    (agent.cpu() - cpu).as_secs_f64() / t.elapsed().as_secs_f64()
+    agent.cpu().saturating_sub(cpu).as_secs_f64() / t.elapsed().as_secs_f64()
 }
 
 /// CPU of `agent` since `since` (at `cpu0`), less its idle rate.
 fn net_cpu(agent: &Proc, cpu0: Duration, since: Instant, idle_rate: f64) -> f64 {
-    let used = (agent.cpu() - cpu0).as_secs_f64();
+    let used = agent.cpu().saturating_sub(cpu0).as_secs_f64();
     (used - idle_rate * since.elapsed().as_secs_f64()).max(0.0)
 }
 
@@ -306,7 +310,7 @@ impl Paced {
     fn summary(&self) -> String {
         let mean = self.cpu_ms.iter().sum::<f64>() / self.cpu_ms.len().max(1) as f64;
         format!(
-            "n={} latency_p50_ms={:.1} latency_p99_ms={:.1} latency_max_ms={:.1} cpu_p50_ms={:.0} cpu_p99_ms={:.0} cpu_mean_ms={:.1}",
+            "n={} latency_p50_ms={:.1} latency_p99_ms={:.1} latency_max_ms={:.1} cpu_p50_ms={:.2} cpu_p99_ms={:.2} cpu_mean_ms={:.2}",
             self.latency_ms.len(),
             percentile(&self.latency_ms, 50.0),
             percentile(&self.latency_ms, 99.0),

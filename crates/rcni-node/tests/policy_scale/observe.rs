@@ -17,30 +17,53 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// The agent started as `ip netns exec … rcni-node` with `pid` (`ip` execs the agent in
-    /// its own process once it entered the namespace).
-    pub fn new(pid: u32) -> Proc {
-        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    /// The agent started as `ip netns exec … rcni-node` with `pid`: the forked child, then
+    /// `ip`, then (`ip` execs the agent in its own process once it entered the namespace) the
+    /// agent. `None` when that process is gone or not the agent after 10 s.
+    pub fn new(pid: u32) -> Option<Proc> {
+        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
         let started = Instant::now();
-        while comm().trim() == "ip" && started.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(10));
+        loop {
+            match comm() {
+                Some(name) if name.starts_with("rcni-node") => break,
+                Some(_) if started.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => return None,
+            }
         }
-        assert!(
-            comm().starts_with("rcni-node"),
-            "pid {pid} is not the agent"
-        );
         let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
             .ok()
             .flatten()
             .unwrap_or(100);
-        Proc {
+        Some(Proc {
             pid,
             tick: Duration::from_secs(1) / hz as u32,
-        }
+        })
     }
 
-    /// User and system CPU time of every thread so far (resolution: one clock tick).
+    /// CPU time of the agent's threads so far, in nanoseconds: the sum of each live thread's
+    /// `/proc/<pid>/task/<tid>/schedstat` (its time on a CPU). `/proc/<pid>/stat` counts in
+    /// clock ticks (10 ms), too coarse for one change; a thread that exited between two
+    /// readings drops out of the sum, which the agent's long-lived threads (tokio's workers,
+    /// the policy worker, its blocking pool kept 10 s) make rare within one change. When the
+    /// tasks cannot be read, the clock-tick figure.
     pub fn cpu(&self) -> Duration {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid));
+        let Ok(tasks) = tasks else {
+            return self.cpu_ticks();
+        };
+        let ns: u64 = tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        Duration::from_nanos(ns)
+    }
+
+    /// User and system CPU time of every thread so far, living or not (resolution: one clock
+    /// tick).
+    pub fn cpu_ticks(&self) -> Duration {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap();
         // Fields after the command name (which may hold spaces) start at field 3.
         let rest = &stat[stat.rfind(')').unwrap() + 2..];
