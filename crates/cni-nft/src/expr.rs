@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use crate::attr::AttrWriter;
 use crate::objects::Family;
+pub use crate::stateful::{Limit, ObjectKind};
 use crate::sys::*;
 use crate::Error;
 
@@ -373,6 +374,27 @@ pub enum Expr {
         /// [`fib_flags`].
         flags: u32,
     },
+    /// Send the packet to nfnetlink_log group `group` (`log group <n> prefix "<prefix>"`),
+    /// copying at most `snaplen` bytes of it (0: as much as the group's reader asked for).
+    Log {
+        /// The NFLOG group (a reader binds it with [`crate::nflog::NflogGroup::bind`]).
+        group: u16,
+        /// Handed to the reader with the packet; at most [`crate::MAX_LOG_PREFIX_LEN`] bytes.
+        prefix: String,
+        /// Bytes of the packet copied.
+        snaplen: u32,
+    },
+    /// A rate limit of this rule's own (`limit rate <rate>/<unit> burst <burst> packets`): the
+    /// rule stops here for packets over the rate.
+    Limit(Limit),
+    /// A reference to a named stateful object of the table (`counter name "<n>"`, `limit
+    /// name "<n>"`): it counts, or limits, for every rule naming it.
+    ObjRef {
+        /// What kind of object.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
     /// An x_tables match run through `nft_compat`, the way iptables-nft writes the matches
     /// it has no native encoding for (see [`crate::xt`]).
     XtMatch {
@@ -400,6 +422,9 @@ impl Expr {
             Expr::Ct { .. } | Expr::CtSet { .. } => "ct",
             Expr::Counter => "counter",
             Expr::Fib { .. } => "fib",
+            Expr::Log { .. } => "log",
+            Expr::Limit(_) => "limit",
+            Expr::ObjRef { .. } => "objref",
             Expr::XtMatch { .. } => "match",
         }
     }
@@ -550,6 +575,21 @@ impl Expr {
                 d.be32(NFTA_FIB_DREG, dreg.number())
                     .be32(NFTA_FIB_RESULT, result)
                     .be32(NFTA_FIB_FLAGS, *flags);
+            }
+            Expr::Log {
+                group,
+                prefix,
+                snaplen,
+            } => {
+                d.be16(NFTA_LOG_GROUP, *group).str(NFTA_LOG_PREFIX, prefix);
+                if *snaplen != 0 {
+                    d.be32(NFTA_LOG_SNAPLEN, *snaplen);
+                }
+            }
+            Expr::Limit(limit) => limit.encode_data(d),
+            Expr::ObjRef { kind, name } => {
+                d.be32(NFTA_OBJREF_IMM_TYPE, kind.number())
+                    .str(NFTA_OBJREF_IMM_NAME, name);
             }
             Expr::XtMatch { name, rev, info } => {
                 d.str(NFTA_MATCH_NAME, name)
