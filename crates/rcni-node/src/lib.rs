@@ -14,6 +14,8 @@
 //! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
 //! - [`rule_repair`]: putting back the node's nf_tables rules after another firewall removed them;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
+//! - [`flows`]: the policy verdicts the program logs, read, named, kept and served (`/flows`,
+//!   `/ui`, the flow socket);
 //! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
 //!   enforced on them with nf_tables;
 //! - [`node`]: wiring it together from the command line's options.
@@ -24,6 +26,7 @@ pub mod cni_conf;
 pub mod cni_version;
 pub mod cri;
 pub mod files;
+pub mod flows;
 pub mod gc;
 pub mod health;
 pub mod lease;

@@ -385,7 +385,7 @@ async fn spawn_health_endpoint(
         .with_context(|| format!("--health-addr {addr}"))?;
     let (health, shutdown, grace) = (health.clone(), shutdown.clone(), opts.status_grace);
     tokio::spawn(async move {
-        if let Err(e) = health::serve(listener, health, grace, shutdown).await {
+        if let Err(e) = health::serve(listener, health, grace, None, shutdown).await {
             log::error!("health endpoint {addr}: {e}");
         }
     });

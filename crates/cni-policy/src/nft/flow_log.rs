@@ -28,6 +28,18 @@ pub const FLOW_LOG_GROUP: u16 = 7700;
 /// headers) and the transport header's ports and flags.
 pub const FLOW_LOG_SNAPLEN: u32 = 128;
 
+/// The named rate limits of the log rules, one per kind of verdict, so that a flood of
+/// denied packets does not hold back the records of allowed connections (held packets share
+/// the denied one).
+pub const DENIED_LIMIT: &str = "flowlog-denied";
+pub const ALLOWED_LIMIT: &str = "flowlog-allowed";
+
+/// The named counters around each limit: every packet a log rule saw (`…-seen`), and those
+/// its limit let through to the group (`…-sent`); their difference is what the limit held
+/// back.
+pub const DENIED_COUNTERS: [&str; 2] = ["flowlog-denied-seen", "flowlog-denied-sent"];
+pub const ALLOWED_COUNTERS: [&str; 2] = ["flowlog-allowed-seen", "flowlog-allowed-sent"];
+
 /// Which verdicts the program logs (`rcni-node --flow-log`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FlowLog {
