@@ -4,7 +4,8 @@
 //! removes the leaks through the plugins' DEL and GC (`fix.rs`); `rcni pod` records without
 //! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`); attachments
 //! whose nf_tables rules are missing are listed (`missing_rules.rs`); with the etcd flags,
-//! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`).
+//! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`); and what the
+//! node agent saw denied lately, the most frequent denied pairs (`flows.rs`).
 //!
 //! The command line (`rcni`) parses the flags and hands over what this crate cannot make
 //! itself: the runtime, the namespaces of `rcni pod`, and the reader of the datastore.
@@ -13,6 +14,7 @@ mod agent;
 mod audit;
 mod explain;
 mod fix;
+mod flows;
 mod missing_rules;
 mod netpol;
 mod read;
@@ -112,14 +114,20 @@ pub fn inspect(rt: &Runtime, opts: Options) -> Result<bool, String> {
     }
     let missing = missing_rules::audit(rt);
     let policy = netpol::audit(opts.policy);
+    let networks = cni_runtime::discover(conf_dir)
+        .map(|found| found.networks)
+        .unwrap_or_default();
+    let denied = flows::audit(&networks);
     if opts.json {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
-                       "missingRules": missing, "networkPolicy": policy});
+                       "missingRules": missing, "networkPolicy": policy,
+                       "deniedConnections": flows::to_json(&denied)});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_report(&problems, &findings, &applied);
         missing_rules::print(&missing);
         netpol::print(&policy);
+        flows::print(&denied);
     }
     Ok(problems.is_empty() && findings.is_empty() && missing.is_empty() && policy.is_clean())
 }

@@ -85,7 +85,8 @@ impl Agent {
         })
     }
 
-    fn describe(&self) -> String {
+    /// The socket's path, or the URL.
+    pub fn describe(&self) -> String {
         match self {
             Agent::Socket(p) => p.display().to_string(),
             Agent::Http { host, port } if host.contains(':') => format!("http://[{host}]:{port}"),

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use cni_types::code;
-use rcni_flows::{Agent, ClientError, Filter, Flow};
+use rcni_flows::{ClientError, Filter, Flow};
 
 use crate::cli::flows::FlowsArgs;
 use crate::failure::Failure;
@@ -13,7 +13,7 @@ use crate::failure::Failure;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn run(args: &FlowsArgs, json: bool) -> Result<(), Failure> {
-    let agent = agent(args)?;
+    let agent = args.agent.agent().map_err(Failure::usage)?;
     let filter = Filter {
         denied: args.denied,
         pod: args
@@ -52,14 +52,6 @@ pub fn run(args: &FlowsArgs, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The agent named by `--agent`, else the socket in `--state-dir`.
-pub fn agent(args: &FlowsArgs) -> Result<Agent, Failure> {
-    match &args.agent {
-        Some(url) => Agent::from_url(url).map_err(|e| Failure::usage(format!("--agent {e}"))),
-        None => Ok(Agent::in_state_dir(&args.state_dir)),
-    }
-}
-
 fn failed(e: ClientError) -> Failure {
     let code = if e.is_unreachable() {
         code::TRY_AGAIN_LATER
@@ -80,7 +72,7 @@ fn since(text: &str) -> Result<Duration, Failure> {
     Duration::try_from(d).map_err(|_| bad())
 }
 
-fn header() -> String {
+pub fn header() -> String {
     format!(
         "{:<12} {:<8} {:<8} {:<6} {:<34} {:<34} {:>6}  POLICIES",
         "TIME", "VERDICT", "DIR", "PROTO", "SOURCE", "DESTINATION", "COUNT"
@@ -88,7 +80,7 @@ fn header() -> String {
 }
 
 /// One flow as a row of the table: the policies, and for an allowed flow its rule.
-fn row(f: &Flow) -> String {
+pub fn row(f: &Flow) -> String {
     let time = f
         .time
         .to_zoned(jiff::tz::TimeZone::system())

@@ -1,10 +1,11 @@
-//! The flags of `rcni flows`.
+//! The flags of `rcni flows`, and of the node agent any verb reads flows from.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use cni_attribution::names::NODE_STATE_DIR;
+use rcni_flows::Agent;
 
 #[derive(Debug, Args)]
 pub struct FlowsArgs {
@@ -21,6 +22,13 @@ pub struct FlowsArgs {
     /// Only flows seen in this last while (e.g. 30s, 5m, 1h).
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// Where the node agent serves its flows.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
     /// The node agent's state directory (`rcni-node --state-dir`): the agent serves its
     /// flows on the root-only socket flows.sock there.
     #[arg(long, value_name = "DIR", default_value = NODE_STATE_DIR)]
@@ -29,4 +37,14 @@ pub struct FlowsArgs {
     /// http://127.0.0.1:9477).
     #[arg(long, value_name = "URL")]
     pub agent: Option<String>,
+}
+
+impl AgentArgs {
+    /// The agent named by `--agent`, else the socket in `--state-dir`.
+    pub fn agent(&self) -> Result<Agent, String> {
+        match &self.agent {
+            Some(url) => Agent::from_url(url).map_err(|e| format!("--agent {e}")),
+            None => Ok(Agent::in_state_dir(&self.state_dir)),
+        }
+    }
 }
