@@ -54,12 +54,14 @@ impl Invocation {
     }
 }
 
-/// rcni's own `CNI_COMMAND` values beyond the spec's six, answered only by the `rcni-plugins`
-/// executable run under its own name (never by a plugin name, never sent to another
-/// plugin): the nf_tables repair of one attachment's plugin, with the request config the
-/// plugin got at ADD on stdin. `RCNI_REPAIR` puts back what is missing; `RCNI_REPAIR_LOOK`
-/// only says what is. The answer on stdout is `{"restored": [what was missing, ...]}`, or
-/// `{"ownsNoRules": true}` for a plugin type that makes no rules; a failure is a CNI error.
+/// rcni's own `CNI_COMMAND` values beyond the spec's six: the nf_tables repair of one
+/// attachment's plugin, with the request config the plugin got at ADD on stdin.
+/// `RCNI_REPAIR` puts back what is missing; `RCNI_REPAIR_LOOK` only says what is. The
+/// runtime sends them only to rcni's `rcni-plugins` executable, under its own name (never to
+/// another plugin), which runs the plugin named by the config's `type`; the plugin answers
+/// through its `repair` method (`cni_plugin::repair`). The answer on stdout is
+/// `{"restored": [what was missing, ...]}`, or `{"ownsNoRules": true}` for a plugin type
+/// that makes no rules; a failure is a CNI error.
 pub const RCNI_REPAIR: &str = "RCNI_REPAIR";
 /// See [`RCNI_REPAIR`].
 pub const RCNI_REPAIR_LOOK: &str = "RCNI_REPAIR_LOOK";

@@ -4,11 +4,11 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use cni_types::go_object::{as_list, as_str, is_null, GoObject};
 use ipnet::IpNet;
 use serde_json::value::RawValue;
 
 use crate::error::ConfigError;
-use crate::gojson::{as_list, as_str, is_null, GoObject};
 use crate::ident;
 use crate::ip;
 use crate::range::{RangeSet, RangeSpec};

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use cni_types::FieldError;
 use ipnet::IpNet;
 
 /// CNI error codes used by this crate (CNI spec, "Error" section).
@@ -118,6 +119,21 @@ pub enum ConfigError {
     InvalidGatewayArg { value: String },
     #[error("invalid network name {name:?}: must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")]
     InvalidNetworkName { name: String },
+}
+
+/// A field the Go-style reader (`cni_types::GoObject`) cannot read is the same error here.
+impl From<FieldError> for ConfigError {
+    fn from(e: FieldError) -> ConfigError {
+        match e {
+            FieldError::Json(e) => ConfigError::Json(e),
+            FieldError::WrongType { field, expected } => ConfigError::WrongType { field, expected },
+            FieldError::InvalidIp { field, value } => ConfigError::InvalidIp { field, value },
+            FieldError::InvalidCidr { field, value } => ConfigError::InvalidCidr { field, value },
+            FieldError::InvalidInteger { field, value } => {
+                ConfigError::InvalidInteger { field, value }
+            }
+        }
+    }
 }
 
 impl ConfigError {

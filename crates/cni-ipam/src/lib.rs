@@ -18,7 +18,6 @@ mod allocator;
 mod config;
 mod error;
 mod files;
-mod gojson;
 mod ident;
 mod ip;
 mod owner_index;

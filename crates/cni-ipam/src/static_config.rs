@@ -3,11 +3,11 @@
 
 use std::net::IpAddr;
 
+use cni_types::go_object::{as_str, GoObject};
 use ipnet::IpNet;
 
 use crate::config::{parse_route, version_at_least, Route};
 use crate::error::{ConfigError, IpamError};
-use crate::gojson::{as_str, GoObject};
 use crate::ip::{canonical, parse_ip};
 use crate::resolv::Dns;
 
@@ -181,7 +181,10 @@ fn parse_cidr(text: &str, field: &str) -> Result<IpNet, ConfigError> {
 fn parse_dns(dns: &GoObject<'_>) -> Result<Dns, ConfigError> {
     let strings = |name: &str| -> Result<Vec<String>, ConfigError> {
         let field = dns.path_of(name);
-        dns.list(name)?.iter().map(|v| as_str(v, &field)).collect()
+        dns.list(name)?
+            .iter()
+            .map(|v| as_str(v, &field).map_err(ConfigError::from))
+            .collect()
     };
     Ok(Dns {
         nameservers: strings("nameservers")?,

@@ -1,6 +1,11 @@
-//! The six CNI commands (SPEC.md, Section 2: Execution Protocol).
+//! The six CNI commands (SPEC.md, Section 2: Execution Protocol) and rcni's own repair
+//! commands (see [`crate::repair`]).
 
 use std::fmt;
+
+use cni_invoke::{RCNI_REPAIR, RCNI_REPAIR_LOOK};
+
+use crate::repair::RepairMode;
 
 /// A value of `CNI_COMMAND`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,10 +16,12 @@ pub enum Command {
     Status,
     Gc,
     Version,
+    /// rcni's repair of an attachment's rules (`RCNI_REPAIR`, `RCNI_REPAIR_LOOK`).
+    Repair(RepairMode),
 }
 
 impl Command {
-    /// Parses the exact upper-case spelling the spec uses; anything else is `None`.
+    /// Parses the exact upper-case spelling the spec (or rcni) uses; anything else is `None`.
     pub fn parse(s: &str) -> Option<Command> {
         Some(match s {
             "ADD" => Command::Add,
@@ -23,8 +30,17 @@ impl Command {
             "STATUS" => Command::Status,
             "GC" => Command::Gc,
             "VERSION" => Command::Version,
+            RCNI_REPAIR => Command::Repair(RepairMode::Repair),
+            RCNI_REPAIR_LOOK => Command::Repair(RepairMode::Look),
             _ => return None,
         })
+    }
+
+    /// rcni's own commands: the runtime sends them to a multi-call executable under its own
+    /// name, and the plugin that answers is the request config's `type`
+    /// ([`crate::run_by_config_type`]).
+    pub fn is_rcni_own(self) -> bool {
+        matches!(self, Command::Repair(_))
     }
 
     /// The `CNI_COMMAND` spelling.
@@ -36,6 +52,8 @@ impl Command {
             Command::Status => "STATUS",
             Command::Gc => "GC",
             Command::Version => "VERSION",
+            Command::Repair(RepairMode::Repair) => RCNI_REPAIR,
+            Command::Repair(RepairMode::Look) => RCNI_REPAIR_LOOK,
         }
     }
 }
@@ -50,7 +68,7 @@ impl fmt::Display for Command {
 mod tests {
     use super::*;
 
-    // Exactly six commands, spelled in upper case.
+    // The six commands and rcni's two, spelled in upper case.
     #[test]
     fn round_trip() {
         for c in [
@@ -60,6 +78,8 @@ mod tests {
             Command::Status,
             Command::Gc,
             Command::Version,
+            Command::Repair(RepairMode::Repair),
+            Command::Repair(RepairMode::Look),
         ] {
             assert_eq!(Command::parse(c.as_str()), Some(c));
         }

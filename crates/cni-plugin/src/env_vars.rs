@@ -14,6 +14,7 @@
 
 use std::path::PathBuf;
 
+use cni_invoke::{RCNI_REPAIR, RCNI_REPAIR_LOOK};
 use cni_types::{validate_container_id, validate_interface_name, CniError};
 
 use crate::env::Env;
@@ -30,12 +31,19 @@ pub(crate) struct EnvVars {
     pub netns_override: String,
 }
 
-/// Commands that need each variable. `CNI_COMMAND` itself is always needed.
+/// Commands that need each variable. `CNI_COMMAND` itself is always needed. rcni's repair
+/// names the attachment whose rules it looks at; it works on the host's rules only.
 const REQUIRED: [(&str, &[&str]); 6] = [
     ("CNI_COMMAND", &["ADD", "CHECK", "DEL", "GC", "STATUS"]),
-    ("CNI_CONTAINERID", &["ADD", "CHECK", "DEL"]),
+    (
+        "CNI_CONTAINERID",
+        &["ADD", "CHECK", "DEL", RCNI_REPAIR, RCNI_REPAIR_LOOK],
+    ),
     ("CNI_NETNS", &["ADD", "CHECK"]),
-    ("CNI_IFNAME", &["ADD", "CHECK", "DEL"]),
+    (
+        "CNI_IFNAME",
+        &["ADD", "CHECK", "DEL", RCNI_REPAIR, RCNI_REPAIR_LOOK],
+    ),
     ("CNI_ARGS", &[]),
     ("CNI_PATH", &["ADD", "CHECK", "DEL", "GC", "STATUS"]),
 ];

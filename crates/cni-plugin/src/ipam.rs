@@ -2,8 +2,8 @@
 //!
 //! The delegate is looked up in `CNI_PATH` and run with the same `CNI_*` values and the complete
 //! request config the calling plugin received; only `CNI_COMMAND` may differ.
-//! [`IpamGuard`] gives ADD its undo: if the caller's ADD fails after the IPAM ADD succeeded,
-//! dropping the guard runs the IPAM DEL so the lease is released.
+//! [`ipam_add_with_undo`] gives ADD its undo: if the caller's ADD fails after the IPAM ADD
+//! succeeded, its undo stack runs the IPAM DEL so the lease is released.
 //!
 //! A delegate that is this very executable runs in-process ([`in_process`]), with the same
 //! answer, files and error codes as when it is executed.
@@ -17,6 +17,7 @@ use cni_types::{CniError, CniResult};
 
 use crate::cmd_args::CmdArgs;
 use crate::command::Command;
+use crate::undo::Undo;
 
 pub use in_process::{register as register_in_process, Resolver};
 
@@ -60,7 +61,7 @@ fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
     Ok(&args.conf.ipam_type)
 }
 
-/// IPAM ADD. Prefer [`IpamGuard::add`] when more work follows that can fail.
+/// IPAM ADD. Prefer [`ipam_add_with_undo`] when more work follows that can fail.
 pub fn ipam_add(args: &CmdArgs) -> Result<CniResult, CniError> {
     delegate_add(ipam_type(args)?, args)
 }
@@ -116,58 +117,27 @@ pub fn ipam_gc_if_configured(args: &CmdArgs) -> Result<(), CniError> {
     ipam_gc(args)
 }
 
-/// The result of an IPAM ADD that is released again (IPAM DEL) when dropped, unless
-/// [`IpamGuard::commit`] was called.
+/// IPAM ADD as a step of a transactional ADD: the lease is released (IPAM DEL) by `undo`
+/// when the ADD fails later.
 ///
 /// ```no_run
-/// # use cni_plugin::{CmdArgs, ipam::IpamGuard};
+/// # use cni_plugin::{ipam, CmdArgs, Undo};
 /// # fn configure(_: &cni_types::CniResult) -> Result<(), cni_types::CniError> { Ok(()) }
 /// # fn add(args: &CmdArgs) -> Result<cni_types::CniResult, cni_types::CniError> {
-/// let lease = IpamGuard::add(args)?;
-/// configure(lease.result())?; // on error the guard drops and the lease is released
-/// Ok(lease.commit())
+/// let mut undo = Undo::new();
+/// let lease = ipam::ipam_add_with_undo(args, &mut undo)?;
+/// configure(&lease)?; // on error the stack drops and the lease is released
+/// undo.commit();
+/// Ok(lease)
 /// # }
 /// ```
-#[derive(Debug)]
-pub struct IpamGuard<'a> {
+pub fn ipam_add_with_undo<'a>(
     args: &'a CmdArgs,
-    result: CniResult,
-    armed: bool,
-}
-
-impl<'a> IpamGuard<'a> {
-    /// Runs the IPAM ADD and arms the guard.
-    pub fn add(args: &'a CmdArgs) -> Result<IpamGuard<'a>, CniError> {
-        let result = ipam_add(args)?;
-        Ok(IpamGuard {
-            args,
-            result,
-            armed: true,
-        })
-    }
-
-    /// The IPAM result.
-    pub fn result(&self) -> &CniResult {
-        &self.result
-    }
-
-    /// Keeps the lease: the ADD succeeded. Returns the IPAM result.
-    pub fn commit(mut self) -> CniResult {
-        self.armed = false;
-        std::mem::replace(&mut self.result, CniResult::new(self.args.version))
-    }
-}
-
-impl Drop for IpamGuard<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        log::info!("ADD failed after IPAM ADD: running IPAM DEL");
-        if let Err(e) = ipam_del(self.args) {
-            log::error!("IPAM DEL after a failed ADD failed too: {e}");
-        }
-    }
+    undo: &mut Undo<'a>,
+) -> Result<CniResult, CniError> {
+    let result = ipam_add(args)?;
+    undo.push("IPAM lease", || ipam_del(args).map_err(|e| e.msg));
+    Ok(result)
 }
 
 #[cfg(test)]

@@ -19,9 +19,13 @@
 //! std::process::exit(cni_plugin::run(&Noop));
 //! ```
 //!
-//! - [`run`] for `main`; [`run_with`] for tests (environment, stdin, stdout, stderr as seams).
-//! - [`ipam`]: delegation to the IPAM plugin, with [`ipam::IpamGuard`] undoing a lease when ADD
-//!   fails later.
+//! - [`run`] for `main`; [`run_with`] for tests (environment, stdin, stdout, stderr as seams);
+//!   [`run_by_config_type`] for a multi-call executable run under its own name, which picks
+//!   the plugin by the config's `type` (rcni's [`repair`] commands arrive that way).
+//! - [`FnPlugin`]: a plugin written as one function per command, without an `impl Plugin`.
+//! - [`Undo`]: the undo stack that makes an ADD transactional; [`ipam`]: delegation to the
+//!   IPAM plugin, with [`ipam::ipam_add_with_undo`] releasing the lease when the ADD fails
+//!   later.
 //! - [`logger`]: `log` output to stderr or `RCNI_LOG_FILE`, level from `RCNI_LOG`.
 //!
 //! No Linux-specific code lives here.
@@ -30,19 +34,25 @@ mod cmd_args;
 mod command;
 mod env;
 mod env_vars;
+mod fn_plugin;
 pub mod ipam;
 pub mod logger;
 mod own_netns;
 pub mod panic_hook;
 mod plugin;
+pub mod repair;
 mod runner;
+pub mod undo;
 mod version_gate;
 mod version_stdin;
 
 pub use cmd_args::CmdArgs;
 pub use command::Command;
 pub use env::{Env, ProcessEnv};
+pub use fn_plugin::{Callback, FnPlugin};
 pub use plugin::{Plugin, ResultExt};
-pub use runner::{run, run_with};
+pub use repair::{RepairAnswer, RepairMode};
+pub use runner::{run, run_by_config_type, run_with};
+pub use undo::Undo;
 
 pub use cni_types::{CniError, CniResult, SpecVersion};

@@ -1,7 +1,7 @@
 //! Panics still answer in CNI form, and still clean up.
 //!
 //! The workspace builds with `panic = "unwind"` (release too), so a panic unwinds through the
-//! plugin: every live undo stack (`common::undo::Undo` of cni-plugins) is dropped on the way
+//! plugin: every live undo stack ([`crate::Undo`]) is dropped on the way
 //! and removes what the failed call created. The hook
 //! installed here only logs the message and location (to the log: stderr or a file) and
 //! remembers the first location; the runner catches the unwind and answers with the code-999

@@ -5,6 +5,7 @@ use std::fmt::Display;
 use cni_types::{CniError, CniResult, SpecVersion};
 
 use crate::cmd_args::CmdArgs;
+use crate::repair::{RepairAnswer, RepairMode};
 
 /// A CNI plugin: one callback per command. The runner has already validated the environment,
 /// parsed the config, gated and negotiated the version when a callback runs.
@@ -30,6 +31,13 @@ pub trait Plugin {
     /// GC (only reached at >= 1.1.0). Default: nothing to collect.
     fn gc(&self, _args: &CmdArgs) -> Result<(), CniError> {
         Ok(())
+    }
+
+    /// rcni's repair ([`crate::repair`]): the nf_tables rules this plugin's ADD made for the
+    /// attachment that are missing now, put back unless `mode` only looks. Default: the
+    /// plugin makes no rules.
+    fn repair(&self, _args: &CmdArgs, _mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        Ok(RepairAnswer::OwnsNoRules)
     }
 
     /// The spec versions this plugin speaks. Default: all seven.

@@ -34,6 +34,77 @@ pub fn run(plugin: &dyn Plugin) -> i32 {
     run_with(plugin, &env, &mut stdin, &mut *stdout, &mut stderr)
 }
 
+/// Runs, in an executable holding several plugins and run under its own name, the plugin
+/// `plugin_of` gives for the request config's `type`: the runtime sends rcni's own commands
+/// ([`Command::is_rcni_own`]) that way. A config without a type this executable holds (or
+/// not JSON at all) is answered by a plugin with no capability of its own, so the runner
+/// reports a bad config as for any plugin and a repair answers that no rules are owned.
+pub fn run_by_config_type(plugin_of: &dyn Fn(&str) -> Option<Box<dyn Plugin>>) -> i32 {
+    logger::init(&program_name());
+    panic_hook::install();
+    // Read once here for the type; the runner reads the same bytes (and applies its limit).
+    let mut bytes = Vec::new();
+    let read = io::stdin()
+        .lock()
+        .take(STDIN_LIMIT + 1)
+        .read_to_end(&mut bytes);
+    let plugin_type = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| Some(v.get("type")?.as_str()?.to_string()))
+        .unwrap_or_default();
+    let plugin = plugin_of(&plugin_type).unwrap_or_else(|| Box::new(NotHeld(plugin_type)));
+    let mut stdin: Box<dyn Read> = match read {
+        Ok(_) => Box::new(io::Cursor::new(bytes)),
+        Err(e) => Box::new(FailedRead(Some(e))),
+    };
+    let mut stdout = unbuffered_stdout();
+    let mut stderr = io::stderr();
+    run_with(&*plugin, &ProcessEnv, &mut stdin, &mut *stdout, &mut stderr)
+}
+
+/// Stdin that could not be read: the runner gets the same error (code 5).
+struct FailedRead(Option<io::Error>);
+
+impl Read for FailedRead {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(self
+            .0
+            .take()
+            .unwrap_or_else(|| io::Error::other("stdin could not be read")))
+    }
+}
+
+/// The plugin for a config `type` the executable does not hold: every spec command is
+/// refused (code 7); rcni's own commands get the trait's defaults.
+struct NotHeld(String);
+
+impl NotHeld {
+    fn refuse(&self) -> CniError {
+        CniError::invalid_config(format!(
+            "this executable holds no plugin of type {:?}",
+            self.0
+        ))
+    }
+}
+
+impl Plugin for NotHeld {
+    fn add(&self, _: &CmdArgs) -> Result<cni_types::CniResult, CniError> {
+        Err(self.refuse())
+    }
+    fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
+        Err(self.refuse())
+    }
+    fn check(&self, _: &CmdArgs) -> Result<(), CniError> {
+        Err(self.refuse())
+    }
+    fn status(&self, _: &CmdArgs) -> Result<(), CniError> {
+        Err(self.refuse())
+    }
+    fn gc(&self, _: &CmdArgs) -> Result<(), CniError> {
+        Err(self.refuse())
+    }
+}
+
 /// Stdout as a handle of our own without std's line buffering, so the answer (always written
 /// with one `write_all`) leaves in one write(2): the line-buffered stdout wrote a pretty result
 /// up to its last newline and the closing brace in a second write, and each write can wake the
@@ -235,6 +306,7 @@ fn call(
         Command::Check => plugin.check(args).map(|()| None),
         Command::Status => plugin.status(args).map(|()| None),
         Command::Gc => plugin.gc(args).map(|()| None),
+        Command::Repair(mode) => plugin.repair(args, mode).map(|a| Some(a.to_json())),
         Command::Version => Ok(Some(version_answer(b"", &plugin.supported_versions()))),
     }
 }

@@ -18,7 +18,6 @@ mod netns;
 pub mod portmap;
 pub mod ptp;
 mod registry;
-pub mod repair;
 pub mod sbr;
 pub mod static_ipam;
 pub mod tap;
@@ -27,11 +26,3 @@ pub mod vlan;
 pub mod vrf;
 
 pub use registry::{plugin_by_name, PluginEntry, PLUGINS};
-
-/// The "about" line every plugin prints when run without `CNI_COMMAND`.
-pub fn about(plugin: &str) -> String {
-    format!(
-        "CNI {plugin} plugin (rcni-plugins v{})",
-        env!("CARGO_PKG_VERSION")
-    )
-}

@@ -97,10 +97,6 @@ impl Plugin for Loopback {
         }
         Ok(())
     }
-
-    fn about(&self) -> String {
-        crate::about("loopback")
-    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use cni_plugin::Command;
 use cni_plugins::install::{copy_executable, install, Outcome};
 use cni_plugins::{plugin_by_name, PLUGINS};
 use cni_types::{pretty_json, CniError};
@@ -34,10 +35,11 @@ fn main() {
 }
 
 fn front_end(name: &str, args: &[OsString]) -> i32 {
-    // rcni's repair of one attachment's rules, sent by the runtime to this executable.
+    // rcni's own commands (repair) come to this executable under its own name: the plugin
+    // that answers is the request config's type.
     let command = std::env::var("CNI_COMMAND").unwrap_or_default();
-    if let Some(mode) = cni_plugins::repair::mode_of(&command).filter(|_| args.is_empty()) {
-        return cni_plugins::repair::run_command(mode);
+    if Command::parse(&command).is_some_and(Command::is_rcni_own) && args.is_empty() {
+        return cni_plugin::run_by_config_type(&|plugin_type| plugin_by_name(plugin_type));
     }
     // A runtime executing us under a name we do not know gets a CNI error, not help text.
     if std::env::var_os("CNI_COMMAND").is_some_and(|c| !c.is_empty()) && args.is_empty() {
@@ -99,7 +101,8 @@ fn help() -> String {
         env!("CARGO_PKG_VERSION")
     );
     for p in PLUGINS {
-        let versions: Vec<String> = (p.make)()
+        let versions: Vec<String> = p
+            .plugin
             .supported_versions()
             .iter()
             .map(ToString::to_string)
@@ -200,7 +203,7 @@ fn run_install(args: &InstallArgs) -> i32 {
 /// delegate, run in-process or executed). Release builds ignore both variables.
 #[cfg(debug_assertions)]
 mod test_panic {
-    use cni_plugin::{CmdArgs, Plugin};
+    use cni_plugin::{CmdArgs, Plugin, RepairAnswer, RepairMode};
     use cni_types::{CniError, CniResult, SpecVersion};
 
     pub fn wrap(name: &str, plugin: Box<dyn Plugin>) -> Box<dyn Plugin> {
@@ -231,6 +234,9 @@ mod test_panic {
                     .join();
             });
             Ok(())
+        }
+        fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+            self.0.repair(args, mode)
         }
         fn supported_versions(&self) -> Vec<SpecVersion> {
             self.0.supported_versions()

@@ -1,10 +1,17 @@
-//! The plugins this executable contains, by the name it is invoked as.
+//! The plugins this executable contains, by the name it is invoked as: the one place a
+//! plugin is registered. Each entry names a plugin value: a plugin whose commands live in
+//! their own files is a [`FnPlugin`](cni_plugin::FnPlugin) table in its module (`ptp::PLUGIN`), a plugin written in
+//! one file implements [`Plugin`] itself. The about line every plugin prints comes from here.
 //!
 //! Adding a plugin: declare its module in `lib.rs` and add one `entry(...)` line here.
 
-use cni_plugin::Plugin;
+use cni_plugin::{CmdArgs, Plugin, RepairAnswer, RepairMode};
+use cni_types::{CniError, CniResult, SpecVersion};
 
-use crate::loopback;
+use crate::{
+    bandwidth, bridge, dhcp, dummy, firewall, host_device, host_local, ipvlan, loopback, macvlan,
+    portmap, ptp, sbr, static_ipam, tap, tuning, vlan, vrf,
+};
 
 /// One plugin of the multi-call binary.
 #[derive(Clone, Copy)]
@@ -13,115 +20,156 @@ pub struct PluginEntry {
     pub name: &'static str,
     /// One line for `--help`.
     pub summary: &'static str,
-    /// Makes the plugin.
-    pub make: fn() -> Box<dyn Plugin>,
+    /// The plugin's commands.
+    pub plugin: &'static dyn Plugin,
 }
 
 const fn entry(
     name: &'static str,
     summary: &'static str,
-    make: fn() -> Box<dyn Plugin>,
+    plugin: &'static dyn Plugin,
 ) -> PluginEntry {
     PluginEntry {
         name,
         summary,
-        make,
+        plugin,
     }
 }
 
 /// Every plugin, in `--help` order.
 pub const PLUGINS: &[PluginEntry] = &[
-    entry("loopback", "set the loopback interface up", || {
-        Box::new(loopback::Loopback)
-    }),
+    entry(
+        "loopback",
+        "set the loopback interface up",
+        &loopback::Loopback,
+    ),
     entry(
         "bridge",
         "connect the container to a Linux bridge through a veth pair",
-        || Box::new(crate::bridge::Bridge),
+        &bridge::PLUGIN,
     ),
     entry(
         "ptp",
         "routed veth pair between the container and the host",
-        || Box::new(crate::ptp::Ptp),
+        &ptp::PLUGIN,
     ),
     entry(
         "macvlan",
         "a macvlan link on a host interface in the container",
-        || Box::new(crate::macvlan::Macvlan),
+        &macvlan::PLUGIN,
     ),
     entry(
         "ipvlan",
         "an ipvlan link on a host interface in the container",
-        || Box::new(crate::ipvlan::Ipvlan),
+        &ipvlan::PLUGIN,
     ),
     entry(
         "vlan",
         "an 802.1Q VLAN sub-interface of a host interface in the container",
-        || Box::new(crate::vlan::Vlan),
+        &vlan::PLUGIN,
     ),
-    entry("dummy", "a dummy link in the container", || {
-        Box::new(crate::dummy::Dummy)
-    }),
+    entry("dummy", "a dummy link in the container", &dummy::Dummy),
     entry(
         "host-device",
         "move an existing host device into the container",
-        || Box::new(crate::host_device::HostDevice),
+        &host_device::PLUGIN,
     ),
     entry(
         "tap",
         "a persistent tap device in the container, optionally on a bridge",
-        || Box::new(crate::tap::Tap),
+        &tap::PLUGIN,
     ),
     entry(
         "sbr",
         "source-based routing: a table and a rule per container address",
-        || Box::new(crate::sbr::Sbr),
+        &sbr::PLUGIN,
     ),
     entry(
         "vrf",
         "put the container interface into a VRF (CONFIG_NET_VRF)",
-        || Box::new(crate::vrf::Vrf),
+        &vrf::PLUGIN,
     ),
     entry(
         "portmap",
         "forward host ports to the container (nftables)",
-        || Box::new(crate::portmap::Portmap),
+        &portmap::Portmap,
     ),
     entry(
         "firewall",
         "accept forwarded container traffic, isolate bridges (nftables)",
-        || Box::new(crate::firewall::Firewall),
+        &firewall::Firewall,
     ),
     entry(
         "tuning",
         "container sysctls and link attributes, restored on DEL",
-        || Box::new(crate::tuning::Tuning),
+        &tuning::Tuning,
     ),
     entry(
         "bandwidth",
         "shape container traffic with tbf qdiscs and an ifb device",
-        || Box::new(crate::bandwidth::BandwidthPlugin),
+        &bandwidth::BandwidthPlugin,
     ),
     entry(
         "host-local",
         "allocate addresses from ranges, leases kept on disk",
-        || Box::new(crate::host_local::HostLocal),
+        &host_local::HostLocal,
     ),
     entry(
         "dhcp",
         "addresses from a DHCP server via `rcni-plugins dhcp daemon`",
-        || Box::new(crate::dhcp::Dhcp),
+        &dhcp::PLUGIN,
     ),
     entry(
         "static",
         "fixed addresses, routes and DNS from the config",
-        || Box::new(crate::static_ipam::StaticIpam),
+        &static_ipam::StaticIpam,
     ),
 ];
 
 /// The plugin called `name`, if this binary contains it.
 pub fn plugin_by_name(name: &str) -> Option<Box<dyn Plugin>> {
-    PLUGINS.iter().find(|p| p.name == name).map(|p| (p.make)())
+    PLUGINS
+        .iter()
+        .find(|p| p.name == name)
+        .map(|entry| Box::new(Registered(entry)) as Box<dyn Plugin>)
+}
+
+/// The "about" line every plugin prints when run without `CNI_COMMAND`.
+fn about(plugin: &str) -> String {
+    format!(
+        "CNI {plugin} plugin (rcni-plugins v{})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// A plugin as the registry hands it out: its own commands, and the about line of its name.
+struct Registered(&'static PluginEntry);
+
+impl Plugin for Registered {
+    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        self.0.plugin.add(args)
+    }
+    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
+        self.0.plugin.del(args)
+    }
+    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
+        self.0.plugin.check(args)
+    }
+    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        self.0.plugin.status(args)
+    }
+    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
+        self.0.plugin.gc(args)
+    }
+    fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        self.0.plugin.repair(args, mode)
+    }
+    fn supported_versions(&self) -> Vec<SpecVersion> {
+        self.0.plugin.supported_versions()
+    }
+    fn about(&self) -> String {
+        about(self.0.name)
+    }
 }
 
 #[cfg(test)]

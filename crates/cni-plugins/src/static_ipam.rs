@@ -62,8 +62,4 @@ impl Plugin for StaticIpam {
             .collect();
         config.check(&found).map_err(ipam_error)
     }
-
-    fn about(&self) -> String {
-        crate::about("static")
-    }
 }

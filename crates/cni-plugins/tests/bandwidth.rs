@@ -4,6 +4,7 @@
 //! settings compared with Go's bandwidth plugin. Needs root.
 
 mod attach;
+mod common;
 
 use std::path::Path;
 use std::process::Command;
@@ -34,8 +35,11 @@ fn attach_pod(env: &Env, pod: &Netns, cid: &str) -> Value {
     env.add("bridge", pod, cid, &conf)
 }
 
-fn bw_conf(prev: Option<&Value>, keys: Value) -> Value {
-    let mut c = json!({"cniVersion": "1.0.0", "name": NET, "type": "bandwidth"});
+/// A bandwidth config of `env`: its records go to the sandbox (`dataDir`), never to the
+/// machine's default directory.
+fn bw_conf(env: &Env, prev: Option<&Value>, keys: Value) -> Value {
+    let mut c = json!({"cniVersion": "1.0.0", "name": NET, "type": "bandwidth",
+                       "dataDir": records_dir(env)});
     if let Some(prev) = prev {
         c["prevResult"] = prev.clone();
     }
@@ -43,8 +47,17 @@ fn bw_conf(prev: Option<&Value>, keys: Value) -> Value {
     c
 }
 
+fn records_dir(env: &Env) -> std::path::PathBuf {
+    env.data_dir.join("bandwidth-records")
+}
+
 fn run_bw(env: &Env, cmd: &str, pod: &Netns, cid: &str, conf: &Value) -> PluginOutput {
-    env.run("bandwidth", &env.call(cmd, pod, cid, &conf.to_string()))
+    let out = env.run("bandwidth", &env.call(cmd, pod, cid, &conf.to_string()));
+    if cmd == "ADD" && out.success() {
+        let net = conf["name"].as_str().unwrap();
+        common::assert_no_record_in_default_dirs(net, cid, "eth0");
+    }
+    out
 }
 
 fn host_veth_name(prev: &Value) -> String {
@@ -85,7 +98,7 @@ fn add_shapes_both_directions_check_and_del() {
     let pod = env.pod();
     let prev = attach_pod(&env, &pod, "c1");
     let veth = host_veth_name(&prev);
-    let conf = bw_conf(Some(&prev), limits());
+    let conf = bw_conf(&env, Some(&prev), limits());
 
     let out = run_bw(&env, "ADD", &pod, "c1", &conf);
     out.assert_success();
@@ -162,6 +175,7 @@ fn runtime_config_applies_only_without_top_level_keys() {
 
     // Top-level keys present (egress only): runtimeConfig is ignored.
     let mut conf = bw_conf(
+        &env,
         Some(&prev),
         json!({"egressRate": 8_000_000, "egressBurst": 800_000}),
     );
@@ -174,7 +188,7 @@ fn runtime_config_applies_only_without_top_level_keys() {
     // Only runtimeConfig: ingress shaping, no IFB.
     let pod2 = env.pod();
     let prev2 = attach_pod(&env, &pod2, "c3");
-    let mut conf = bw_conf(Some(&prev2), json!({}));
+    let mut conf = bw_conf(&env, Some(&prev2), json!({}));
     merge(&mut conf, rc);
     let r = run_bw(&env, "ADD", &pod2, "c3", &conf);
     r.assert_success();
@@ -186,7 +200,13 @@ fn runtime_config_applies_only_without_top_level_keys() {
     // No limits at all: prevResult passes through untouched.
     let pod3 = env.pod();
     let prev3 = attach_pod(&env, &pod3, "c4");
-    let r = run_bw(&env, "ADD", &pod3, "c4", &bw_conf(Some(&prev3), json!({})));
+    let r = run_bw(
+        &env,
+        "ADD",
+        &pod3,
+        "c4",
+        &bw_conf(&env, Some(&prev3), json!({})),
+    );
     r.assert_success();
     assert_eq!(r.json().unwrap()["interfaces"], prev3["interfaces"]);
     assert!(qdisc(env.host(), &host_veth_name(&prev3), "tbf").is_none());
@@ -204,15 +224,21 @@ fn bad_input_is_refused() {
         json!({"ingressRate": -5, "ingressBurst": 1000}),
         json!({"egressRate": "fast", "egressBurst": 1000}),
     ] {
-        let out = run_bw(&env, "ADD", &pod, "c5", &bw_conf(Some(&prev), keys.clone()));
+        let out = run_bw(
+            &env,
+            "ADD",
+            &pod,
+            "c5",
+            &bw_conf(&env, Some(&prev), keys.clone()),
+        );
         let e = cni_error(&out, 7);
         assert!(e["msg"].is_string(), "{keys}: {out}");
     }
     // Chained only.
-    let out = run_bw(&env, "ADD", &pod, "c5", &bw_conf(None, limits()));
+    let out = run_bw(&env, "ADD", &pod, "c5", &bw_conf(&env, None, limits()));
     cni_error(&out, 7);
     // Versions before 0.3.0 are not supported.
-    let mut old = bw_conf(Some(&prev), limits());
+    let mut old = bw_conf(&env, Some(&prev), limits());
     old["cniVersion"] = json!("0.2.0");
     old.as_object_mut().unwrap().remove("prevResult");
     assert_eq!(run_bw(&env, "ADD", &pod, "c5", &old).error_code(), Some(1));
@@ -249,8 +275,8 @@ fn interop_qdiscs_match_go_bandwidth() {
     let (pr, pg) = (rcni.pod(), gobw.pod());
     let prev_r = attach_pod(&rcni, &pr, "cx");
     let prev_g = attach_pod(&gobw, &pg, "cx");
-    let conf_r = bw_conf(Some(&prev_r), limits());
-    let conf_g = bw_conf(Some(&prev_g), limits());
+    let conf_r = bw_conf(&rcni, Some(&prev_r), limits());
+    let conf_g = bw_conf(&gobw, Some(&prev_g), limits());
     let out_r = run_bw(&rcni, "ADD", &pr, "cx", &conf_r);
     out_r.assert_success();
     let out_g = run_bw(&gobw, "ADD", &pg, "cx", &conf_g);
@@ -308,7 +334,7 @@ fn egress_limit_slows_real_traffic() {
     let conf = bridge_conf(&env, NET, BR, SUBNET, json!({"isGateway": true}));
     let prev = env.add("bridge", &pod, "c7", &conf);
     let keys = json!({"egressRate": 4_000_000, "egressBurst": 80_000});
-    run_bw(&env, "ADD", &pod, "c7", &bw_conf(Some(&prev), keys)).assert_success();
+    run_bw(&env, "ADD", &pod, "c7", &bw_conf(&env, Some(&prev), keys)).assert_success();
 
     let host_ns = cni_linux::NetNs::open(&env.sb.host().path).unwrap();
     let pod_ns = cni_linux::NetNs::open(&pod.path).unwrap();
@@ -340,7 +366,14 @@ fn egress_limit_slows_real_traffic() {
         elapsed > Duration::from_millis(1000),
         "1 MB at 4 Mbit/s took only {elapsed:?}"
     );
-    run_bw(&env, "DEL", &pod, "c7", &bw_conf(Some(&prev), json!({}))).assert_success();
+    run_bw(
+        &env,
+        "DEL",
+        &pod,
+        "c7",
+        &bw_conf(&env, Some(&prev), json!({})),
+    )
+    .assert_success();
 }
 
 /// A failure at any step of ADD leaves no IFB and no qdisc behind.
@@ -356,7 +389,7 @@ fn failed_add_leaves_nothing_behind() {
         let cid = format!("f{n}");
         let prev = attach_pod(&env, &pod, &cid);
         let veth = host_veth_name(&prev);
-        let conf = bw_conf(Some(&prev), limits());
+        let conf = bw_conf(&env, Some(&prev), limits());
         let call = env
             .call("ADD", &pod, &cid, &conf.to_string())
             .env("RCNI_TEST_FAIL_AT", format!("bandwidth:{step}"));
@@ -403,7 +436,7 @@ fn second_add_keeps_the_first_attachments_shaping() {
     let prev = attach_pod(&env, &pod, "c8");
     let veth = host_veth_name(&prev);
     let ifb = ifb_name(NET, "c8");
-    let conf = bw_conf(Some(&prev), limits());
+    let conf = bw_conf(&env, Some(&prev), limits());
     let first = run_bw(&env, "ADD", &pod, "c8", &conf);
     first.assert_success();
     let before = shaping_state(env.host(), &veth, &ifb);
@@ -424,6 +457,7 @@ fn second_add_keeps_the_first_attachments_shaping() {
     let prev2 = attach_pod(&env, &pod2, "c9");
     let veth2 = host_veth_name(&prev2);
     let ingress = bw_conf(
+        &env,
         Some(&prev2),
         json!({"ingressRate": 1_000_000, "ingressBurst": 8_000_000}),
     );
@@ -443,7 +477,7 @@ fn second_add_keeps_the_first_attachments_shaping() {
     let veth3 = host_veth_name(&prev3);
     let mut keys = limits();
     keys["shapedSubnets"] = json!(["198.18.5.0/24"]);
-    let htb = bw_conf(Some(&prev3), keys);
+    let htb = bw_conf(&env, Some(&prev3), keys);
     let first = run_bw(&env, "ADD", &pod3, "c10", &htb);
     first.assert_success();
     let before = shaping_state(env.host(), &veth3, &ifb_name(NET, "c10"));
@@ -574,7 +608,7 @@ fn shaped_subnets_limit_only_their_peers() {
         let prev = env.add("bridge", &pod, &cid, &br);
         let mut keys = limits.clone();
         keys[key] = json!(["198.18.5.0/24"]);
-        let conf = bw_conf(Some(&prev), keys);
+        let conf = bw_conf(&env, Some(&prev), keys);
         let out = run_bw(&env, "ADD", &pod, &cid, &conf);
         out.assert_success();
         let veth = host_veth_name(&prev);
@@ -614,7 +648,7 @@ fn shaped_subnets_limit_only_their_peers() {
     let mut keys = limits;
     keys["shapedSubnets"] = json!(["198.18.5.0/24"]);
     keys["unshapedSubnets"] = json!(["198.18.6.0/24"]);
-    let out = run_bw(&env, "ADD", &pod, "s9", &bw_conf(Some(&prev), keys));
+    let out = run_bw(&env, "ADD", &pod, "s9", &bw_conf(&env, Some(&prev), keys));
     let e = cni_error(&out, 7);
     assert!(e["msg"].as_str().unwrap().contains("cannot be both"), "{e}");
     assert!(!has_link(&host, &ifb_name(NET, "s9")));
@@ -631,7 +665,14 @@ fn gc_removes_an_ifb_of_a_dead_attachment() {
     let (live, dead) = (env.pod(), env.pod());
     for (pod, cid) in [(&live, "g1"), (&dead, "g2")] {
         let prev = attach_pod(&env, pod, cid);
-        run_bw(&env, "ADD", pod, cid, &bw_conf(Some(&prev), egress.clone())).assert_success();
+        run_bw(
+            &env,
+            "ADD",
+            pod,
+            cid,
+            &bw_conf(&env, Some(&prev), egress.clone()),
+        )
+        .assert_success();
     }
     let (live_ifb, dead_ifb) = (ifb_name(NET, "g1"), ifb_name(NET, "g2"));
     let alias = link(env.host(), &dead_ifb)["ifalias"].clone();
@@ -640,7 +681,8 @@ fn gc_removes_an_ifb_of_a_dead_attachment() {
         "{alias}"
     );
     let gc = |net: &str| {
-        let mut c = json!({"cniVersion": "1.1.0", "name": net, "type": "bandwidth"});
+        let mut c = json!({"cniVersion": "1.1.0", "name": net, "type": "bandwidth",
+                           "dataDir": records_dir(&env)});
         c["cni.dev/valid-attachments"] = json!([{"containerID": "g1", "ifname": "eth0"}]);
         let call = env.call("GC", &live, "", &c.to_string()).netns("");
         env.run("bandwidth", &call)

@@ -10,6 +10,8 @@
 mod common;
 
 use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -161,9 +163,10 @@ impl Lan {
             "priority": 50,
         });
         match plugin {
+            // The attachment record goes to the sandbox, not the machine's /run/rcni.
             "macvlan" => json!({
                 "cniVersion": "1.1.0", "name": NET, "type": "macvlan", "master": "m0",
-                "ipam": ipam,
+                "ipam": ipam, "dataDir": self.sb.dir().join("sublink-records"),
             }),
             _ => json!({
                 "cniVersion": "1.1.0", "name": NET, "type": "bridge", "bridge": "lan0",
@@ -190,6 +193,7 @@ impl Lan {
     fn add(&self, pod: &Netns, cid: &str, conf: &Value) -> Value {
         let out = self.run("ADD", pod, cid, conf);
         assert!(out.success(), "ADD failed: {}\n{}", out.stdout, self.logs());
+        common::assert_no_record_in_default_dirs(NET, cid, "eth0");
         out.json().unwrap()
     }
 
@@ -599,4 +603,36 @@ fn rebinding_broadcasts_after_t2_when_the_granting_server_is_silent() {
     // The renewal attempt failed first (the nft drop answers the unicast send with EPERM).
     assert!(lan.daemon_log().contains("WARN"), "{}", lan.logs());
     assert!(lan.run("DEL", &pod, "c1", &conf).success());
+}
+
+// Whatever answers on the daemon's socket is not trusted: a lease whose prefix length is
+// longer than 32 is a clear error (the daemon answered badly, code 5), not a panic (999).
+#[test]
+fn a_lease_with_a_prefix_longer_than_32_is_a_clear_error() {
+    let setup = common::Setup::new(&["dhcp"]);
+    let socket = setup.sb.dir().join("fake-daemon.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let fake_daemon = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        stream.read_to_end(&mut request).unwrap();
+        let lease = json!({
+            "address": "198.18.0.77", "prefixLen": 40, "server": "198.18.0.1",
+            "routers": ["198.18.0.1"], "staticRoutes": [], "classlessRoutes": [],
+            "boundAt": 0, "leaseSecs": 120, "t1Secs": 60, "t2Secs": 105,
+        });
+        let answer = json!({"ok": {"lease": lease}});
+        stream.write_all(answer.to_string().as_bytes()).unwrap();
+        String::from_utf8(request).unwrap()
+    });
+    let ipam = json!({"type": "dhcp", "daemonSocketPath": socket});
+    let conf = json!({"cniVersion": "1.1.0", "name": NET, "type": "dhcp", "ipam": ipam});
+
+    let out = setup.run("dhcp", &setup.call("ADD", &conf.to_string()));
+    let request = fake_daemon.join().unwrap();
+    assert!(request.contains(r#""op":"allocate""#), "{request}");
+    assert_eq!(out.error_code(), Some(5), "{}", out.stdout);
+    let msg = out.json().unwrap()["msg"].as_str().unwrap().to_string();
+    assert!(msg.contains("answered badly"), "{msg}");
+    assert!(msg.contains("prefix length 40, longer than 32"), "{msg}");
 }

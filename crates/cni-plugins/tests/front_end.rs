@@ -164,6 +164,8 @@ fn repair_look(stdin: &str) -> (i32, serde_json::Value) {
 fn repair_command_answers_for_one_plugin() {
     let (code, v) = repair_look(r#"{"cniVersion":"1.0.0","name":"n","type":"loopback"}"#);
     assert_eq!((code, v), (0, serde_json::json!({"ownsNoRules": true})));
+    let (code, v) = repair_look(r#"{"cniVersion":"1.0.0","name":"n","type":"not-rcni"}"#);
+    assert_eq!((code, v), (0, serde_json::json!({"ownsNoRules": true})));
     let (code, v) = repair_look("{not json");
     assert_eq!(code, 1);
     assert_eq!(v["code"], 6, "{v}");
@@ -171,4 +173,11 @@ fn repair_command_answers_for_one_plugin() {
     assert_eq!(code, 1);
     assert_eq!(v["code"], 7, "{v}");
     assert!(v["msg"].as_str().unwrap().contains("prevResult"), "{v}");
+    // The attachment must be named, as for CHECK.
+    let out = cni_testkit::PluginCall::new("RCNI_REPAIR")
+        .container_id("c1")
+        .stdin(r#"{"cniVersion":"1.0.0","name":"n","type":"portmap"}"#)
+        .run_here(BIN)
+        .unwrap();
+    assert_eq!(out.error_code(), Some(4), "{}", out.stdout);
 }

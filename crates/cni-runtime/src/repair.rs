@@ -1,7 +1,8 @@
 //! Repair of cached attachments: which attachments and which plugins of their chains get
 //! their nf_tables rules put back after the host's firewall removed them. The rules
-//! themselves are the plugins' business (`cni_plugins::repair`): for each plugin of the
-//! chain that is rcni's, the runtime executes the `rcni-plugins` binary it links to with
+//! themselves are the plugins' business (`Plugin::repair` of `cni-plugin`, each plugin's
+//! own): for each plugin of the chain that is rcni's, the runtime executes the
+//! `rcni-plugins` binary it links to, under that binary's own name, with
 //! `CNI_COMMAND` [`RCNI_REPAIR`] (or [`RCNI_REPAIR_LOOK`]), the attachment's CNI variables
 //! and the request the plugin got at ADD (the cached network config, the cached result as
 //! `prevResult`, the capability args as `runtimeConfig`). A plugin that is not rcni's (Go's)

@@ -16,22 +16,61 @@
 //! 4. **Objects merge.** An object assigned to a struct field, or to a pointer or map field
 //!    that is set, is merged into it key by key under the same rules
 //!    (`{"sub":{"a":1},"SUB":{"b":2}}` gives `a` and `b`); arrays replace.
+//! 5. **Depth.** A document nested deeper than [`MAX_NESTING_DEPTH`] is refused before
+//!    anything is decoded ([`check_nesting`]), as Go's scanner refuses it.
 //!
 //! rcni reads every optional field as Go reads a pointer field: an `Option` is `None` after a
 //! trailing `null` ([`field_value`]), and a nested section starts afresh after a `null`
 //! ([`section_members`]). For Go's non-pointer fields that is the one difference: Go keeps the
 //! value from before the `null` (`{"mtu":1,"mtu":null}` is 1 in Go, unset in rcni).
 //!
-//! [`crate::RawObject`] (every plugin's top-level config) and `cni-ipam`'s config reader both
-//! decode through these functions.
+//! [`crate::RawObject`] (every plugin's top-level config) and [`crate::GoObject`] (a section of
+//! it, and `cni-ipam`'s config) both decode through these functions.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+/// The deepest nesting of arrays and objects a document may have, counting the outermost value:
+/// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
+pub const MAX_NESTING_DEPTH: usize = 10_000;
+
+/// Refuses a document nested deeper than [`MAX_NESTING_DEPTH`]. Only brackets outside strings
+/// count; the syntax itself is left to the decoder. Linear in the input, no allocation.
+pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING_DEPTH {
+                    return Err(serde::de::Error::custom(format!(
+                        "exceeded max depth: nested deeper than {MAX_NESTING_DEPTH}"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 /// One member of a JSON object: the unescaped key and the value's raw text.
 pub type Member<'a> = (Cow<'a, str>, &'a RawValue);
@@ -139,6 +178,26 @@ pub fn merge_objects(objects: &[&str]) -> Result<String, serde_json::Error> {
     }
     out.push('}');
     Ok(out)
+}
+
+/// Decodes a field whose value is `last`, the value assigned to it last (`None`: never
+/// assigned): `null` is `None`; an object is decoded merged with the other objects assigned
+/// to the field since its last `null` (rule 4; `assigned` lists every value assigned to the
+/// field in input order and is only asked for then); anything else is decoded as it is.
+pub fn decode_field<'a, T: DeserializeOwned>(
+    last: Option<&'a str>,
+    assigned: impl FnOnce() -> Vec<&'a str>,
+) -> Result<Option<T>, serde_json::Error> {
+    match last {
+        None => Ok(None),
+        Some(value) if is_null(value) => Ok(None),
+        Some(value) if value.starts_with('{') => {
+            let objects = merged_objects(assigned()).map_err(serde::de::Error::custom)?;
+            let merged = merge_objects(&objects)?;
+            serde_json::from_str(&merged).map(Some)
+        }
+        Some(value) => serde_json::from_str(value).map(Some),
+    }
 }
 
 /// The members of the nested struct field `name` of `members`: every object assigned to it

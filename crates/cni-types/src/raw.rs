@@ -8,7 +8,8 @@
 //! assignment wins, repeated sections merge). This is also the one decoding rule every plugin
 //! shares for size: a value nothing reads is only checked for syntax (so `1e400` or a 5-million-element array in an unknown key passes through untouched,
 //! as Go's struct decoding skips it), and a document nested deeper than
-//! [`MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner refuses it.
+//! [`go_decode::MAX_NESTING_DEPTH`] is refused before anything is decoded, as Go's scanner
+//! refuses it.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -18,44 +19,8 @@ use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
-use crate::go_decode::{self, fold_char, fold_eq, KeyText, SectionError};
-
-/// The deepest nesting of arrays and objects a document may have, counting the outermost value:
-/// Go's `encoding/json` limit, so a config is refused by both implementations or by neither.
-pub const MAX_NESTING_DEPTH: usize = 10_000;
-
-/// Refuses a document nested deeper than [`MAX_NESTING_DEPTH`]. Only brackets outside strings
-/// count; the syntax itself is left to the decoder. Linear in the input, no allocation.
-pub fn check_nesting(bytes: &[u8]) -> Result<(), serde_json::Error> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_NESTING_DEPTH {
-                    return Err(serde::de::Error::custom(format!(
-                        "exceeded max depth: nested deeper than {MAX_NESTING_DEPTH}"
-                    )));
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(())
-}
+use crate::go_decode::{self, check_nesting, fold_char, fold_eq, KeyText};
+use crate::go_object::{FieldError, GoObject};
 
 /// The raw JSON text of one value of a [`RawObject`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,25 +194,31 @@ impl RawObject {
     /// object assigned more than once since the last `null` is decoded merged, as Go decodes
     /// every one of them into the same struct or map ([`go_decode::merge_objects`]).
     pub fn decode<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, serde_json::Error> {
-        match self.get_ci(key) {
-            None => Ok(None),
-            Some(raw) if go_decode::is_null(raw.get()) => Ok(None),
-            Some(raw) if raw.get().starts_with('{') => {
-                let objects = go_decode::merged_objects(self.assigned(key))
-                    .map_err(serde::de::Error::custom)?;
-                let merged = go_decode::merge_objects(&objects)?;
-                serde_json::from_str(&merged).map(Some)
-            }
-            Some(raw) => serde_json::from_str(raw.get()).map(Some),
+        go_decode::decode_field(self.get_ci(key).map(|v| v.get()), || self.assigned(key))
+    }
+
+    /// The section `key` (matched as [`RawObject::get_ci`] does) as a [`GoObject`], every
+    /// object assigned to it merged, as Go merges them into one struct
+    /// ([`go_decode::section_members`]); absent or `null` is an empty section.
+    pub fn section(&self, key: &str) -> Result<GoObject<'_>, FieldError> {
+        let objects =
+            go_decode::merged_objects(self.assigned(key)).map_err(|_| FieldError::WrongType {
+                field: key.to_string(),
+                expected: "an object",
+            })?;
+        let mut members = Vec::new();
+        for object in objects {
+            members.extend(go_decode::parse_members(object).map_err(FieldError::Json)?);
         }
+        Ok(GoObject::from_members(members, key))
     }
 
     /// Decodes the value at `path`, each step a section (object) whose key is matched as
     /// [`RawObject::get_ci`] does; every object assigned to a section is merged, as Go merges
-    /// them into one struct ([`go_decode::section_members`]). Only the last value is decoded
-    /// as `T`, so nothing beside the path is ever held as a value tree (an unknown `1e400` next
-    /// to it passes). A missing step, `null`, or a step that is not an object is `None`, as the
-    /// plugins read optional sections.
+    /// them into one struct ([`RawObject::section`], [`GoObject::object`]). Only the last value
+    /// is decoded as `T`, so nothing beside the path is ever held as a value tree (an unknown
+    /// `1e400` next to it passes). A missing step, `null`, or a step that is not an object is
+    /// `None`, as the plugins read optional sections.
     pub fn decode_path<T: DeserializeOwned>(
         &self,
         path: &[&str],
@@ -258,21 +229,19 @@ impl RawObject {
         let Some((first, steps)) = steps.split_first() else {
             return self.decode(last);
         };
-        let Ok(objects) = go_decode::merged_objects(self.assigned(first)) else {
-            return Ok(None);
+        let mut section = match self.section(first) {
+            Ok(section) => section,
+            Err(FieldError::Json(e)) => return Err(e),
+            Err(_) => return Ok(None),
         };
-        let mut members = Vec::new();
-        for object in objects {
-            members.extend(go_decode::parse_members(object)?);
-        }
         for step in steps {
-            members = match go_decode::section_members(&members, step) {
+            section = match section.object(step) {
                 Ok(inner) => inner,
-                Err(SectionError::NotAnObject(_)) => return Ok(None),
-                Err(SectionError::Json(e)) => return Err(e),
+                Err(FieldError::Json(e)) => return Err(e),
+                Err(_) => return Ok(None),
             };
         }
-        match go_decode::field_value(&members, last) {
+        match section.get(last) {
             None => Ok(None),
             Some(raw) => serde_json::from_str(raw.get()).map(Some),
         }
@@ -481,6 +450,7 @@ impl Serialize for RawObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::go_decode::MAX_NESTING_DEPTH;
 
     #[test]
     fn keeps_bytes_order_and_big_numbers() {

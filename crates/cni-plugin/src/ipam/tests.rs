@@ -96,18 +96,22 @@ fn missing_type_or_binary() {
     assert!(e.msg.contains("fake-ipam"), "{e}");
 }
 
-// "ADD failed, so DEL": an uncommitted guard releases the lease; a committed one does not.
+// "ADD failed, so DEL": an undo stack dropped uncommitted releases the lease; a committed
+// one does not.
 #[test]
-fn guard_releases_unless_committed() {
+fn lease_released_unless_committed() {
     let dir = tempfile::tempdir().unwrap();
     fake_ipam(dir.path());
     let a = args(dir.path(), CONF);
     {
-        let lease = IpamGuard::add(&a).unwrap();
-        assert_eq!(lease.result().ips.len(), 1);
+        let mut undo = Undo::new();
+        let lease = ipam_add_with_undo(&a, &mut undo).unwrap();
+        assert_eq!(lease.ips.len(), 1);
         // dropped here, as when the caller's ADD returns an error
     }
-    let committed = IpamGuard::add(&a).unwrap().commit();
+    let mut undo = Undo::new();
+    let committed = ipam_add_with_undo(&a, &mut undo).unwrap();
+    undo.commit();
     assert_eq!(committed.ips[0].gateway.unwrap().to_string(), "198.18.0.1");
     let cmds: Vec<String> = calls(dir.path())
         .iter()

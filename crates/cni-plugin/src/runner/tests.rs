@@ -9,7 +9,7 @@ use cni_types::{code, CniError, CniResult, SpecVersion};
 use serde_json::Value;
 
 use super::run_with;
-use crate::{CmdArgs, Command, Plugin};
+use crate::{CmdArgs, Command, Plugin, RepairAnswer, RepairMode};
 
 /// A plugin that records its calls and answers as configured.
 struct Fake {
@@ -581,4 +581,68 @@ fn a_panic_unwinds_and_answers_999() {
         "{stdout}"
     );
     assert!(!stdout.contains("check breaks") && !stdout.contains("panicked at"));
+}
+
+/// A plugin that owns rules: answers a repair with the mode and prevResult it got.
+struct Repairing;
+
+impl Plugin for Repairing {
+    fn add(&self, _: &CmdArgs) -> Result<CniResult, CniError> {
+        unreachable!("only repair is asked")
+    }
+    fn del(&self, _: &CmdArgs) -> Result<(), CniError> {
+        unreachable!("only repair is asked")
+    }
+    fn check(&self, _: &CmdArgs) -> Result<(), CniError> {
+        unreachable!("only repair is asked")
+    }
+    fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        let prev = args
+            .prev_result
+            .as_ref()
+            .ok_or_else(|| CniError::invalid_config("no prevResult"))?;
+        Ok(RepairAnswer::Restored(vec![format!(
+            "{mode:?} {} {} {}",
+            args.container_id, args.ifname, prev.ips[0].address
+        )]))
+    }
+}
+
+// rcni's repair goes through the runner like the spec's commands: the attachment's container
+// ID and ifname are required and checked, the netns and CNI_PATH are not; the plugin gets the
+// mode and the parsed prevResult; a plugin without rules answers so by default.
+#[test]
+fn repair_commands_are_dispatched_to_the_trait() {
+    let env = [
+        ("CNI_COMMAND", "RCNI_REPAIR"),
+        ("CNI_CONTAINERID", "c1"),
+        ("CNI_IFNAME", "eth0"),
+    ];
+    let with_prev = r#"{"cniVersion":"1.0.0","name":"n","type":"p","prevResult":{"ips":[{"address":"198.18.0.2/24"}]}}"#;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let exit = run_with(
+        &Repairing,
+        &env,
+        &mut with_prev.as_bytes(),
+        &mut out,
+        &mut err,
+    );
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(exit, 0, "{v}");
+    assert_eq!(
+        v,
+        serde_json::json!({"restored": ["Repair c1 eth0 198.18.0.2/24"]})
+    );
+
+    let look = [("CNI_COMMAND", "RCNI_REPAIR_LOOK"), env[1], env[2]];
+    let rule_free = Fake::new();
+    let o = call(&rule_free, &look, &conf("1.1.0"));
+    assert_eq!(o.exit, 0);
+    assert_eq!(o.json(), serde_json::json!({"ownsNoRules": true}));
+    assert!(rule_free.commands().is_empty());
+
+    let e = call(&Fake::new(), &look[..2], &conf("1.1.0")).error(code::INVALID_ENVIRONMENT);
+    assert_eq!(e["msg"], "required env variables [CNI_IFNAME] missing");
+    let bad = [look[0], ("CNI_CONTAINERID", "../x"), look[2]];
+    call(&Fake::new(), &bad, &conf("1.1.0")).error(code::INVALID_ENVIRONMENT);
 }

@@ -8,14 +8,13 @@ use cni_linux::rtnl::tc::htb::HtbClassParams;
 use cni_linux::rtnl::tc::u32::AddrField;
 use cni_linux::rtnl::tc::{TbfParams, TcHandle, ROOT_TBF_HANDLE};
 use cni_linux::{Handle, NetlinkError};
-use cni_plugin::CmdArgs;
+use cni_plugin::{CmdArgs, Undo};
 use cni_types::{CniError, CniResult, Interface};
 
 use super::conf::{ifb_name, Bandwidth, Limit, Subnets};
 use super::{host_handle, host_veth, netlink_error, required_prev};
 use crate::common::step;
 use crate::common::sublink_record::{self, Record};
-use crate::common::undo::Undo;
 
 pub(super) fn tbf(limit: Limit) -> Result<TbfParams, CniError> {
     TbfParams::from_bits(limit.rate, limit.burst)

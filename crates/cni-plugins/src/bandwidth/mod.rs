@@ -158,8 +158,4 @@ impl Plugin for BandwidthPlugin {
             .filter(|v| *v >= SpecVersion::V0_3_0)
             .collect()
     }
-
-    fn about(&self) -> String {
-        crate::about("bandwidth")
-    }
 }

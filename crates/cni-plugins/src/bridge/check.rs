@@ -1,5 +1,6 @@
 //! bridge CHECK: IPAM CHECK, then the bridge, the container veth and its host peer
-//! found through `prevResult`, then the container's addresses and routes.
+//! found through `prevResult`, then the container's addresses and routes, then the
+//! attachment's rules; and rcni's repair of those rules.
 //!
 //! Deliberate difference (containernetworking/plugins issue #805): the host veth's MAC is not
 //! compared, because udev may rewrite a kernel-random MAC after ADD; the host veth is identified by
@@ -7,10 +8,11 @@
 
 use cni_linux::rtnl::link::Link;
 use cni_linux::Handle;
-use cni_plugin::{ipam, CmdArgs, ResultExt};
+use cni_plugin::{ipam, CmdArgs, RepairAnswer, RepairMode, ResultExt};
 use cni_types::{CniError, Interface};
 
 use super::conf::BridgeConf;
+use crate::common::attachment_rules::{self, Rules};
 use crate::common::validate;
 use crate::netns;
 
@@ -36,26 +38,13 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
         .find(|i| i.name == conf.bridge)
         .cloned()
         .unwrap_or_default();
-    let sandbox = args.sandbox()?;
-    let container_entry = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
-        .cloned()
-        .unwrap_or_default();
-
     let mut host = Handle::new().or_internal("cannot open netlink")?;
     let bridge = check_bridge(&mut host, &bridge_entry, &conf)?;
 
-    if container_entry.sandbox != sandbox {
-        return Err(fail(format!(
-            "Sandbox in prevResult {} doesn't match configured netns: {}",
-            container_entry.sandbox, sandbox
-        )));
-    }
+    let container_entry = validate::container_entry(args, prev)?;
     let mut in_container =
         Handle::in_netns(&ns).or_internal("cannot open netlink in the container")?;
-    let container = validate::veth_interface(&mut in_container, &container_entry, true)?;
+    let container = validate::container_veth(&mut in_container, &container_entry)?;
 
     let host_veth = prev
         .interfaces
@@ -76,8 +65,21 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
 
     validate::expected_ips(&mut in_container, &args.ifname, &prev.ips)?;
     validate::expected_routes(&mut in_container, &prev.routes)?;
-    let spoofcheck = conf.macspoofchk.then_some(conf.bridge.as_str());
-    crate::repair::check_rules("bridge", args, conf.layer3 && conf.ip_masq, spoofcheck)
+    attachment_rules::check("bridge", args, &rules(&conf))
+}
+
+/// The rules ADD made: `ipMasq` on a layer-3 bridge only, and `macspoofchk`.
+fn rules(conf: &BridgeConf) -> Rules<'_> {
+    Rules {
+        ip_masq: conf.layer3 && conf.ip_masq,
+        spoofcheck_bridge: conf.macspoofchk.then_some(conf.bridge.as_str()),
+    }
+}
+
+/// rcni's repair of the rules CHECK looks at.
+pub fn repair(args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
+    attachment_rules::repair(args, &rules(&conf), mode)
 }
 
 /// The bridge entry must name a bridge in the host namespace, with its MAC, and its promisc
@@ -89,15 +91,7 @@ fn check_bridge(h: &mut Handle, entry: &Interface, conf: &BridgeConf) -> Result<
             conf.bridge
         )));
     }
-    let link = h
-        .link_by_name(&entry.name)
-        .map_err(|_| fail(format!("Interface name {} not found", entry.name)))?;
-    if !entry.sandbox.is_empty() {
-        return Err(fail(format!(
-            "Interface {} should not be in sandbox",
-            entry.name
-        )));
-    }
+    let link = validate::host_interface(h, entry)?;
     if link.kind.as_deref() != Some("bridge") {
         return Err(fail(format!(
             "Interface {} does not have link type of bridge",
@@ -128,18 +122,7 @@ fn host_peer(
     bridge: &Link,
     container: &Link,
 ) -> Result<Option<Link>, CniError> {
-    if entry.name.is_empty() {
-        return Err(fail("Interface name missing".into()));
-    }
-    let link = h
-        .link_by_name(&entry.name)
-        .map_err(|_| fail(format!("Interface name {} not found", entry.name)))?;
-    if !entry.sandbox.is_empty() {
-        return Err(fail(format!(
-            "Interface {} should not be in sandbox",
-            entry.name
-        )));
-    }
+    let link = validate::host_interface(h, entry)?;
     if link.kind.as_deref() != Some("veth") {
         return Ok(None);
     }

@@ -6,6 +6,8 @@
 //! Idempotent and best effort: an empty CNI_NETNS, a namespace that is gone, or an interface
 //! that is already deleted still runs IPAM DEL, and a failing step does not stop the later
 //! ones; all errors are reported together at the end.
+//!
+//! GC: what DEL removes, for every attachment of the network not in the valid list.
 
 use cni_plugin::{ipam, CmdArgs};
 use cni_types::CniError;
@@ -65,4 +67,26 @@ fn delete_links_and_lease(args: &CmdArgs, conf: &BridgeConf) -> Vec<CniError> {
         }
     }
     errors
+}
+
+/// GC: the IPAM plugin's when one is configured, then the `ipMasq` rules, veths and spoof
+/// checks of attachments that are not valid.
+pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
+    let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
+    let ipam = match args.conf.ipam_type.is_empty() {
+        true => Ok(()),
+        false => ipam::ipam_gc(args),
+    };
+    combine(
+        [
+            ipam,
+            masquerade::gc_for(args, conf.ip_masq),
+            veth::gc_for(args),
+            // After the veths: a check is stale once its veth is gone.
+            spoofcheck::gc_spoofcheck(args.valid_attachments()),
+        ]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect(),
+    )
 }

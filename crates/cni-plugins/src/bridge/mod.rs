@@ -4,7 +4,8 @@
 //!
 //! - [`conf`]: the config keys; [`vlan`]: VLAN trunks and port VLANs; [`gateway`]: gateway
 //!   computation and the bridge address.
-//! - [`add`], [`del`], [`check`]: the commands. STATUS and GC go to the IPAM plugin when
+//! - [`add`], [`del`] (with GC), [`check`] (with rcni's repair of the `ipMasq` and
+//!   `macspoofchk` rules): the commands. STATUS and GC go to the IPAM plugin when
 //!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `cni_types::node_agent`,
 //!   which also refuses ADD with code 11 while that agent is down);
 //!   GC also removes `ipMasq` rules of attachments that are not valid.
@@ -37,52 +38,19 @@ pub mod del;
 pub mod gateway;
 pub mod vlan;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, CmdArgs, FnPlugin};
+use cni_types::CniError;
 
-/// The bridge plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Bridge;
+/// The bridge plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status,
+    gc: del::gc,
+    repair: check::repair,
+    ..FnPlugin::new(add::add, del::del, check::check)
+};
 
-impl Plugin for Bridge {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        check::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        cni_types::node_agent::check(&args.conf.raw)?;
-        ipam::ipam_status_if_configured(args)
-    }
-
-    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let conf = conf::BridgeConf::parse(&args.conf, &args.cni_args()?)?;
-        let ipam = match args.conf.ipam_type.is_empty() {
-            true => Ok(()),
-            false => ipam::ipam_gc(args),
-        };
-        crate::common::errors::combine(
-            [
-                ipam,
-                crate::common::masquerade::gc_for(args, conf.ip_masq),
-                crate::common::veth::gc_for(args),
-                // After the veths: a check is stale once its veth is gone.
-                crate::common::spoofcheck::gc_spoofcheck(args.valid_attachments()),
-            ]
-            .into_iter()
-            .filter_map(Result::err)
-            .collect(),
-        )
-    }
-
-    fn about(&self) -> String {
-        crate::about("bridge")
-    }
+/// STATUS: the node agent's health, then the IPAM plugin's when one is configured.
+fn status(args: &CmdArgs) -> Result<(), CniError> {
+    cni_types::node_agent::check(&args.conf.raw)?;
+    ipam::ipam_status_if_configured(args)
 }

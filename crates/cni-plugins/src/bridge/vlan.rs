@@ -5,17 +5,18 @@ use std::collections::BTreeSet;
 
 use cni_linux::rtnl::link::VlanFlags;
 use cni_linux::Handle;
-use cni_types::{CniError, RawObject};
-
-use crate::common::conf::{item_int, list_items, ListItem};
+use cni_types::go_object::as_list;
+use cni_types::{CniError, GoObject};
+use serde_json::value::RawValue;
 
 fn bad(msg: &str) -> CniError {
     CniError::invalid_config(msg.to_string())
 }
 
 /// An optional integer key of a trunk entry; a non-integer value is an error.
-fn trunk_int(item: &RawObject, key: &str) -> Result<Option<i64>, CniError> {
-    item_int(item, key).map_err(|v| {
+fn trunk_int(item: &GoObject<'_>, key: &str) -> Result<Option<i64>, CniError> {
+    item.int(key).map_err(|_| {
+        let v = item.get(key).map(RawValue::get).unwrap_or_default();
         bad(&format!(
             "failed to load netconf: vlanTrunk {key}: {v} is not an integer"
         ))
@@ -32,17 +33,21 @@ pub fn expand_trunk(trunk: &str) -> Result<Vec<u16>, CniError> {
     if trunk == "null" {
         return Ok(Vec::new());
     }
-    let items = list_items(trunk).ok_or_else(|| {
+    let not_a_list = || {
         bad(&format!(
             "failed to load netconf: vlanTrunk must be a list, got {trunk}"
         ))
-    })?;
+    };
+    let list: &RawValue = serde_json::from_str(trunk).map_err(|_| not_a_list())?;
+    let items = as_list(list, "vlanTrunk").map_err(|_| not_a_list())?;
     let mut ids = BTreeSet::new();
     for item in items {
-        let item = match item {
-            ListItem::Null => continue,
-            ListItem::Object(item) => item,
-            ListItem::Other(text) => {
+        let item = match item.get() {
+            "null" => continue,
+            text if text.starts_with('{') => {
+                GoObject::new(Some(item), "vlanTrunk").map_err(|e| bad(&e.to_string()))?
+            }
+            text => {
                 return Err(bad(&format!(
                     "failed to load netconf: vlanTrunk entry {text} is not an object"
                 )))

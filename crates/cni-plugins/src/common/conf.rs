@@ -1,12 +1,12 @@
-//! Decoding plugin-specific config keys the way Go's `encoding/json` does: keys follow the one
-//! rule of `cni_types::go_decode` (matched as Go folds them, the last matching key wins, `null`
-//! is unset, repeated sections merge), unknown keys are ignored, booleans reject strings and
-//! integers reject fractions.
+//! Plugin-specific config keys as CNI errors (code 7): read by the one Go-style decoder of
+//! `cni_types` (`RawObject` for the top level, `GoObject` for sections and list entries:
+//! keys matched as Go folds them, the last matching key wins, `null` is unset, repeated
+//! sections merge, unknown keys ignored, booleans reject strings and integers reject
+//! fractions), plus the key rules several plugins share (`mtu`, the `mac` capability).
 
 use cni_linux::MacAddr;
 use cni_types::{CniArgs, CniError, NetConf, RawObject};
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 
 /// `key` of the top-level config, decoded; a value of the wrong type is code 7.
 pub fn field<T: DeserializeOwned>(raw: &RawObject, key: &str) -> Result<Option<T>, CniError> {
@@ -17,44 +17,6 @@ pub fn field<T: DeserializeOwned>(raw: &RawObject, key: &str) -> Result<Option<T
 /// A boolean key; absent or `null` is false.
 pub fn flag(raw: &RawObject, key: &str) -> Result<bool, CniError> {
     Ok(field::<bool>(raw, key)?.unwrap_or(false))
-}
-
-/// One element of a config list whose elements are structs (`portMappings`, `vlanTrunk`).
-#[derive(Debug)]
-pub enum ListItem {
-    Null,
-    /// An object, its keys read by the one rule (`RawObject`).
-    Object(RawObject),
-    /// Anything else, as its JSON text.
-    Other(String),
-}
-
-/// The elements of the JSON list `text`; `None` when `text` is not a list.
-pub fn list_items(text: &str) -> Option<Vec<ListItem>> {
-    let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
-    Some(
-        items
-            .into_iter()
-            .map(|item| match item.get() {
-                "null" => ListItem::Null,
-                t if t.starts_with('{') => RawObject::parse(t.as_bytes())
-                    .map_or_else(|_| ListItem::Other(t.to_string()), ListItem::Object),
-                t => ListItem::Other(t.to_string()),
-            })
-            .collect(),
-    )
-}
-
-/// An integer key of a list element: absent or `null` is `None`; anything but an integer is
-/// `Err` with the value's text.
-pub fn item_int(item: &RawObject, key: &str) -> Result<Option<i64>, String> {
-    match item.get_ci(key) {
-        None => Ok(None),
-        Some(raw) if raw.get() == "null" => Ok(None),
-        Some(raw) => serde_json::from_str(raw.get())
-            .map(Some)
-            .map_err(|_| raw.get().to_string()),
-    }
 }
 
 /// A string at `path` below a top-level key (e.g. `args` → `cni` → `mac`), each step matched

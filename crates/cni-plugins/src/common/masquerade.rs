@@ -15,6 +15,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use cni_attribution::AttachmentId;
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Rule};
+use cni_plugin::{CmdArgs, Undo};
 use cni_types::CniError;
 
 use super::conf::warn_not_honoured;
@@ -143,6 +144,21 @@ pub fn setup_masquerade(
         .map_err(|e| nft_error("setting up ipMasq rules", e))
 }
 
+/// [`setup_masquerade`] for the attachment of `args`, as a step of a transactional ADD: `undo`
+/// tears the rules down again when the ADD fails later.
+pub fn setup_with_undo<'a>(
+    args: &'a CmdArgs,
+    ips: &[IpNet],
+    undo: &mut Undo<'a>,
+) -> Result<(), CniError> {
+    let (network, cid, ifname) = (&args.conf.name, &args.container_id, &args.ifname);
+    setup_masquerade(network, cid, ifname, ips)?;
+    undo.push("masquerade rules", move || {
+        teardown_masquerade(network, cid, ifname).map_err(|e| e.msg)
+    });
+    Ok(())
+}
+
 fn try_setup(nft: &mut Nft, tag: &AttachmentId, ips: &[IpNet]) -> Result<(), cni_nft::Error> {
     let mut batch = Batch::new();
     if !skeleton_in_place(nft)? {
@@ -206,8 +222,8 @@ pub fn teardown_masquerade(
 ///
 /// Closing a netfilter socket waits until the kernel has released what the last transaction
 /// deleted (`nf_tables` frees deleted rules after an RCU grace period, and the socket release
-/// flushes that work): about 10 ms here, as long as a veth deletion. A DEL that tears down
-/// first and drops this after its other slow steps lets the two waits overlap.
+/// flushes that work), about as long as a veth deletion. A DEL that tears down first and drops
+/// this after its other slow steps lets the two waits overlap.
 #[must_use = "dropping it closes the socket, which is the wait to overlap"]
 pub struct Teardown(#[allow(dead_code)] Nft);
 

@@ -1,12 +1,13 @@
 //! Helpers shared by the interface plugins (bridge, ptp, and later macvlan, ipvlan, ...).
 //!
-//! - [`undo`]: the undo stack that makes ADD transactional.
 //! - [`veth`]: veth pairs with a random `vethXXXXXXXX` host end (Go's `ip.SetupVeth`).
 //! - [`iface_config`]: applying an IPAM result to an interface (Go's `ipam.ConfigureIface`).
 //! - [`link_info`]: result `interfaces` entries from kernel links.
 //! - [`validate`]: CHECK helpers comparing a `prevResult` with the kernel.
 //! - [`masquerade`]: per-attachment `ipMasq` rules on nf_tables (set up, tear down, GC).
 //! - [`spoofcheck`]: bridge `macspoofchk` rules on nf_tables.
+//! - [`attachment_rules`]: CHECK and repair of an attachment's `ipMasq` and `macspoofchk`
+//!   rules (bridge, ptp).
 //! - [`nft_skeleton`]: writing a table's constant part only when it is missing.
 //! - [`conf`]: case-insensitive decoding of plugin keys, the way Go's `encoding/json` reads them.
 //! - [`errors`]: several DEL errors reported as one.
@@ -18,6 +19,7 @@
 //! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 //! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).
 
+pub mod attachment_rules;
 pub mod conf;
 pub mod errors;
 pub mod fault;
@@ -33,6 +35,5 @@ pub mod state_file;
 pub mod step;
 pub mod sublink;
 pub mod sublink_record;
-pub mod undo;
 pub mod validate;
 pub mod veth;

@@ -2,9 +2,8 @@
 //! of its base chains) is written only when it is missing or not as expected.
 //!
 //! Why: a transaction that re-declares a table or base chain, or flushes a base chain, costs the
-//! kernel 10–15 ms (measured on this project's machines), while adding per-attachment rules costs
-//! well under a millisecond. The Go plugins rewrite the skeleton on every ADD; rcni checks first
-//! with read-only dumps. Concurrent first ADDs all write the skeleton, and because each rewrite
+//! kernel far more than one that only adds per-attachment rules. The Go plugins rewrite the
+//! skeleton on every ADD; rcni checks first with read-only dumps. Concurrent first ADDs all write the skeleton, and because each rewrite
 //! is one atomic flush-and-fill batch, exactly one copy remains.
 
 use cni_nft::{Error as NftError, Family, Nft};

@@ -21,6 +21,7 @@ use cni_nft::{
     priority, Batch, Chain, ChainType, CmpOp, Expr, Family, Hook, Nft, PayloadBase, Policy, Reg,
     Rule,
 };
+use cni_plugin::{CmdArgs, Undo};
 use cni_types::CniError;
 
 use super::nft_skeleton::Skeleton;
@@ -140,6 +141,22 @@ pub fn setup_spoofcheck(
         nft.commit(&batch)
     })
     .map_err(|e| nft_error("setting up macspoofchk rules", e))
+}
+
+/// [`setup_spoofcheck`] for the attachment of `args`, as a step of a transactional ADD: `undo`
+/// tears the check down again when the ADD fails later.
+pub fn setup_with_undo<'a>(
+    args: &'a CmdArgs,
+    host_veth: &str,
+    container_mac: &str,
+    undo: &mut Undo<'a>,
+) -> Result<(), CniError> {
+    let (cid, ifname) = (&args.container_id, &args.ifname);
+    setup_spoofcheck(cid, ifname, host_veth, container_mac)?;
+    undo.push("spoof check", move || {
+        teardown_spoofcheck(cid, ifname).map_err(|e| e.msg)
+    });
+    Ok(())
 }
 
 /// What of one attachment's spoof check is missing (the jump from `PREROUTING`, its two

@@ -18,8 +18,7 @@ use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
 use cni_linux::rtnl::virt::VirtKind;
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
-use cni_plugin::ipam::IpamGuard;
-use cni_plugin::{CmdArgs, ResultExt};
+use cni_plugin::{ipam, CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult, Dns, Interface};
 
 use super::errors::combine;
@@ -27,7 +26,6 @@ use super::iface_config::{configure_iface, ConfigureOptions};
 use super::link_info::interface_of;
 use super::step;
 use super::sublink_record::{self, Record, SUBLINK};
-use super::undo::Undo;
 use super::validate;
 use crate::netns::{self, Opened};
 
@@ -262,14 +260,14 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
     step::end(plan.plugin, "link")?;
 
     let l2_only = matches!(plan.addressing, Addressing::L2);
-    let (mut result, lease) = match plan.addressing {
+    let mut result = match plan.addressing {
         Addressing::Ipam => {
-            let lease = IpamGuard::add(args)?;
+            let lease = ipam::ipam_add_with_undo(args, &mut undo)?;
             step::end(plan.plugin, "ipam")?;
-            (lease.result().clone(), Some(lease))
+            lease
         }
-        Addressing::Prev(prev) => (prev, None),
-        Addressing::L2 => (CniResult::new(args.version), None),
+        Addressing::Prev(prev) => prev,
+        Addressing::L2 => CniResult::new(args.version),
     };
     result.cni_version = args.version;
     result.interfaces = vec![interface_of(&link, args.sandbox()?)];
@@ -286,16 +284,13 @@ pub fn add_link(args: &CmdArgs, netns: &NetNs, plan: AddPlan) -> Result<CniResul
     if let Some(dns) = plan.dns {
         result.dns = dns;
     }
-    if let Some(lease) = lease {
-        lease.commit();
-    }
     undo.commit();
     Ok(result)
 }
 
 /// The result of an ADD that made the one container link `link` (host-device, tap): the
-/// IPAM lease when `layer3` (released when the returned guard drops uncommitted), the link
-/// as interface 0, and its addresses and routes applied in `netns`. `plugin` names the
+/// IPAM lease when `layer3` (released by `undo` when the ADD fails later), the link as
+/// interface 0, and its addresses and routes applied in `netns`. `plugin` names the
 /// fault-injection step `ipam`.
 pub fn result_for_one_link<'a>(
     args: &'a CmdArgs,
@@ -304,17 +299,15 @@ pub fn result_for_one_link<'a>(
     link: &Link,
     netns: &NetNs,
     notify: bool,
-) -> Result<(CniResult, Option<IpamGuard<'a>>), CniError> {
+    undo: &mut Undo<'a>,
+) -> Result<CniResult, CniError> {
     let mut result = CniResult::new(args.version);
-    let mut lease = None;
     if layer3 {
-        let guard = IpamGuard::add(args)?;
+        result = ipam::ipam_add_with_undo(args, undo)?;
         step::end(plugin, "ipam")?;
-        result = guard.result().clone();
         if result.ips.is_empty() {
             return Err(CniError::internal("IPAM plugin returned missing IP config"));
         }
-        lease = Some(guard);
     }
     result.cni_version = args.version;
     result.interfaces = vec![interface_of(link, args.sandbox()?)];
@@ -322,7 +315,7 @@ pub fn result_for_one_link<'a>(
         ips_on_first_interface(&mut result);
         configure_in_container(netns, &args.ifname, &result, notify)?;
     }
-    Ok((result, lease))
+    Ok(result)
 }
 
 /// Points every IP of `result` at interface 0, the container link.
@@ -437,28 +430,6 @@ fn delete_owned_links(netns: &NetNs, owns: impl Fn(&Link) -> bool) -> Result<(),
         }
     }
     Ok(())
-}
-
-/// CHECK, first half: `prevResult` must name `ifname` in this sandbox; returns that entry.
-pub fn prev_container_entry(args: &CmdArgs) -> Result<(&CniResult, Interface), CniError> {
-    let prev = args
-        .prev_result
-        .as_ref()
-        .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
-    let sandbox = args.sandbox()?;
-    let entry = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
-        .cloned()
-        .unwrap_or_default();
-    if entry.sandbox != sandbox {
-        return Err(CniError::internal(format!(
-            "Sandbox in prevResult {} doesn't match configured netns: {}",
-            entry.sandbox, sandbox
-        )));
-    }
-    Ok((prev, entry))
 }
 
 /// CHECK, second half: the container link must exist with the right kind and MAC, then the

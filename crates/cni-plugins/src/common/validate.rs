@@ -1,10 +1,12 @@
-//! CHECK helpers comparing a `prevResult` with the kernel (Go's `ip.ValidateExpected*`).
-//! They take a handle opened in the namespace to look at.
+//! CHECK helpers comparing a `prevResult` with the kernel (Go's `ip.ValidateExpected*`):
+//! the container's entry in it, its interfaces, addresses and routes. The kernel checks take a
+//! handle opened in the namespace to look at.
 
 use cni_linux::rtnl::link::Link;
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
 use cni_linux::Handle;
-use cni_types::{CniError, Interface, IpConfig, Route};
+use cni_plugin::CmdArgs;
+use cni_types::{CniError, CniResult, Interface, IpConfig, Route};
 use ipnet::IpNet;
 
 fn fail(msg: String) -> CniError {
@@ -77,20 +79,61 @@ pub fn expected_routes(h: &mut Handle, routes: &[Route]) -> Result<(), CniError>
     Ok(())
 }
 
-/// Looks up a `prevResult` interface that must be a veth in `h`'s namespace, in a sandbox or
-/// not as `in_sandbox` says, with the MAC the result gives (when it gives one).
-pub fn veth_interface(
-    h: &mut Handle,
-    iface: &Interface,
-    in_sandbox: bool,
-) -> Result<Link, CniError> {
+/// CHECK's `prevResult` and its entry for the container interface (see [`container_entry`]).
+pub fn prev_container_entry(args: &CmdArgs) -> Result<(&CniResult, Interface), CniError> {
+    let prev = args
+        .prev_result
+        .as_ref()
+        .ok_or_else(|| fail("Required prevResult missing".into()))?;
+    Ok((prev, container_entry(args, prev)?))
+}
+
+/// The entry of `prev` for the container interface, `CNI_IFNAME` in `CNI_NETNS` (an empty
+/// one when there is none); its sandbox must be this netns.
+pub fn container_entry(args: &CmdArgs, prev: &CniResult) -> Result<Interface, CniError> {
+    let sandbox = args.sandbox()?;
+    let entry = prev
+        .interfaces
+        .iter()
+        .find(|i| i.name == args.ifname && i.sandbox == sandbox)
+        .cloned()
+        .unwrap_or_default();
+    if entry.sandbox != sandbox {
+        return Err(fail(format!(
+            "Sandbox in prevResult {} doesn't match configured netns: {}",
+            entry.sandbox, sandbox
+        )));
+    }
+    Ok(entry)
+}
+
+/// The link a `prevResult` interface names in `h`'s namespace.
+fn named_link(h: &mut Handle, iface: &Interface) -> Result<Link, CniError> {
     if iface.name.is_empty() {
         return Err(fail("Interface name missing".into()));
     }
-    let link = h
-        .link_by_name(&iface.name)
-        .map_err(|_| fail(format!("Interface name {} not found", iface.name)))?;
-    if in_sandbox && iface.sandbox.is_empty() {
+    h.link_by_name(&iface.name)
+        .map_err(|_| fail(format!("Interface name {} not found", iface.name)))
+}
+
+/// Looks up a `prevResult` interface of the host side (a bridge, a host veth): it must be in
+/// `h`'s namespace and name no sandbox.
+pub fn host_interface(h: &mut Handle, iface: &Interface) -> Result<Link, CniError> {
+    let link = named_link(h, iface)?;
+    if !iface.sandbox.is_empty() {
+        return Err(fail(format!(
+            "Interface {} should not be in sandbox",
+            iface.name
+        )));
+    }
+    Ok(link)
+}
+
+/// Looks up a `prevResult` interface that must be a veth in a sandbox, `h`'s namespace, with
+/// the MAC the result gives (when it gives one).
+pub fn container_veth(h: &mut Handle, iface: &Interface) -> Result<Link, CniError> {
+    let link = named_link(h, iface)?;
+    if iface.sandbox.is_empty() {
         return Err(fail(format!(
             "Interface {} is expected to be in a sandbox",
             iface.name

@@ -11,18 +11,18 @@
 //! then renamed to Go's random name, tagged and set up (and, for a bridge port, enslaved) in a
 //! second one: a killed ADD leaves a host
 //! veth that is either tagged or named after its attachment. (Making the pair in the
-//! container and moving the host end out was attributable too, but a namespace move costs the
-//! kernel ~20 ms under the RTNL lock.) DEL finds the host end by tag or temporary name when
+//! container and moving the host end out was attributable too, but a namespace move is long
+//! work for the kernel under the RTNL lock, which every other link change on the node waits
+//! for.) DEL finds the host end by tag or temporary name when
 //! the namespace is gone, and GC removes both kinds for attachments that are not valid.
 
 use cni_attribution::{recognise, AttachmentId};
 use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
-use cni_plugin::ResultExt;
+use cni_plugin::{ResultExt, Undo};
 use cni_types::CniError;
 
 use super::random;
-use super::undo::Undo;
 
 /// How many random host names are tried before giving up (Go: 10).
 const NAME_ATTEMPTS: usize = 10;
@@ -53,8 +53,7 @@ pub struct VethPair {
 /// of an IPv4-only ptp pair has only IPv4 to route. IPv6 there only costs the host: an
 /// `fe80::/64` and an `ff00::/8` multicast route per pair in its tables, which every IPv6 route
 /// walk on a link change goes through (fib6_clean_all), the MLD reports of that address, and
-/// an IPv6 teardown when the pair is deleted (1 to 2 ms of each bridge DEL, measured beside 0
-/// and 950 ports).
+/// an IPv6 teardown in every DEL when the pair is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostIpv6 {
     Keep,
@@ -372,10 +371,10 @@ pub fn delete_attachment(
 
 /// [`delete_attachment`] with `release` (the IPAM DEL) run beside it on a scoped thread;
 /// returns both outcomes. The pair's deletion spends most of its time waiting inside the kernel
-/// (unregistering a device waits for the RCU callbacks pending on every CPU: about 16 ms here,
-/// docs/performance.md), so a lease release run beside it costs the DEL no time, where after it
-/// it added its whole run (0.5 ms for host-local in-process). Releasing the address before the
-/// interface is gone is Go's order in ptp.
+/// (unregistering a device waits for the RCU callbacks pending on every CPU; docs/performance.md,
+/// "The runtime's own cost and where a bridge ADD spends its time"), so a lease release run
+/// beside it costs the DEL no time, where after it it added its whole run. Releasing the address
+/// before the interface is gone is Go's order in ptp.
 pub fn delete_attachment_beside<T: Send>(
     netns: Option<&cni_linux::NetNs>,
     ifname: &str,

@@ -27,6 +27,15 @@ pub enum AckError {
     NoAddress,
 }
 
+/// A lease that cannot be answered with: its prefix length is longer than an IPv4 address
+/// (a daemon, or anything else on its socket, answering garbage).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("lease {address} has prefix length {prefix_len}, longer than 32")]
+pub struct BadPrefix {
+    pub address: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
 /// The granted lease, persisted as is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,10 +137,19 @@ impl Lease {
     /// there are any (RFC 3442: then options 3 and 33 are ignored for routing), else the
     /// option-33 routes and a default route via the first router. Every route gets the
     /// configured `priority`; `suppress: ["gateway"]` drops the gateway and default routes.
-    pub fn to_result(&self, params: &LeaseParams, version: SpecVersion) -> CniResult {
+    /// A lease read from elsewhere than a DHCPACK may hold any prefix length: one over 32 is
+    /// an error, not a result.
+    pub fn to_result(
+        &self,
+        params: &LeaseParams,
+        version: SpecVersion,
+    ) -> Result<CniResult, BadPrefix> {
         let mut result = CniResult::new(version);
         let gateway = self.gateway().filter(|_| !params.suppress_gateway);
-        let address = Ipv4Net::new(self.address, self.prefix_len).expect("prefix checked at ACK");
+        let address = Ipv4Net::new(self.address, self.prefix_len).map_err(|_| BadPrefix {
+            address: self.address,
+            prefix_len: self.prefix_len,
+        })?;
         result.ips = vec![IpConfig {
             interface: None,
             address: IpNet::V4(address),
@@ -171,7 +189,7 @@ impl Lease {
             r.priority = params.priority;
         }
         result.routes = routes;
-        result
+        Ok(result)
     }
 }
 
@@ -275,7 +293,7 @@ mod tests {
             priority: 5,
             ..LeaseParams::default()
         };
-        let r = l.to_result(&params, SpecVersion::V1_0_0);
+        let r = l.to_result(&params, SpecVersion::V1_0_0).unwrap();
         assert_eq!(r.ips[0].address.to_string(), "198.18.0.77/24");
         assert_eq!(r.ips[0].gateway.unwrap().to_string(), "198.18.0.1");
         let routes: Vec<String> = r
@@ -307,7 +325,9 @@ mod tests {
             ]),
         ));
         let l = Lease::from_ack(&ack(opts), 0, Ipv4Addr::UNSPECIFIED).unwrap();
-        let r = l.to_result(&LeaseParams::default(), SpecVersion::V1_0_0);
+        let r = l
+            .to_result(&LeaseParams::default(), SpecVersion::V1_0_0)
+            .unwrap();
         assert_eq!(r.routes.len(), 3);
         assert_eq!(r.routes[1].gw, Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         assert_eq!(r.routes[1].scope, Some(SCOPE_LINK));
@@ -317,8 +337,27 @@ mod tests {
             suppress_gateway: true,
             ..LeaseParams::default()
         };
-        let r = l.to_result(&suppressed, SpecVersion::V1_0_0);
+        let r = l.to_result(&suppressed, SpecVersion::V1_0_0).unwrap();
         assert_eq!(r.ips[0].gateway, None);
         assert_eq!(r.routes.len(), 2);
+    }
+
+    // A lease from elsewhere than an ACK (the daemon's socket, its state dir) with a prefix
+    // length over 32 is an error, not a panic.
+    #[test]
+    fn a_prefix_longer_than_32_is_an_error() {
+        let mut l = Lease::from_ack(&ack(base()), 0, Ipv4Addr::UNSPECIFIED).unwrap();
+        l.prefix_len = 33;
+        let e = l
+            .to_result(&LeaseParams::default(), SpecVersion::V1_0_0)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "lease 198.18.0.77 has prefix length 33, longer than 32"
+        );
+        l.prefix_len = 32;
+        assert!(l
+            .to_result(&LeaseParams::default(), SpecVersion::V1_0_0)
+            .is_ok());
     }
 }

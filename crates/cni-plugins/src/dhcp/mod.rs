@@ -48,38 +48,14 @@ mod store;
 mod transport;
 mod wire;
 
-use cni_plugin::{CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::FnPlugin;
 
 pub use conf::DEFAULT_SOCKET;
 pub use server::{run as run_daemon, DEFAULT_STATE_DIR};
 
-/// The dhcp IPAM plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Dhcp;
-
-impl Plugin for Dhcp {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        plugin::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        plugin::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        plugin::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        plugin::status(args)
-    }
-
-    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        plugin::gc(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("dhcp")
-    }
-}
+/// The dhcp IPAM plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: plugin::status,
+    gc: plugin::gc,
+    ..FnPlugin::new(plugin::add, plugin::del, plugin::check)
+};

@@ -45,7 +45,13 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let request = Request::Allocate(attachment(args, &conf)?);
     let lease = ask(&conf.socket, &request, code::TRY_AGAIN_LATER)?
         .ok_or_else(|| CniError::internal("dhcp daemon answered ADD without a lease"))?;
-    Ok(lease.to_result(&conf.params, args.version))
+    // A lease that makes no result is the daemon answering badly, as an unreadable answer is.
+    lease.to_result(&conf.params, args.version).map_err(|e| {
+        CniError::new(
+            code::IO_FAILURE,
+            format!("the dhcp daemon at {} answered badly: {e}", conf.socket),
+        )
+    })
 }
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {

@@ -18,6 +18,7 @@ use cni_types::{CniError, CniResult};
 
 use crate::common::errors::combine;
 use crate::common::sublink::{self, AddPlan, Addressing};
+use crate::common::validate;
 use crate::netns;
 
 /// The dummy plugin.
@@ -63,7 +64,7 @@ impl Plugin for Dummy {
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
         require_ipam(args)?;
         ipam::ipam_check(args)?;
-        let (prev, entry) = sublink::prev_container_entry(args)?;
+        let (prev, entry) = validate::prev_container_entry(args)?;
         let ns = netns::open_required(&args.netns)?;
         sublink::check_container(&ns, &entry, prev, "dummy", |_, link| {
             if link.up {
@@ -83,10 +84,6 @@ impl Plugin for Dummy {
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
         crate::common::sublink::gc(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("dummy")
     }
 }
 

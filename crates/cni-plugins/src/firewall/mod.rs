@@ -33,14 +33,14 @@ pub mod isolation;
 use ipnet::IpNet;
 
 use cni_nft::{priority, Batch, Chain, ChainType, Family, Hook, Nft, Policy, Rule, RuleInfo};
-use cni_plugin::{CmdArgs, Plugin};
+use cni_plugin::repair::REPAIR_HINT;
+use cni_plugin::{CmdArgs, Plugin, RepairAnswer, RepairMode};
 use cni_types::{CniError, CniResult, SpecVersion};
 
 use crate::common::nft_tag::{
     delete_selected, nft_error, open_host, owned_rules, owns_rule, retry_transient,
     stale_in_network,
 };
-use crate::repair::REPAIR_HINT;
 use cni_attribution::AttachmentId;
 use conf::{FirewallConf, IngressPolicy};
 
@@ -226,23 +226,6 @@ fn apply(plan: &Plan<'_>) -> Result<(), CniError> {
     .map_err(|e| nft_error("firewall: removing duplicate jumps", e))
 }
 
-impl Firewall {
-    /// Puts back (with `fix`) the attachment's rules when CHECK finds any missing, through
-    /// ADD's own [`apply`] (which replaces them, so nothing is doubled); returns what was
-    /// missing.
-    pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
-        let plan = planned(args)?;
-        let mut nft = open_host("firewall")?;
-        let Err(missing) = verify(&mut nft, &plan, &args.container_id) else {
-            return Ok(Vec::new());
-        };
-        if fix {
-            apply(&plan)?;
-        }
-        Ok(vec![missing.msg.replace(&format!("; {REPAIR_HINT}"), "")])
-    }
-}
-
 impl Plugin for Firewall {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
         let plan = planned(args)?;
@@ -278,15 +261,26 @@ impl Plugin for Firewall {
             .map_err(|e| nft_error("firewall: garbage-collecting rules", e))
     }
 
+    /// Puts back the attachment's rules when CHECK finds any missing, through ADD's own
+    /// [`apply`] (which replaces them, so nothing is doubled).
+    fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        let plan = planned(args)?;
+        let mut nft = open_host("firewall")?;
+        let Err(missing) = verify(&mut nft, &plan, &args.container_id) else {
+            return Ok(RepairAnswer::Restored(Vec::new()));
+        };
+        if mode == RepairMode::Repair {
+            apply(&plan)?;
+        }
+        let what = missing.msg.replace(&format!("; {REPAIR_HINT}"), "");
+        Ok(RepairAnswer::Restored(vec![what]))
+    }
+
     /// Like the Go plugin: 0.4.0 and later.
     fn supported_versions(&self) -> Vec<SpecVersion> {
         SpecVersion::ALL
             .into_iter()
             .filter(|v| *v >= SpecVersion::V0_4_0)
             .collect()
-    }
-
-    fn about(&self) -> String {
-        crate::about("firewall")
     }
 }

@@ -4,26 +4,15 @@
 //! the device back under its name, MTU and alias and releases the lease.
 
 use cni_linux::{Handle, NetNs};
-use cni_plugin::{CmdArgs, ResultExt};
+use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 
 use super::conf::{find_device, HostDeviceConf};
-use super::del::return_to_host;
+use super::restore::{return_to_host, temp_name};
 use super::state::Saved;
-use crate::common::random;
 use crate::common::step;
 use crate::common::sublink::result_for_one_link;
-use crate::common::undo::Undo;
 use crate::netns;
-
-/// A temporary host name: `hd` and 8 random hex digits.
-pub fn temp_name() -> Result<String, CniError> {
-    let b = random::bytes::<4>().or_internal("cannot read random bytes")?;
-    Ok(format!(
-        "hd{:02x}{:02x}{:02x}{:02x}",
-        b[0], b[1], b[2], b[3]
-    ))
-}
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     let conf = HostDeviceConf::parse(&args.conf)?;
@@ -93,11 +82,16 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .or_internal(&format!("failed to find {:?}", args.ifname))?;
     step::end("host-device", "moved")?;
 
-    let (result, lease) = result_for_one_link(args, "host-device", conf.layer3, &link, &ns, false)?;
+    let result = result_for_one_link(
+        args,
+        "host-device",
+        conf.layer3,
+        &link,
+        &ns,
+        false,
+        &mut undo,
+    )?;
     step::end("host-device", "done")?;
-    if let Some(lease) = lease {
-        lease.commit();
-    }
     undo.commit();
     Ok(result)
 }

@@ -4,8 +4,9 @@
 //!
 //! - [`conf`]: the config keys and how the device is found (`device`, `hwaddr`,
 //!   `kernelpath`, `pciBusID` or `runtimeConfig.deviceID`); [`state`]: what DEL needs to
-//!   restore, written before ADD changes anything; [`add`]: transactional ADD; [`del`]: DEL
-//!   and CHECK. STATUS goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
+//!   restore, written before ADD changes anything; [`add`]: transactional ADD; [`del`]: DEL;
+//!   [`check`]: CHECK; [`restore`]: moving the device back, for DEL and a failed ADD. STATUS
+//!   goes to the IPAM plugin when `ipam.type` is set; GC is a no-op, as in Go.
 //!
 //! Attribution: while in the container the link's alias holds its host name (exactly as the
 //! Go plugin sets it, so either plugin's DEL can move the other's device back) and
@@ -23,35 +24,16 @@
 //!   `kernelpath` must start with `/sys/devices/` as in Go.
 
 pub mod add;
+pub mod check;
 pub mod conf;
 pub mod del;
+pub mod restore;
 pub mod state;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, FnPlugin};
 
-/// The host-device plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HostDevice;
-
-impl Plugin for HostDevice {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_status_if_configured(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("host-device")
-    }
-}
+/// The host-device plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: ipam::ipam_status_if_configured,
+    ..FnPlugin::new(add::add, del::del, check::check)
+};

@@ -88,8 +88,4 @@ impl Plugin for HostLocal {
         }
         Ok(())
     }
-
-    fn about(&self) -> String {
-        crate::about("host-local")
-    }
 }

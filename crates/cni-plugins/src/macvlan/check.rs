@@ -5,7 +5,7 @@ use cni_plugin::{ipam, CmdArgs};
 use cni_types::CniError;
 
 use super::conf::{mode_name, MacvlanConf};
-use crate::common::sublink;
+use crate::common::{sublink, validate};
 use crate::netns;
 
 pub fn check(args: &CmdArgs) -> Result<(), CniError> {
@@ -13,7 +13,7 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     if conf.layer3 {
         ipam::ipam_check(args)?;
     }
-    let (prev, entry) = sublink::prev_container_entry(args)?;
+    let (prev, entry) = validate::prev_container_entry(args)?;
     let ns = netns::open_required(&args.netns)?;
     let mut mh = sublink::master_handle(Some(&ns), conf.link_in_container)?;
     let master = sublink::resolve_master(&mut mh, conf.master.as_deref())?;

@@ -24,35 +24,13 @@ pub mod check;
 pub mod conf;
 pub mod del;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, FnPlugin};
 
-/// The macvlan plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Macvlan;
+use crate::common::sublink;
 
-impl Plugin for Macvlan {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        check::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_status_if_configured(args)
-    }
-
-    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        crate::common::sublink::gc(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("macvlan")
-    }
-}
+/// The macvlan plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: ipam::ipam_status_if_configured,
+    gc: sublink::gc,
+    ..FnPlugin::new(add::add, del::del, check::check)
+};

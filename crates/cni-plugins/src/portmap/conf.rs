@@ -7,11 +7,12 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use cni_nft::L4Proto;
-use cni_types::{CniError, CniResult, NetConf, RawObject};
+use cni_types::go_object::as_list;
+use cni_types::{CniError, CniResult, GoObject, NetConf};
 use serde_json::value::RawValue;
 
 use super::conditions::{self, Conditions, Syntax};
-use crate::common::conf::{field, item_int, list_items, warn_not_honoured, ListItem};
+use crate::common::conf::{field, warn_not_honoured};
 
 /// Go's default mark bit for hairpin masquerading (0x2000).
 pub const DEFAULT_MARK_BIT: u32 = 13;
@@ -140,8 +141,8 @@ impl PortMapConf {
     }
 }
 
-fn port(entry: &RawObject, key: &str, index: usize) -> Result<u16, CniError> {
-    let v = item_int(entry, key).ok().flatten().ok_or_else(|| {
+fn port(entry: &GoObject<'_>, key: &str, index: usize) -> Result<u16, CniError> {
+    let v = entry.int(key).ok().flatten().ok_or_else(|| {
         invalid(format!(
             "portMappings[{index}]: {key} is missing or not an integer"
         ))
@@ -157,7 +158,7 @@ fn port(entry: &RawObject, key: &str, index: usize) -> Result<u16, CniError> {
 /// A string key of a mapping: absent, `null` and `""` are `None`; another type is an error
 /// naming `what`.
 fn item_str(
-    entry: &RawObject,
+    entry: &GoObject<'_>,
     key: &str,
     index: usize,
     what: &str,
@@ -180,13 +181,16 @@ pub fn port_mappings(conf: &NetConf) -> Result<Vec<PortMapping>, CniError> {
     let Some(list) = list else {
         return Ok(Vec::new());
     };
-    let items = list_items(list.get())
-        .ok_or_else(|| invalid(format!("portMappings must be a list, got {}", list.get())))?;
+    let items = as_list(&list, "portMappings")
+        .map_err(|_| invalid(format!("portMappings must be a list, got {}", list.get())))?;
     let mut out = Vec::with_capacity(items.len());
-    for (i, entry) in items.iter().enumerate() {
-        let ListItem::Object(entry) = entry else {
-            return Err(invalid(format!("portMappings[{i}] must be an object")));
-        };
+    for (i, item) in items.into_iter().enumerate() {
+        let must_be_an_object = || invalid(format!("portMappings[{i}] must be an object"));
+        if !item.get().starts_with('{') {
+            return Err(must_be_an_object());
+        }
+        let entry = &GoObject::new(Some(item), format!("portMappings[{i}]"))
+            .map_err(|_| must_be_an_object())?;
         let host_port = port(entry, "hostPort", i)?;
         let container_port = port(entry, "containerPort", i)?;
         let proto_name = item_str(entry, "protocol", i, "protocol")?;

@@ -13,7 +13,8 @@
 //!   `mark & 1<<13 == 1<<13, (saddr & /len . daddr) in @rcni_hairpin_<len>, masquerade`
 //!   (comment `rcni portmap v2 hairpin /<len>`), added with its set the first time a length
 //!   is needed. Hash sets, not one interval set: deleting from the kernel's interval-concat
-//!   backend (pipapo) costs time that grows with the set (13 ms at 2,000 elements here).
+//!   backend (pipapo) costs time that grows with the set (docs/performance.md, "portmap and
+//!   ipMasq at scale").
 //!
 //! Every element carries its attachment's [`AttachmentId`] comment, and the attachment's
 //! entry in the index set `rcni_index` lists its keys (see [`super::index`]): DEL reads that

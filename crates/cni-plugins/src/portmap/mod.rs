@@ -31,7 +31,8 @@ pub mod rules;
 use ipnet::IpNet;
 
 use cni_nft::{Batch, Family, Nft};
-use cni_plugin::{CmdArgs, Plugin};
+use cni_plugin::repair::REPAIR_HINT;
+use cni_plugin::{CmdArgs, Plugin, RepairAnswer, RepairMode};
 use cni_types::{CniError, CniResult};
 
 use crate::common::nft_tag::{
@@ -365,31 +366,6 @@ fn audit(args: &CmdArgs) -> Result<Audit, CniError> {
     })
 }
 
-impl Portmap {
-    /// Puts back (with `fix`), per family, the mappings CHECK finds missing, through ADD's own
-    /// install (which replaces the attachment's elements and rules, so nothing is doubled),
-    /// then flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while
-    /// the mapping was gone made entries without the DNAT. Returns what was missing.
-    pub fn repair(&self, args: &CmdArgs, fix: bool) -> Result<Vec<String>, CniError> {
-        let mut a = audit(args)?;
-        let mut restored = Vec::new();
-        for (ipv6, addr, why) in &a.missing {
-            restored.push(format!("portmap {}: {why}", family_name(*ipv6)));
-            if !fix {
-                continue;
-            }
-            install(&mut a.nft, &a.conf, &a.tag, *addr, &a.mappings).map_err(|e| {
-                nft_error(
-                    &format!("portmap: restoring {} port mappings", family_name(*ipv6)),
-                    e,
-                )
-            })?;
-            host::flush_udp_conntrack(&mut a.nft, *ipv6, &a.mappings);
-        }
-        Ok(restored)
-    }
-}
-
 impl Plugin for Portmap {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
         let conf = PortMapConf::parse(&args.conf)?;
@@ -436,9 +412,32 @@ impl Plugin for Portmap {
                 "portmap: missing {} hostport mappings for container {}: {why}; {}",
                 family_name(*ipv6),
                 args.container_id,
-                crate::repair::REPAIR_HINT
+                REPAIR_HINT
             ))),
         }
+    }
+
+    /// Puts back, per family, the mappings CHECK finds missing, through ADD's own install
+    /// (which replaces the attachment's elements and rules, so nothing is doubled), then
+    /// flushes the mapped UDP ports' conntrack entries as ADD does: datagrams sent while the
+    /// mapping was gone made entries without the DNAT.
+    fn repair(&self, args: &CmdArgs, mode: RepairMode) -> Result<RepairAnswer, CniError> {
+        let mut a = audit(args)?;
+        let mut restored = Vec::new();
+        for (ipv6, addr, why) in &a.missing {
+            restored.push(format!("portmap {}: {why}", family_name(*ipv6)));
+            if mode == RepairMode::Look {
+                continue;
+            }
+            install(&mut a.nft, &a.conf, &a.tag, *addr, &a.mappings).map_err(|e| {
+                nft_error(
+                    &format!("portmap: restoring {} port mappings", family_name(*ipv6)),
+                    e,
+                )
+            })?;
+            host::flush_udp_conntrack(&mut a.nft, *ipv6, &a.mappings);
+        }
+        Ok(RepairAnswer::Restored(restored))
     }
 
     fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
@@ -461,9 +460,5 @@ impl Plugin for Portmap {
         delete_selected(&mut nft, &rules::TABLES, &rules::RULE_CHAINS, &select)
             .map(drop)
             .map_err(|e| nft_error("portmap: garbage-collecting port mappings", e))
-    }
-
-    fn about(&self) -> String {
-        crate::about("portmap")
     }
 }

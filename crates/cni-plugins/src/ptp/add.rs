@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::route::{Route as KernelRoute, RouteScope};
 use cni_linux::{sysctl, Handle, NetNs};
-use cni_plugin::{ipam, CmdArgs, ResultExt};
+use cni_plugin::{ipam, CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 use ipnet::IpNet;
 
@@ -18,7 +18,6 @@ use crate::common::iface_config::{configure_iface, ConfigureOptions};
 use crate::common::link_info::interface_of;
 use crate::common::masquerade;
 use crate::common::step;
-use crate::common::undo::Undo;
 use crate::common::veth::{self, ContainerEnd, HostIpv6, Target};
 use crate::netns;
 
@@ -43,8 +42,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     }
 
     let mut undo = Undo::new();
-    let mut result = ipam::ipam_add(args)?;
-    undo.push("IPAM lease", || ipam::ipam_del(args).map_err(|e| e.msg));
+    let mut result = ipam::ipam_add_with_undo(args, &mut undo)?;
     step::end("ptp", "ipam")?;
     result.cni_version = args.version;
     if result.ips.is_empty() {
@@ -93,11 +91,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     if conf.ip_masq {
         let ips: Vec<IpNet> = result.ips.iter().map(|i| i.address).collect();
-        masquerade::setup_masquerade(&args.conf.name, &args.container_id, &args.ifname, &ips)?;
-        undo.push("masquerade rules", move || {
-            masquerade::teardown_masquerade(&args.conf.name, &args.container_id, &args.ifname)
-                .map_err(|e| e.msg)
-        });
+        masquerade::setup_with_undo(args, &ips, &mut undo)?;
     }
 
     if !args.conf.dns.is_empty() {

@@ -3,6 +3,8 @@
 //! end with its address and route, with IPAM DEL beside it.
 //! Best effort: a failing step does not stop the later ones, and the errors are reported
 //! together. A missing netns or interface is success.
+//!
+//! GC: what DEL removes, for every attachment of the network not in the valid list.
 
 use cni_plugin::{ipam, CmdArgs};
 use cni_types::CniError;
@@ -43,4 +45,19 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     phase_trace::mark("links and lease");
     drop(masq_teardown);
     combine(errors)
+}
+
+/// GC: the IPAM plugin's, then the `ipMasq` rules and veths of attachments that are not valid.
+pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
+    let conf = PtpConf::parse(&args.conf)?;
+    combine(
+        [
+            ipam::ipam_gc(args),
+            masquerade::gc_for(args, conf.ip_masq),
+            veth::gc_for(args),
+        ]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect(),
+    )
 }

@@ -3,8 +3,9 @@
 //! included) sent via the gateway; the host veth carries the gateway as a /32 (/128) and a host
 //! route to the container address.
 //!
-//! - [`add`]: transactional ADD; [`del`]: DEL in Go's order (IPAM first), best effort;
-//!   [`check`]: CHECK. STATUS always goes to the IPAM plugin, GC too.
+//! - [`add`]: transactional ADD; [`del`]: DEL in Go's order (IPAM first), best effort, and
+//!   GC; [`check`]: CHECK, and rcni's repair of the `ipMasq` rules. STATUS always goes to the
+//!   IPAM plugin, GC too.
 //!
 //! `ipMasq` rules are nf_tables rules made over netlink (`common::masquerade`); GC removes
 //! those of attachments that are no longer valid.
@@ -19,48 +20,16 @@ pub mod add;
 pub mod check;
 pub mod del;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, FnPlugin};
+use cni_types::CniError;
 
-/// The ptp plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Ptp;
-
-impl Plugin for Ptp {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        check::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_status(args)
-    }
-
-    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        let conf = PtpConf::parse(&args.conf)?;
-        crate::common::errors::combine(
-            [
-                ipam::ipam_gc(args),
-                crate::common::masquerade::gc_for(args, conf.ip_masq),
-                crate::common::veth::gc_for(args),
-            ]
-            .into_iter()
-            .filter_map(Result::err)
-            .collect(),
-        )
-    }
-
-    fn about(&self) -> String {
-        crate::about("ptp")
-    }
-}
+/// The ptp plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: ipam::ipam_status,
+    gc: del::gc,
+    repair: check::repair,
+    ..FnPlugin::new(add::add, del::del, check::check)
+};
 
 /// The ptp config keys (besides `ipam` and `dns`, which every config has).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,12 +10,11 @@ use ipnet::IpNet;
 use cni_linux::rtnl::route::{Route, RT_TABLE_MAIN};
 use cni_linux::rtnl::rule::Rule;
 use cni_linux::{Handle, NetNs};
-use cni_plugin::{CmdArgs, ResultExt};
+use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult, IpConfig};
 
 use super::conf::{ips_of, lock_netns, SbrConf, FIRST_TABLE};
 use crate::common::step;
-use crate::common::undo::Undo;
 use crate::netns;
 
 fn handle(ns: &NetNs) -> Result<Handle, String> {

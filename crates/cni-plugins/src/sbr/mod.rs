@@ -21,27 +21,7 @@ pub mod add;
 pub mod conf;
 pub mod del;
 
-use cni_plugin::{CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::FnPlugin;
 
-/// The sbr plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Sbr;
-
-impl Plugin for Sbr {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::check(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("sbr")
-    }
-}
+/// The sbr plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin::new(add::add, del::del, del::check);

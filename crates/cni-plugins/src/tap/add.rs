@@ -4,14 +4,13 @@
 
 use cni_linux::tun::{self, TapSpec};
 use cni_linux::Handle;
-use cni_plugin::{CmdArgs, ResultExt};
+use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 
 use super::conf::TapConf;
 use crate::common::random;
 use crate::common::step;
 use crate::common::sublink::result_for_one_link;
-use crate::common::undo::Undo;
 use crate::netns;
 
 pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
@@ -80,12 +79,9 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
         .or_internal(&format!("failed to refetch tap {:?}", args.ifname))?;
     step::end("tap", "configured")?;
 
-    let (mut result, lease) = result_for_one_link(args, "tap", conf.layer3, &link, &ns, true)?;
+    let mut result = result_for_one_link(args, "tap", conf.layer3, &link, &ns, true, &mut undo)?;
     step::end("tap", "done")?;
     result.dns = conf.dns;
-    if let Some(lease) = lease {
-        lease.commit();
-    }
     undo.commit();
     Ok(result)
 }

@@ -7,7 +7,7 @@ use cni_types::CniError;
 
 use super::conf::TapConf;
 use crate::common::errors::combine;
-use crate::common::sublink;
+use crate::common::{sublink, validate};
 use crate::netns;
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
@@ -25,7 +25,7 @@ pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     if conf.layer3 {
         ipam::ipam_check(args)?;
     }
-    let (prev, entry) = sublink::prev_container_entry(args)?;
+    let (prev, entry) = validate::prev_container_entry(args)?;
     let ns = netns::open_required(&args.netns)?;
     sublink::check_container(&ns, &entry, prev, "tun", |h, link| {
         let Some(name) = &conf.bridge else {

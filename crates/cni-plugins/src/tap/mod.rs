@@ -18,31 +18,10 @@ pub mod add;
 pub mod conf;
 pub mod del;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, FnPlugin};
 
-/// The tap plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Tap;
-
-impl Plugin for Tap {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_status_if_configured(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("tap")
-    }
-}
+/// The tap plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: ipam::ipam_status_if_configured,
+    ..FnPlugin::new(add::add, del::del, del::check)
+};

@@ -36,10 +36,9 @@ pub mod sysctl;
 use std::path::Path;
 
 use cni_linux::{Handle, NetlinkError, NsError};
-use cni_plugin::{CmdArgs, Plugin, ResultExt};
+use cni_plugin::{CmdArgs, Plugin, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 
-use crate::common::undo::Undo;
 use crate::netns::{self, Opened};
 use backup::{Backup, Saved};
 use cni_attribution::AttachmentId;
@@ -367,9 +366,5 @@ impl Plugin for Tuning {
         let req = Request::parse(args)?;
         let ns = netns::open_required(&args.netns)?;
         ns.run(|| verify(&req, &args.ifname)).map_err(ns_error)?
-    }
-
-    fn about(&self) -> String {
-        crate::about("tuning")
     }
 }

@@ -6,13 +6,13 @@ use cni_plugin::{ipam, CmdArgs};
 use cni_types::CniError;
 
 use super::conf::VlanConf;
-use crate::common::sublink;
+use crate::common::{sublink, validate};
 use crate::netns;
 
 pub fn check(args: &CmdArgs) -> Result<(), CniError> {
     let conf = VlanConf::parse(&args.conf)?;
     ipam::ipam_check(args)?;
-    let (prev, entry) = sublink::prev_container_entry(args)?;
+    let (prev, entry) = validate::prev_container_entry(args)?;
     let ns = netns::open_required(&args.netns)?;
     let mut mh = sublink::master_handle(Some(&ns), conf.link_in_container)?;
     let master = sublink::lookup_master(&mut mh, &conf.master)?;

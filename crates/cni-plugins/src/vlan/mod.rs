@@ -18,35 +18,13 @@ pub mod check;
 pub mod conf;
 pub mod del;
 
-use cni_plugin::{ipam, CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::{ipam, FnPlugin};
 
-/// The vlan plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Vlan;
+use crate::common::sublink;
 
-impl Plugin for Vlan {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        check::check(args)
-    }
-
-    fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
-        ipam::ipam_status(args)
-    }
-
-    fn gc(&self, args: &CmdArgs) -> Result<(), CniError> {
-        crate::common::sublink::gc(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("vlan")
-    }
-}
+/// The vlan plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin {
+    status: ipam::ipam_status,
+    gc: sublink::gc,
+    ..FnPlugin::new(add::add, del::del, check::check)
+};

@@ -12,13 +12,12 @@ use cni_linux::rtnl::link::{Link, LinkSpec};
 use cni_linux::rtnl::route::{Route, RouteScope, RT_TABLE_MAIN};
 use cni_linux::rtnl::virt::VirtKind;
 use cni_linux::{Handle, NetNs};
-use cni_plugin::{CmdArgs, ResultExt};
+use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
 
 use super::conf::{lowest_free, VrfConf};
 use super::device::{find_vrf, handle_in, vrf_tables};
 use crate::common::step;
-use crate::common::undo::Undo;
 use crate::netns;
 
 /// EOPNOTSUPP: the kernel does not know the link kind.

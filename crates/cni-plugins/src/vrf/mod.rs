@@ -20,27 +20,7 @@ pub mod conf;
 pub mod del;
 pub mod device;
 
-use cni_plugin::{CmdArgs, Plugin};
-use cni_types::{CniError, CniResult};
+use cni_plugin::FnPlugin;
 
-/// The vrf plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Vrf;
-
-impl Plugin for Vrf {
-    fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        add::add(args)
-    }
-
-    fn del(&self, args: &CmdArgs) -> Result<(), CniError> {
-        del::del(args)
-    }
-
-    fn check(&self, args: &CmdArgs) -> Result<(), CniError> {
-        check::check(args)
-    }
-
-    fn about(&self) -> String {
-        crate::about("vrf")
-    }
-}
+/// The vrf plugin: the function each command runs.
+pub const PLUGIN: FnPlugin = FnPlugin::new(add::add, del::del, check::check);

@@ -7,6 +7,7 @@ pub mod dhcp_daemon;
 
 use std::path::PathBuf;
 
+use cni_attribution::{names, AttachmentId};
 use cni_testkit::{Netns, PluginCall, PluginOutput, Sandbox};
 
 /// The multi-call binary cargo built for this test run.
@@ -41,6 +42,23 @@ impl Setup {
         self.sb
             .run_plugin(self.cni_dir.join(plugin), call)
             .expect("run plugin")
+    }
+}
+
+/// Asserts that no record of the attachment is in the sub-link or bandwidth plugins' default
+/// directories (`/run/rcni/sublink`, `/run/rcni/bandwidth`): a test gives those plugins a
+/// `dataDir` of its own, so the suite never creates the machine's directories. Call it while
+/// the attachment is live (after its ADD).
+#[track_caller]
+pub fn assert_no_record_in_default_dirs(network: &str, container_id: &str, ifname: &str) {
+    let file = AttachmentId::new(network, container_id, ifname).record_file_name();
+    for dir in [names::SUBLINK_RECORD_DIR, names::BANDWIDTH_RECORD_DIR] {
+        let path = std::path::Path::new(dir).join(&file);
+        assert!(
+            !path.exists(),
+            "{} was written: give the plugin a dataDir in the test's own directory",
+            path.display()
+        );
     }
 }
 

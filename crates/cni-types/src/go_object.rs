@@ -1,45 +1,61 @@
-//! Reading JSON the way Go's `encoding/json` fills a struct, which is what configs in the wild
-//! were written against. Keys follow the one rule of `cni_types::go_decode` (matched as Go
-//! folds them, the last matching key wins, `null` leaves a field unset, every object given for
-//! a section is merged); besides, unknown keys are ignored, an IP field given as `""` is unset,
+//! A JSON object read the way Go's `encoding/json` fills a struct, which is what configs in the
+//! wild were written against: the one typed reader of config sections, used by every plugin
+//! and by `cni-ipam` (the top-level config is a [`crate::RawObject`], whose sections are
+//! read through this). Keys follow the one rule of [`crate::go_decode`] (matched as Go folds
+//! them, the last matching key wins, `null` leaves a field unset, every object given for a
+//! section is merged); besides, unknown keys are ignored, an IP field given as `""` is unset,
 //! a CIDR field given as `""` is an error, and integers reject fractions and exponents.
 //!
 //! Nothing is decoded into a value tree: an object is a list of (key, raw text) pairs borrowed
 //! from the input, and only the fields a caller asks for are decoded. A value nothing reads is
 //! checked for syntax only, so `1e400` or a 5-million-element array in an unknown key costs no
-//! memory beyond the input (the decoding rule of `cni_types::raw`, shared by every plugin).
+//! memory beyond the input.
 
 use std::net::IpAddr;
 
-use cni_types::go_decode::{self, Member, SectionError};
 use ipnet::IpNet;
+use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::error::ConfigError;
-use crate::ip;
+use crate::go_decode::{self, Member, SectionError};
+
+/// Why a field cannot be read; `field` is its path (`ipam.ranges[0][1].subnet`).
+#[derive(Debug, thiserror::Error)]
+pub enum FieldError {
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("field {field}: expected {expected}")]
+    WrongType {
+        field: String,
+        expected: &'static str,
+    },
+    #[error("field {field}: invalid IP address {value:?}")]
+    InvalidIp { field: String, value: String },
+    #[error("field {field}: invalid CIDR address {value:?}")]
+    InvalidCidr { field: String, value: String },
+    #[error("field {field}: {value} is not an integer that fits")]
+    InvalidInteger { field: String, value: String },
+}
 
 /// A JSON object viewed as a Go struct. `path` names it in error messages (`ipam.ranges[0][1]`).
 #[derive(Debug, Clone)]
-pub(crate) struct GoObject<'a> {
+pub struct GoObject<'a> {
     /// Every member in input order, duplicates included; values are raw text.
     entries: Vec<Member<'a>>,
     path: String,
 }
 
 impl<'a> GoObject<'a> {
-    /// The whole document: refused when nested deeper than Go allows or not valid JSON (code 6);
+    /// The whole document: refused when nested deeper than Go allows or not valid JSON;
     /// anything but an object is a type error.
-    pub(crate) fn document(bytes: &'a [u8]) -> Result<Self, ConfigError> {
-        cni_types::raw::check_nesting(bytes).map_err(ConfigError::Json)?;
-        let raw: &'a RawValue = serde_json::from_slice(bytes).map_err(ConfigError::Json)?;
+    pub fn document(bytes: &'a [u8]) -> Result<Self, FieldError> {
+        go_decode::check_nesting(bytes).map_err(FieldError::Json)?;
+        let raw: &'a RawValue = serde_json::from_slice(bytes).map_err(FieldError::Json)?;
         GoObject::new(Some(raw), "")
     }
 
     /// Views `value` as a struct. Absent or `null` is an empty struct; anything but an object is an error.
-    pub(crate) fn new(
-        value: Option<&'a RawValue>,
-        path: impl Into<String>,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(value: Option<&'a RawValue>, path: impl Into<String>) -> Result<Self, FieldError> {
         let path = path.into();
         match value.filter(|raw| !is_null(raw)) {
             None => Ok(GoObject {
@@ -48,18 +64,26 @@ impl<'a> GoObject<'a> {
             }),
             Some(raw) if raw.get().starts_with('{') => {
                 // The text is already known to be valid JSON, so this only splits it.
-                let entries = go_decode::parse_members(raw.get()).map_err(ConfigError::Json)?;
+                let entries = go_decode::parse_members(raw.get()).map_err(FieldError::Json)?;
                 Ok(GoObject { entries, path })
             }
-            Some(_) => Err(ConfigError::WrongType {
+            Some(_) => Err(FieldError::WrongType {
                 field: path,
                 expected: "an object",
             }),
         }
     }
 
+    /// The section made of `members` (what [`go_decode::section_members`] gives), named `path`.
+    pub fn from_members(members: Vec<Member<'a>>, path: impl Into<String>) -> Self {
+        GoObject {
+            entries: members,
+            path: path.into(),
+        }
+    }
+
     /// The path of a member, for error messages.
-    pub(crate) fn path_of(&self, name: &str) -> String {
+    pub fn path_of(&self, name: &str) -> String {
         if self.path.is_empty() {
             name.to_string()
         } else {
@@ -68,66 +92,71 @@ impl<'a> GoObject<'a> {
     }
 
     /// The value of field `name` (`go_decode::field_value`); `null` counts as absent.
-    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+    pub fn get(&self, name: &str) -> Option<&'a RawValue> {
         go_decode::field_value(&self.entries, name)
     }
 
     /// A nested struct: every object given for it, merged (`go_decode::section_members`).
-    pub(crate) fn object(&self, name: &str) -> Result<GoObject<'a>, ConfigError> {
+    pub fn object(&self, name: &str) -> Result<GoObject<'a>, FieldError> {
         let path = self.path_of(name);
         match go_decode::section_members(&self.entries, name) {
             Ok(entries) => Ok(GoObject { entries, path }),
-            Err(SectionError::NotAnObject(_)) => Err(ConfigError::WrongType {
+            Err(SectionError::NotAnObject(_)) => Err(FieldError::WrongType {
                 field: path,
                 expected: "an object",
             }),
-            Err(SectionError::Json(e)) => Err(ConfigError::Json(e)),
+            Err(SectionError::Json(e)) => Err(FieldError::Json(e)),
         }
     }
 
     /// A string field.
-    pub(crate) fn string(&self, name: &str) -> Result<Option<String>, ConfigError> {
+    pub fn string(&self, name: &str) -> Result<Option<String>, FieldError> {
         self.get(name)
             .map(|value| as_str(value, &self.path_of(name)))
             .transpose()
     }
 
     /// A `net.IP` field: `""` is unset.
-    pub(crate) fn ip(&self, name: &str) -> Result<Option<IpAddr>, ConfigError> {
+    pub fn ip(&self, name: &str) -> Result<Option<IpAddr>, FieldError> {
         let field = self.path_of(name);
         match self.string(name)?.as_deref() {
             None | Some("") => Ok(None),
-            Some(text) => ip::parse_ip(text).map(Some).ok_or(ConfigError::InvalidIp {
-                field,
-                value: text.to_string(),
-            }),
+            // Go canonicalises an IPv4-mapped IPv6 address to IPv4.
+            Some(text) => text
+                .parse::<IpAddr>()
+                .ok()
+                .map(|ip| Some(ip.to_canonical()))
+                .ok_or(FieldError::InvalidIp {
+                    field,
+                    value: text.to_string(),
+                }),
         }
     }
 
     /// A `types.IPNet` field: the address keeps its host bits; `""` is an error.
-    pub(crate) fn cidr(&self, name: &str) -> Result<Option<IpNet>, ConfigError> {
+    pub fn cidr(&self, name: &str) -> Result<Option<IpNet>, FieldError> {
         let field = self.path_of(name);
         self.string(name)?
             .map(|text| {
                 text.parse::<IpNet>()
-                    .map_err(|_| ConfigError::InvalidCidr { field, value: text })
+                    .map_err(|_| FieldError::InvalidCidr { field, value: text })
             })
             .transpose()
     }
 
     /// A Go `int` field (64-bit): whole numbers only.
-    pub(crate) fn int(&self, name: &str) -> Result<Option<i64>, ConfigError> {
+    pub fn int(&self, name: &str) -> Result<Option<i64>, FieldError> {
         let field = self.path_of(name);
         self.get(name)
             .map(|value| {
                 let text = value.get();
                 if !text.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
-                    return Err(ConfigError::WrongType {
+                    return Err(FieldError::WrongType {
                         field,
                         expected: "an integer",
                     });
                 }
-                serde_json::from_str::<i64>(text).map_err(|_| ConfigError::InvalidInteger {
+                serde_json::from_str::<i64>(text).map_err(|_| FieldError::InvalidInteger {
                     field,
                     value: text.to_string(),
                 })
@@ -135,8 +164,21 @@ impl<'a> GoObject<'a> {
             .transpose()
     }
 
+    /// Field `name` decoded as `T` (absent or `null`: `None`); objects assigned to it are
+    /// decoded merged ([`go_decode::decode_field`]).
+    pub fn decode<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, serde_json::Error> {
+        let assigned = || {
+            self.entries
+                .iter()
+                .filter(|(key, _)| go_decode::fold_eq(key, name))
+                .map(|(_, value)| value.get())
+                .collect()
+        };
+        go_decode::decode_field(self.get(name).map(RawValue::get), assigned)
+    }
+
     /// A slice field: absent or `null` is empty.
-    pub(crate) fn list(&self, name: &str) -> Result<Vec<&'a RawValue>, ConfigError> {
+    pub fn list(&self, name: &str) -> Result<Vec<&'a RawValue>, FieldError> {
         match self.get(name) {
             None => Ok(Vec::new()),
             Some(value) => as_list(value, &self.path_of(name)),
@@ -145,13 +187,13 @@ impl<'a> GoObject<'a> {
 }
 
 /// JSON `null`.
-pub(crate) fn is_null(value: &RawValue) -> bool {
+pub fn is_null(value: &RawValue) -> bool {
     go_decode::is_null(value.get())
 }
 
 /// A JSON string, or a type error naming `field`.
-pub(crate) fn as_str(value: &RawValue, field: &str) -> Result<String, ConfigError> {
-    let wrong = || ConfigError::WrongType {
+pub fn as_str(value: &RawValue, field: &str) -> Result<String, FieldError> {
+    let wrong = || FieldError::WrongType {
         field: field.to_string(),
         expected: "a string",
     };
@@ -162,17 +204,14 @@ pub(crate) fn as_str(value: &RawValue, field: &str) -> Result<String, ConfigErro
 }
 
 /// A JSON list where `null` is empty, or a type error naming `field`.
-pub(crate) fn as_list<'a>(
-    value: &'a RawValue,
-    field: &str,
-) -> Result<Vec<&'a RawValue>, ConfigError> {
+pub fn as_list<'a>(value: &'a RawValue, field: &str) -> Result<Vec<&'a RawValue>, FieldError> {
     let text = value.get();
     if is_null(value) {
         Ok(Vec::new())
     } else if text.starts_with('[') {
-        serde_json::from_str(text).map_err(ConfigError::Json)
+        serde_json::from_str(text).map_err(FieldError::Json)
     } else {
-        Err(ConfigError::WrongType {
+        Err(FieldError::WrongType {
             field: field.to_string(),
             expected: "a list",
         })
@@ -225,7 +264,7 @@ mod tests {
         assert_eq!(cleared.object("ipam").unwrap().ip("gateway").unwrap(), None);
         assert!(matches!(
             doc(r#"{"ipam": {}, "ipam": 5}"#).object("ipam"),
-            Err(ConfigError::WrongType { .. })
+            Err(FieldError::WrongType { .. })
         ));
     }
 
@@ -241,7 +280,7 @@ mod tests {
         let obj = doc(r#"{"ipam": {"subnet": ""}}"#).object("ipam").unwrap();
         assert!(matches!(
             obj.cidr("subnet"),
-            Err(ConfigError::InvalidCidr { field, .. }) if field == "ipam.subnet"
+            Err(FieldError::InvalidCidr { field, .. }) if field == "ipam.subnet"
         ));
     }
 
@@ -252,11 +291,11 @@ mod tests {
         );
         for name in ["a", "c", "e", "f"] {
             assert!(
-                matches!(obj.int(name), Err(ConfigError::InvalidInteger { .. })),
+                matches!(obj.int(name), Err(FieldError::InvalidInteger { .. })),
                 "{name}"
             );
         }
-        assert!(matches!(obj.int("b"), Err(ConfigError::WrongType { .. })));
+        assert!(matches!(obj.int("b"), Err(FieldError::WrongType { .. })));
         assert_eq!(obj.int("d").unwrap(), Some(-4));
     }
 
@@ -265,17 +304,14 @@ mod tests {
         let obj = doc(r#"{"ipam": "x", "s": 5, "l": {}, "ip": true}"#);
         assert!(matches!(
             obj.object("ipam"),
-            Err(ConfigError::WrongType { .. })
+            Err(FieldError::WrongType { .. })
         ));
-        assert!(matches!(
-            obj.string("s"),
-            Err(ConfigError::WrongType { .. })
-        ));
-        assert!(matches!(obj.list("l"), Err(ConfigError::WrongType { .. })));
-        assert!(matches!(obj.ip("ip"), Err(ConfigError::WrongType { .. })));
+        assert!(matches!(obj.string("s"), Err(FieldError::WrongType { .. })));
+        assert!(matches!(obj.list("l"), Err(FieldError::WrongType { .. })));
+        assert!(matches!(obj.ip("ip"), Err(FieldError::WrongType { .. })));
         assert!(matches!(
             GoObject::document(b"[1]"),
-            Err(ConfigError::WrongType { .. })
+            Err(FieldError::WrongType { .. })
         ));
     }
 
@@ -288,11 +324,11 @@ mod tests {
         let text = format!(r#"{{"deep": {}}}"#, deep(10_000));
         assert!(matches!(
             GoObject::document(text.as_bytes()),
-            Err(ConfigError::Json(_))
+            Err(FieldError::Json(_))
         ));
         assert!(matches!(
             GoObject::document(br#"{"a": tru}"#),
-            Err(ConfigError::Json(_))
+            Err(FieldError::Json(_))
         ));
     }
 }

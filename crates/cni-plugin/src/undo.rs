@@ -1,6 +1,9 @@
-//! The undo stack of a transactional ADD (ARCHITECTURE "Failure model").
+//! The undo stack of a transactional ADD: the one rollback shape of every plugin (the
+//! failure model of docs/architecture.md, "The crash and attribution contract": a failed call
+//! that is not killed undoes its own steps).
 //!
-//! Every step that creates something registers how to remove it again. If the ADD returns
+//! Every step that creates something registers how to remove it again (the IPAM lease too:
+//! [`crate::ipam::ipam_add_with_undo`]). If the ADD returns
 //! early with an error, or panics (the workspace builds with `panic = "unwind"`), dropping the
 //! stack runs the undos in reverse order; a successful ADD calls [`Undo::commit`] and
 //! everything stays. Each undo action runs under `catch_unwind`: one that panics is logged as
