@@ -13,15 +13,19 @@
 //! - [`cni_conf`], [`cni_version`], [`masq`], [`files`]: what the agent writes for the node;
 //! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
 //! - [`rule_repair`]: putting back the node's nf_tables rules after another firewall removed them;
-//! - [`health`]: the health state, the status file and `/healthz` + `/metrics`;
+//! - [`health`]: the health state, the status file and `/healthz` + `/metrics`, with
+//!   [`policy_health`] for NetworkPolicy's part;
 //! - [`flows`]: the policy verdicts the program logs, read, named, kept and served (`/flows`,
 //!   `/ui`, the flow socket);
+//! - [`shutdown`]: the stop value every task waits on;
 //! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
-//!   enforced on them with nf_tables;
+//!   enforced on them with nf_tables ([`bridge_kind`]: whether the bridge tells the agent
+//!   about new pods, which the hold needs);
 //! - [`node`]: wiring it together from the command line's options.
 
 pub mod agent;
 pub mod backend;
+pub mod bridge_kind;
 pub mod cni_conf;
 pub mod cni_version;
 pub mod cri;
@@ -35,5 +39,7 @@ pub mod network;
 pub mod node;
 pub mod pods;
 pub mod policy;
+pub mod policy_health;
 pub mod rule_repair;
+pub mod shutdown;
 pub mod store;
