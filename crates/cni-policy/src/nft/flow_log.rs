@@ -19,6 +19,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use cni_nft::{ct_state, Batch, Limit, RuleBuilder};
+
+use super::{ProgramError, F, TABLE};
 use crate::effective::Direction;
 
 /// The nfnetlink_log group the program's log rules send to, and the node agent reads.
@@ -39,6 +42,16 @@ pub const ALLOWED_LIMIT: &str = "flowlog-allowed";
 /// back.
 pub const DENIED_COUNTERS: [&str; 2] = ["flowlog-denied-seen", "flowlog-denied-sent"];
 pub const ALLOWED_COUNTERS: [&str; 2] = ["flowlog-allowed-seen", "flowlog-allowed-sent"];
+
+/// The rate of records of denied (and held) connections the kernel sends, node-wide: a
+/// flood of denied packets costs the agent at most this many records a second.
+pub const DENIED_RATE: Limit = Limit {
+    rate: 1000,
+    per_seconds: 1,
+    burst: 1000,
+};
+/// The rate of records of allowed connections (`--flow-log all`).
+pub const ALLOWED_RATE: Limit = DENIED_RATE;
 
 /// Which verdicts the program logs (`rcni-node --flow-log`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -149,6 +162,42 @@ impl LogTag {
         }
         .unwrap_or(Direction::Ingress)
     }
+}
+
+/// The named limits and counters of the log rules `mode` asks for (in the skeleton: they
+/// are made with the table and never change).
+pub(super) fn objects(b: &mut Batch, mode: FlowLog) -> Result<(), ProgramError> {
+    let kinds = [
+        (mode.denied(), DENIED_LIMIT, DENIED_RATE, DENIED_COUNTERS),
+        (
+            mode.allowed(),
+            ALLOWED_LIMIT,
+            ALLOWED_RATE,
+            ALLOWED_COUNTERS,
+        ),
+    ];
+    for (_, limit, rate, counters) in kinds.into_iter().filter(|k| k.0) {
+        b.add_limit(F, TABLE, limit, rate)?;
+        for counter in counters {
+            b.add_counter(F, TABLE, counter)?;
+        }
+    }
+    Ok(())
+}
+
+/// `r` (the matches of the packets a verdict applies to) made a log rule for `tag`: packets
+/// that open a connection are counted, rate-limited, counted again and sent to the group.
+/// The rule has no verdict: the chain goes on to the rule that decides.
+pub(super) fn log_rule(r: RuleBuilder, tag: &LogTag) -> RuleBuilder {
+    let (limit, [seen, sent]) = match tag {
+        LogTag::Allowed { .. } => (ALLOWED_LIMIT, ALLOWED_COUNTERS),
+        _ => (DENIED_LIMIT, DENIED_COUNTERS),
+    };
+    r.ct_state(ct_state::NEW)
+        .counter_named(seen)
+        .limit_named(limit)
+        .counter_named(sent)
+        .log_group(FLOW_LOG_GROUP, &tag.prefix(), FLOW_LOG_SNAPLEN)
 }
 
 /// The direction of a chain named `<kind>e-…` or `<kind>i-…` (see [`super::pod_chain_name`]).
