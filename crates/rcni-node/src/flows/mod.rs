@@ -2,17 +2,19 @@
 //! it denies (and, with `--flow-log all`, of each it allows) to an nfnetlink_log group
 //! (`cni_policy::nft::flow_log`); this module reads the group ([`reader`], on a thread of its
 //! own, never on the event loop), names each record through the agent's view of the cluster
-//! ([`names`]), keeps the flows in a bounded store (`rcni_flows::FlowStore`) and serves them:
+//! ([`names`], kept by the policy worker in [`index`]), keeps the flows in a bounded store (`rcni_flows::FlowStore`) and serves them:
 //! `/flows` and the page `/ui` on the health address and the root-only socket
 //! `<state-dir>/flows.sock` ([`routes`], [`socket`]), and the verdict counters of `/metrics`
 //! ([`metrics`]).
 
+pub mod index;
 pub mod metrics;
 pub mod names;
 pub mod reader;
 pub mod routes;
 pub mod socket;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
@@ -22,8 +24,47 @@ use cni_policy::nft::flow_log::FlowLog;
 use rcni_flows::{Bounds, Filter, Flow, FlowStore};
 use tokio::sync::watch;
 
+use index::SharedIndex;
 use metrics::VerdictCounters;
 use names::{ClusterNames, Unnamed};
+
+/// The flow log of a running agent: the index the policy worker keeps, and the flows.
+pub struct FlowLogRun {
+    pub index: SharedIndex,
+    pub flows: SharedFlows,
+}
+
+/// Starts the flow log of node `node` when `mode` logs anything: its store, the reader
+/// thread, and the flow socket in `state_dir` (a socket that cannot be made is logged: the
+/// flows are still served on the health address). Until `shutdown`.
+pub fn start(
+    node: &str,
+    mode: FlowLog,
+    state_dir: &Path,
+    shutdown: &watch::Receiver<bool>,
+) -> Option<FlowLogRun> {
+    if mode == FlowLog::Off {
+        return None;
+    }
+    let index = SharedIndex::default();
+    let flows = FlowState::new(node, mode, Bounds::default(), Arc::new(index.clone()));
+    if let Err(e) = reader::spawn(flows.clone(), shutdown.clone()) {
+        log::error!("flow log: cannot start the reader thread: {e}");
+    }
+    let path = socket::path(state_dir);
+    match socket::bind(&path) {
+        Ok(listener) => {
+            tokio::spawn(socket::serve(
+                listener,
+                path,
+                flows.clone(),
+                shutdown.clone(),
+            ));
+        }
+        Err(e) => log::error!("flow log: cannot listen on {}: {e}", path.display()),
+    }
+    Some(FlowLogRun { index, flows })
+}
 
 /// The flows of the node and what is known about how they were gathered.
 pub struct FlowState {
