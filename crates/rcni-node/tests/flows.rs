@@ -9,7 +9,7 @@ mod harness;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cni_testkit::browser::Browser;
 use cni_testkit::{run_in, tcp_connects, udp_echoes};
@@ -484,7 +484,6 @@ fn the_page_shows_the_pods_and_a_denied_flow_naming_its_policy_in_a_real_browser
             Duration::from_secs(20),
         )
         .unwrap();
-    let started = Instant::now();
     let ya = &w.pod("y", "a").netns.name;
     let yb = &w.pod("y", "b").netns.name;
     assert!(!tcp_connects(ya, SocketAddr::new(a, 80), PROBE));
@@ -532,6 +531,14 @@ fn the_page_shows_the_pods_and_a_denied_flow_naming_its_policy_in_a_real_browser
         .eval("document.querySelectorAll('#picture line.edge-denied').length")
         .unwrap();
     assert!(edges.as_u64() >= Some(1), "{edges}");
+    // The same flows as `rcni flows` prints them (README, NetworkPolicy).
+    let state = node.dir.join("state");
+    let table = rcni(&c, 0, &["flows", "--state-dir", state.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("x/deny") && table.contains("ingress[0]"), "{table}");
+    println!("{table}");
+    let json = rcni(&c, 0, &["flows", "--denied", "--pod", "x/a", "--since", "5m", "--json", "--state-dir", state.to_str().unwrap()]);
+    println!("{}", String::from_utf8_lossy(&json.stdout));
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flows/ui.png");
     browser.screenshot(&shot).unwrap();
     println!("screenshot: {}", shot.display());

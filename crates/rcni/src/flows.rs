@@ -86,7 +86,7 @@ pub fn row(f: &Flow) -> String {
         .to_zoned(jiff::tz::TimeZone::system())
         .strftime("%H:%M:%S%.3f")
         .to_string();
-    let mut decided = f.policies.join(",");
+    let mut decided = f.policies.join(", ");
     if let Some(rule) = &f.rule {
         decided = format!("{decided} {rule}");
     }
