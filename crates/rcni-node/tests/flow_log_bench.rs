@@ -9,7 +9,7 @@
 //!   and `off`, interleaved rounds, and their ratios;
 //! - a flood of denied packets at 50,000 packets/s from node2: the agent's CPU (share of one
 //!   core) and memory (RSS, the store's estimate), and allowed request latency beside it
-//!   against without it.
+//!   against without it (interleaved rounds), with the flow log on and, as a control, off.
 //!
 //! `RCNI_FLOW_BENCH_QUICK=1` shortens every part.
 
@@ -134,7 +134,11 @@ fn agent_with(c: &mut Cluster, w: &World, mode: &str, a: SocketAddr) {
         policy_table(&c.nodes[0].ns.name).is_some_and(|t| logs(&t.to_string()) == (mode != "off"))
             && tcp_connects(b, a, Duration::from_millis(300))
     });
-    assert!(ok.is_some(), "agent with --flow-log {mode}:\n{}", c.nodes[0].agent_log());
+    assert!(
+        ok.is_some(),
+        "agent with --flow-log {mode}:\n{}",
+        c.nodes[0].agent_log()
+    );
 }
 
 #[test]
@@ -155,7 +159,8 @@ fn flow_log_measurements() {
         let i = c.add_node();
         c.start_agent(i);
     }
-    c.wait_converged(Duration::from_secs(30)).expect("converged");
+    c.wait_converged(Duration::from_secs(30))
+        .expect("converged");
     let mut w = World::empty();
     for ns in ["x", "y"] {
         w.label_namespace(&c, ns, &[("ns", ns)]);
@@ -168,14 +173,25 @@ fn flow_log_measurements() {
     let xa = w.pod("x", "a").pod.ips[0];
     let stop = Arc::new(AtomicBool::new(false));
     let to = SocketAddr::new(xa, PORT);
-    w.apply(&c, &A_FROM_B.replace("port: 80}", "port: 8080}").replace("a-from-b", "a-from-b-8080"));
+    w.apply(
+        &c,
+        &A_FROM_B
+            .replace("port: 80}", "port: 8080}")
+            .replace("a-from-b", "a-from-b-8080"),
+    );
     server(&w.pod("x", "a").netns.name, to, stop.clone());
     let b = w.pod("y", "b").netns.name.clone();
-    assert!(wait_for(Duration::from_secs(20), || tcp_connects(&b, to, Duration::from_millis(300))).is_some());
+    assert!(wait_for(Duration::from_secs(20), || tcp_connects(
+        &b,
+        to,
+        Duration::from_millis(300)
+    ))
+    .is_some());
 
     listing_delay(&c, &w, xa);
     allowed_cost(&mut c, &w, to);
-    flood(&c, &w, xa, to);
+    agent_with(&mut c, &w, "denied", to);
+    flood(&mut c, &w, xa, to);
     stop.store(true, Ordering::SeqCst);
 }
 
@@ -186,7 +202,13 @@ fn listing_delay(c: &Cluster, w: &World, xa: IpAddr) {
     let mut follow = Command::new("ip")
         .args(["netns", "exec", &c.nodes[0].ns.name])
         .arg(cni_testkit::bin_path("rcni").unwrap())
-        .args(["flows", "--follow", "--json", "--state-dir", state.to_str().unwrap()])
+        .args([
+            "flows",
+            "--follow",
+            "--json",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -204,7 +226,10 @@ fn listing_delay(c: &Cluster, w: &World, xa: IpAddr) {
         }
     });
     std::thread::sleep(Duration::from_millis(500));
-    let sock = run_in(&w.pod("y", "b").netns.name, || Ok(UdpSocket::bind("0.0.0.0:0")?)).unwrap();
+    let sock = run_in(&w.pod("y", "b").netns.name, || {
+        Ok(UdpSocket::bind("0.0.0.0:0")?)
+    })
+    .unwrap();
     let mut sent = Vec::with_capacity(n);
     for i in 0..n {
         // A port of its own: a new flow each.
@@ -236,7 +261,11 @@ fn listing_delay(c: &Cluster, w: &World, xa: IpAddr) {
 
 /// Request latency and throughput of allowed traffic, `--flow-log denied` against `off`.
 fn allowed_cost(c: &mut Cluster, w: &World, to: SocketAddr) {
-    let (rounds, n, secs) = if quick() { (2, 300, 1.0) } else { (4, 2000, 3.0) };
+    let (rounds, n, secs) = if quick() {
+        (2, 300, 1.0)
+    } else {
+        (4, 2000, 3.0)
+    };
     let b = w.pod("y", "b").netns.name.clone();
     let mut p50 = [Vec::new(), Vec::new()];
     let mut p99 = [Vec::new(), Vec::new()];
@@ -276,14 +305,9 @@ fn allowed_cost(c: &mut Cluster, w: &World, to: SocketAddr) {
     );
 }
 
-/// 50,000 denied packets a second from node2 to x/a (a new port each, so the store fills):
-/// the agent's CPU and memory, and allowed request latency beside it.
-fn flood(c: &Cluster, w: &World, xa: IpAddr, to: SocketAddr) {
-    let (secs, n) = if quick() { (3u64, 300) } else { (10, 2000) };
-    let pid = c.nodes[0].agent.pid().unwrap();
-    let b = w.pod("y", "b").netns.name.clone();
-    let quiet = requests(&b, to, n);
-    let (cpu0, rss0) = agent_usage(pid);
+/// Runs `work` while y/a (node2) sends 50,000 denied datagrams a second to x/a, a new port
+/// each (so the store fills); what `work` gave, the datagrams sent and for how long.
+fn flood_while<T>(w: &World, xa: IpAddr, work: impl FnOnce() -> T) -> (T, u64, Duration) {
     let sender = w.pod("y", "a").netns.name.clone();
     let flooding = Arc::new(AtomicBool::new(true));
     let flag = flooding.clone();
@@ -293,7 +317,7 @@ fn flood(c: &Cluster, w: &World, xa: IpAddr, to: SocketAddr) {
             let s = UdpSocket::bind("0.0.0.0:0")?;
             let (mut sent, mut port) = (0u64, 1024u16);
             let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(secs) {
+            while flag.load(Ordering::SeqCst) {
                 // 50,000 a second, sent as they fall due.
                 let due = t.elapsed().as_micros() as u64 / 20;
                 while sent < due {
@@ -303,17 +327,60 @@ fn flood(c: &Cluster, w: &World, xa: IpAddr, to: SocketAddr) {
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            flag.store(false, Ordering::SeqCst);
             Ok(sent)
         })
         .unwrap()
     });
+    // The flood at its rate before the work starts.
     std::thread::sleep(Duration::from_millis(500));
-    let busy = requests(&b, to, n);
+    let out = work();
+    flooding.store(false, Ordering::SeqCst);
     let sent = flood.join().unwrap();
-    let wall = started.elapsed();
+    (out, sent, started.elapsed())
+}
+
+/// Allowed request latency without and beside a flood, in interleaved rounds: the medians
+/// over the rounds of (p50, p99) without and with.
+fn beside_flood(
+    w: &World,
+    xa: IpAddr,
+    to: SocketAddr,
+    rounds: usize,
+    n: usize,
+) -> [(Duration, Duration); 2] {
+    let b = w.pod("y", "b").netns.name.clone();
+    let mut v: [[Vec<Duration>; 2]; 2] = Default::default();
+    for _ in 0..rounds {
+        let quiet = requests(&b, to, n);
+        let (busy, _, _) = flood_while(w, xa, || requests(&b, to, n));
+        for (k, t) in [quiet, busy].iter().enumerate() {
+            v[k][0].push(pct(t, 50));
+            v[k][1].push(pct(t, 99));
+        }
+    }
+    let median = |mut d: Vec<Duration>| {
+        d.sort();
+        d[d.len() / 2]
+    };
+    let [q, f] = v;
+    let [q50, q99] = q;
+    let [f50, f99] = f;
+    [(median(q50), median(q99)), (median(f50), median(f99))]
+}
+
+/// A flood of denied packets at 50,000 a second: the agent's CPU and memory over `secs`, and
+/// allowed request latency beside it against without it, with the flow log on (`denied`)
+/// and, as a control, off.
+fn flood(c: &mut Cluster, w: &World, xa: IpAddr, to: SocketAddr) {
+    let (secs, rounds, n) = if quick() {
+        (3u64, 1, 300)
+    } else {
+        (10, 3, 2000)
+    };
+    let pid = c.nodes[0].agent.pid().unwrap();
+    let (cpu0, rss0) = agent_usage(pid);
+    let ((), sent, wall) = flood_while(w, xa, || std::thread::sleep(Duration::from_secs(secs)));
     let (cpu1, rss1) = agent_usage(pid);
-    let _ = flooding.load(Ordering::SeqCst);
     let metrics = c.nodes[0].health_get("/metrics").unwrap_or_default();
     let value = |series: &str| -> f64 {
         metrics
@@ -322,7 +389,7 @@ fn flood(c: &Cluster, w: &World, xa: IpAddr, to: SocketAddr) {
             .unwrap_or(f64::NAN)
     };
     println!(
-        "RESULT flood: {sent} denied packets in {:.1} s ({:.0}/s): agent CPU {:.1}% of one core; RSS {} -> {} KiB; store {} flows, {} KiB estimated, {} evicted; records {}, suppressed {}, lost {}",
+        "RESULT flood: {sent} denied packets in {:.1} s ({:.0}/s): agent CPU {:.1}% of one core; RSS {} -> {} KiB; store {} flows, {:.0} KiB estimated, {} evicted; records {}, suppressed {}, lost {}",
         wall.as_secs_f64(),
         sent as f64 / wall.as_secs_f64(),
         (cpu1 - cpu0).as_secs_f64() / wall.as_secs_f64() * 100.0,
@@ -335,13 +402,19 @@ fn flood(c: &Cluster, w: &World, xa: IpAddr, to: SocketAddr) {
         value("rcni_node_flow_records_suppressed_total{verdict=\"denied\"} "),
         value("rcni_node_flow_records_lost_total "),
     );
-    println!(
-        "RESULT allowed request latency beside the flood ({n} requests): without p50 {} p99 {}; with p50 {} p99 {}; ratio p50 {:.3}, p99 {:.3}",
-        ms(pct(&quiet, 50)),
-        ms(pct(&quiet, 99)),
-        ms(pct(&busy, 50)),
-        ms(pct(&busy, 99)),
-        pct(&busy, 50).as_secs_f64() / pct(&quiet, 50).as_secs_f64(),
-        pct(&busy, 99).as_secs_f64() / pct(&quiet, 99).as_secs_f64()
-    );
+    for mode in ["denied", "off"] {
+        if mode == "off" {
+            agent_with(c, w, "off", to);
+        }
+        let [(q50, q99), (f50, f99)] = beside_flood(w, xa, to, rounds, n);
+        println!(
+            "RESULT allowed request latency beside the flood, --flow-log {mode} ({rounds} rounds of {n}, median of rounds): without p50 {} p99 {}; with p50 {} p99 {}; ratio p50 {:.3}, p99 {:.3}",
+            ms(q50),
+            ms(q99),
+            ms(f50),
+            ms(f99),
+            f50.as_secs_f64() / q50.as_secs_f64(),
+            f99.as_secs_f64() / q99.as_secs_f64()
+        );
+    }
 }

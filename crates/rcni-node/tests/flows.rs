@@ -511,10 +511,6 @@ fn the_page_shows_the_pods_and_a_denied_flow_naming_its_policy_in_a_real_browser
             .starts_with("ingress[0]: from pods: pod=b"),
         "{rule}"
     );
-    println!(
-        "RESULT denied flow on the page {:?} after the packet",
-        started.elapsed()
-    );
     // The node's pods with their labels and isolation, and the picture's denied edge.
     let pods = browser
         .wait_for(
@@ -535,9 +531,26 @@ fn the_page_shows_the_pods_and_a_denied_flow_naming_its_policy_in_a_real_browser
     let state = node.dir.join("state");
     let table = rcni(&c, 0, &["flows", "--state-dir", state.to_str().unwrap()]);
     let table = String::from_utf8_lossy(&table.stdout);
-    assert!(table.contains("x/deny") && table.contains("ingress[0]"), "{table}");
+    assert!(
+        table.contains("x/deny") && table.contains("ingress[0]"),
+        "{table}"
+    );
     println!("{table}");
-    let json = rcni(&c, 0, &["flows", "--denied", "--pod", "x/a", "--since", "5m", "--json", "--state-dir", state.to_str().unwrap()]);
+    let json = rcni(
+        &c,
+        0,
+        &[
+            "flows",
+            "--denied",
+            "--pod",
+            "x/a",
+            "--since",
+            "5m",
+            "--json",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
     println!("{}", String::from_utf8_lossy(&json.stdout));
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flows/ui.png");
     browser.screenshot(&shot).unwrap();

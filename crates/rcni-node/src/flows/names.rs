@@ -117,8 +117,11 @@ pub fn to_flow(
         },
         LogTag::Held { .. } => (Verdict::Held, Vec::new(), None),
     };
+    // Milliseconds are what a reader compares; finer digits only lengthen every line.
     let time = jiff::Timestamp::try_from(record.timestamp.unwrap_or(received))
-        .unwrap_or_else(|_| jiff::Timestamp::now());
+        .ok()
+        .and_then(|t| jiff::Timestamp::from_millisecond(t.as_millisecond()).ok())
+        .unwrap_or_else(jiff::Timestamp::now);
     Ok(Flow {
         time,
         first_seen: time,
