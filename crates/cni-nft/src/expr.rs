@@ -4,11 +4,8 @@
 //! registers. The rule builder ([`crate::RuleBuilder`]) composes them the way `nft` does; this
 //! enum is also public so callers can write shapes the builder does not cover.
 
-use std::net::IpAddr;
-
 use crate::attr::AttrWriter;
 use crate::objects::Family;
-pub use crate::stateful::{Limit, ObjectKind};
 use crate::sys::*;
 use crate::Error;
 
@@ -245,6 +242,61 @@ impl Verdict {
         if let Some(chain) = self.chain() {
             v.str(NFTA_VERDICT_CHAIN, chain);
         }
+    }
+}
+
+/// The kind of a named stateful object (`NFT_OBJECT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// Packets and bytes.
+    Counter,
+    /// A token bucket.
+    Limit,
+}
+
+impl ObjectKind {
+    pub(crate) fn number(self) -> u32 {
+        match self {
+            ObjectKind::Counter => 1,
+            ObjectKind::Limit => 4,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Counter => "counter",
+            ObjectKind::Limit => "limit",
+        }
+    }
+}
+
+/// A packet rate limit: `rate` packets per `per_seconds`, with bursts of `burst` packets
+/// above it. Packets over the limit end the rule they meet it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Packets per period.
+    pub rate: u64,
+    /// The period in seconds (1: per second, 60: per minute).
+    pub per_seconds: u64,
+    /// Packets let through at once above the rate.
+    pub burst: u32,
+}
+
+impl Limit {
+    /// `rate` packets per second with a burst of `burst`.
+    pub fn per_second(rate: u64, burst: u32) -> Limit {
+        Limit {
+            rate,
+            per_seconds: 1,
+            burst,
+        }
+    }
+
+    pub(crate) fn encode_data(&self, d: &mut AttrWriter) {
+        d.be64(NFTA_LIMIT_RATE, self.rate)
+            .be64(NFTA_LIMIT_UNIT, self.per_seconds)
+            .be32(NFTA_LIMIT_BURST, self.burst)
+            .be32(NFTA_LIMIT_TYPE, 0); // NFT_LIMIT_PKTS
     }
 }
 
@@ -597,14 +649,6 @@ impl Expr {
                     .bytes(NFTA_MATCH_INFO, info);
             }
         }
-    }
-}
-
-/// The bytes of an address as the kernel sees them in a packet.
-pub(crate) fn addr_bytes(addr: IpAddr) -> Vec<u8> {
-    match addr {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
     }
 }
 

@@ -106,7 +106,8 @@ pub use concat::{concat, field_len, ConcatElement, ConcatSet};
 pub use conntrack::{ConntrackEntry, ConntrackFilter};
 pub use error::Error;
 pub use expr::{
-    ct_state, fib_flags, CmpOp, CtKey, Expr, FibResult, MetaKey, NatKind, PayloadBase, Reg, Verdict,
+    ct_state, fib_flags, CmpOp, CtKey, Expr, FibResult, Limit, MetaKey, NatKind, ObjectKind,
+    PayloadBase, Reg, Verdict,
 };
 pub use list::{ChainInfo, RuleInfo};
 pub use monitor::RulesetMonitor;
@@ -115,6 +116,6 @@ pub use objects::{
     MAX_NAME_LEN,
 };
 pub use rule::{fit_comment, L4Proto, Rule, RuleBuilder, MAX_COMMENT_LEN, MAX_LOG_PREFIX_LEN};
-pub use stateful::{CounterValue, Limit, ObjectKind};
+pub use stateful::CounterValue;
 pub use transport::{SocketTransport, Transport};
 pub use vmap::VerdictMap;

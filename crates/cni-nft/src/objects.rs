@@ -315,6 +315,14 @@ impl Set {
     }
 }
 
+/// The bytes of an address as the kernel sees them in a packet (and in a set's keys).
+pub(crate) fn addr_bytes(addr: IpAddr) -> Vec<u8> {
+    match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
 /// One set element (key, plus the value for a map), as raw bytes in the set's types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetElement {
@@ -332,7 +340,7 @@ impl SetElement {
 
     /// An address element (4 or 16 bytes).
     pub fn addr(addr: IpAddr) -> Self {
-        Self::new(crate::expr::addr_bytes(addr))
+        Self::new(addr_bytes(addr))
     }
 
     /// A port element (big-endian).

@@ -18,11 +18,10 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::expr::{
-    addr_bytes, fib_flags, CmpOp, CtKey, Expr, FibResult, MetaKey, NatKind, PayloadBase, Reg,
-    Verdict,
+    fib_flags, CmpOp, CtKey, Expr, FibResult, Limit, MetaKey, NatKind, ObjectKind, PayloadBase,
+    Reg, Verdict,
 };
-use crate::objects::{check_name, Family, Set, SetType};
-use crate::stateful::{Limit, ObjectKind};
+use crate::objects::{addr_bytes, check_name, Family, Set, SetType};
 use crate::Error;
 
 /// The longest log prefix the kernel keeps (`NF_LOG_PREFIXLEN` less the NUL).

@@ -1,70 +1,16 @@
-//! Stateful objects: named counters and rate limits that live in a table and that any number
-//! of rules refer to by name (`counter name "x"`, `limit name "y"`), and the anonymous rate
-//! limit of one rule. A named object keeps its state while rules come and go, and a counter
+//! Stateful objects: named counters and rate limits ([`crate::ObjectKind`], [`crate::Limit`])
+//! that live in a table and that any number of rules refer to by name (`counter name "x"`,
+//! `limit name "y"`). A named object keeps its state while rules come and go, and a counter
 //! can be read with one request ([`Nft::counter`]) instead of a listing of rules.
 
 use crate::attr::{self, AttrWriter};
 use crate::batch::Batch;
 use crate::client::Nft;
+use crate::expr::{Limit, ObjectKind};
 use crate::message::NfMsg;
 use crate::objects::{check_name, Family};
 use crate::sys::*;
 use crate::Error;
-
-/// The kind of a named stateful object (`NFT_OBJECT_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ObjectKind {
-    /// Packets and bytes.
-    Counter,
-    /// A token bucket.
-    Limit,
-}
-
-impl ObjectKind {
-    pub(crate) fn number(self) -> u32 {
-        match self {
-            ObjectKind::Counter => 1,
-            ObjectKind::Limit => 4,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            ObjectKind::Counter => "counter",
-            ObjectKind::Limit => "limit",
-        }
-    }
-}
-
-/// A packet rate limit: `rate` packets per `per_seconds`, with bursts of `burst` packets
-/// above it. Packets over the limit end the rule they meet it in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limit {
-    /// Packets per period.
-    pub rate: u64,
-    /// The period in seconds (1: per second, 60: per minute).
-    pub per_seconds: u64,
-    /// Packets let through at once above the rate.
-    pub burst: u32,
-}
-
-impl Limit {
-    /// `rate` packets per second with a burst of `burst`.
-    pub fn per_second(rate: u64, burst: u32) -> Limit {
-        Limit {
-            rate,
-            per_seconds: 1,
-            burst,
-        }
-    }
-
-    pub(crate) fn encode_data(&self, d: &mut AttrWriter) {
-        d.be64(NFTA_LIMIT_RATE, self.rate)
-            .be64(NFTA_LIMIT_UNIT, self.per_seconds)
-            .be32(NFTA_LIMIT_BURST, self.burst)
-            .be32(NFTA_LIMIT_TYPE, 0); // NFT_LIMIT_PKTS
-    }
-}
 
 /// What a named counter has counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -28,6 +28,7 @@ use crate::flows::routes::{self, AnyBody};
 use crate::flows::{FlowState, SharedFlows};
 use crate::lease::Subnets;
 use crate::policy_health::PolicyHealth;
+use crate::prom::label;
 
 /// What the agent knows about itself.
 #[derive(Debug, Default)]
@@ -150,14 +151,6 @@ impl HealthState {
             .map(|p| p.metrics(grace))
             .unwrap_or_default()
     }
-}
-
-/// A Prometheus label value: backslash, quote and newline escaped.
-pub(crate) fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The state shared by the loop and the readers.

@@ -40,6 +40,7 @@ pub mod node;
 pub mod pods;
 pub mod policy;
 pub mod policy_health;
+pub mod prom;
 pub mod rule_repair;
 pub mod shutdown;
 pub mod store;
