@@ -115,6 +115,14 @@ pub const GO_NAT_TABLE: &str = "nat";
 pub mod rcni_node {
     pub const TABLE: &str = "rcni-node";
     pub const CHAIN: &str = "postrouting";
+    /// The WireGuard device of the `wireguard` backend (the IPv4 one in flannel's `separate`
+    /// mode, the only one otherwise); every peer on it is the agent's.
+    pub const WIREGUARD_DEVICE: &str = "rcni-wg";
+    /// The IPv6 WireGuard device of `separate` mode.
+    pub const WIREGUARD_DEVICE_V6: &str = "rcni-wg-v6";
+    /// The WireGuard status (per peer its node, last handshake and bytes), relative to the
+    /// agent's state directory, where its `node-status.json` is.
+    pub const WIREGUARD_STATUS: &str = "wireguard/status.json";
 }
 
 /// The multi-call executable every rcni plugin name links to (`rcni-plugins install`): the

@@ -39,6 +39,12 @@ pub enum EtcdError {
     /// The server ended a watch stream.
     #[error("etcd watch ended")]
     WatchEnded,
+    /// A read in pages met a revision compacted away after its first page.
+    #[error("etcd list {prefix}: revision {revision} was compacted during the read")]
+    Compacted { prefix: String, revision: i64 },
+    /// One entry is larger than a reply may be.
+    #[error("etcd {what}: one entry is larger than the {limit} bytes a reply may have")]
+    TooLarge { what: String, limit: usize },
     /// The server canceled a watch (its start revision was compacted away, typically).
     #[error("etcd watch canceled (compacted at {compact_revision}): {reason}")]
     WatchCanceled {
@@ -99,6 +105,22 @@ pub struct Entry {
     pub mod_revision: i64,
     /// The store lease it is bound to (0 for none).
     pub lease: LeaseId,
+}
+
+impl From<KeyValue> for Entry {
+    fn from(kv: KeyValue) -> Entry {
+        let (create_revision, mod_revision, lease) =
+            (kv.create_revision(), kv.mod_revision(), kv.lease());
+        let (key, value) = kv.into_key_value();
+        Entry {
+            key: String::from_utf8(key)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            value,
+            create_revision,
+            mod_revision,
+            lease,
+        }
+    }
 }
 
 impl From<&KeyValue> for Entry {
@@ -390,19 +412,6 @@ impl Connection {
             .call(&format!("get {key}"), async |c| c.get(key, None).await)
             .await?;
         Ok(resp.kvs().first().map(Entry::from))
-    }
-
-    /// Every key under `prefix`, in key order, and the revision of the read.
-    pub async fn get_prefix(&mut self, prefix: &str) -> Result<Listing, EtcdError> {
-        let resp = self
-            .call(&format!("list {prefix}"), async |c| {
-                c.get(prefix, Some(GetOptions::new().with_prefix())).await
-            })
-            .await?;
-        Ok(Listing {
-            entries: resp.kvs().iter().map(Entry::from).collect(),
-            revision: resp.header().map(|h| h.revision()).unwrap_or_default(),
-        })
     }
 
     /// Writes `key`, bound to store lease `lease` when given (the key goes with the lease).

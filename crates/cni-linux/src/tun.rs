@@ -1,7 +1,12 @@
-//! Persistent tap devices through `/dev/net/tun`: `TUNSETIFF`, then `TUNSETOWNER` /
+//! Persistent tap and tun devices through `/dev/net/tun`: `TUNSETIFF`, then `TUNSETOWNER` /
 //! `TUNSETGROUP` and `TUNSETPERSIST` on the same descriptor, which is closed afterwards (the
 //! device stays, like `ip tuntap add`). The device is made in the calling thread's network
-//! namespace, so callers run this inside [`crate::NetNs::run`].
+//! namespace, so callers run this inside [`crate::NetNs::run`] (or from a process that lives
+//! in that namespace).
+//!
+//! A persistent tun device outlives the process reading it: a userspace VPN that attaches to
+//! it by name (wireguard-go) can die and be started again while the device, its addresses and
+//! the routes through it stay.
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
@@ -11,6 +16,7 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
 const TUNSETOWNER: libc::c_ulong = 0x4004_54cc;
 const TUNSETGROUP: libc::c_ulong = 0x4004_54ce;
+pub const IFF_TUN: u16 = 0x0001;
 pub const IFF_TAP: u16 = 0x0002;
 pub const IFF_MULTI_QUEUE: u16 = 0x0100;
 pub const IFF_NO_PI: u16 = 0x1000;
@@ -52,6 +58,17 @@ impl TapSpec {
     }
 }
 
+/// The 40-byte `struct ifreq` of `TUNSETIFF` for a tun device `name` (packet information
+/// kept, as wireguard-go asks for it).
+fn tun_ifreq(name: &str) -> std::io::Result<[u8; 40]> {
+    crate::rtnl::link::check_name(name)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    let mut req = [0u8; 40];
+    req[..name.len()].copy_from_slice(name.as_bytes());
+    req[16..18].copy_from_slice(&IFF_TUN.to_ne_bytes());
+    Ok(req)
+}
+
 // The only unsafe code of rcni: no safe binding of these ioctls exists in nix or libc.
 #[allow(unsafe_code)]
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> std::io::Result<()> {
@@ -83,6 +100,19 @@ pub fn create_tap(spec: &TapSpec) -> std::io::Result<()> {
     ioctl(fd, TUNSETPERSIST, 1)
 }
 
+/// Creates the persistent tun device `name` in the calling thread's namespace, or attaches to
+/// and keeps an existing one of that name.
+pub fn create_tun(name: &str) -> std::io::Result<()> {
+    let mut req = tun_ifreq(name)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")?;
+    let fd = file.as_raw_fd();
+    ioctl(fd, TUNSETIFF, req.as_mut_ptr() as libc::c_ulong)?;
+    ioctl(fd, TUNSETPERSIST, 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +135,14 @@ mod tests {
         assert!(TapSpec::named_for_test("way-too-long-name")
             .ifreq()
             .is_err());
+    }
+
+    #[test]
+    fn a_tun_ifreq_asks_for_a_tun_with_packet_information() {
+        let req = tun_ifreq("rcni-wg").unwrap();
+        assert_eq!(&req[..8], b"rcni-wg\0");
+        assert_eq!(u16::from_ne_bytes([req[16], req[17]]), IFF_TUN);
+        assert!(tun_ifreq("way-too-long-name").is_err());
     }
 
     impl TapSpec {

@@ -4,7 +4,7 @@
 use std::io;
 
 use netlink_sys::{
-    protocols::{NETLINK_NETFILTER, NETLINK_ROUTE},
+    protocols::{NETLINK_GENERIC, NETLINK_NETFILTER, NETLINK_ROUTE},
     Socket, SocketAddr,
 };
 use nix::sys::socket::{setsockopt, sockopt};
@@ -38,6 +38,8 @@ pub enum Protocol {
     Route,
     /// NETLINK_NETFILTER: nf_tables and conntrack.
     Netfilter,
+    /// NETLINK_GENERIC: families the kernel registers by name (WireGuard's `wireguard`).
+    Generic,
 }
 
 /// A blocking netlink socket with extended ACKs turned on.
@@ -55,13 +57,14 @@ impl SocketTransport {
         let number = match protocol {
             Protocol::Route => NETLINK_ROUTE,
             Protocol::Netfilter => NETLINK_NETFILTER,
+            Protocol::Generic => NETLINK_GENERIC,
         };
         let mut socket = Socket::new(number)?;
         socket.bind_auto()?;
         socket.connect(&SocketAddr::new(0, 0))?;
         match protocol {
             Protocol::Route => enable_route_options(&mut socket),
-            Protocol::Netfilter => {
+            Protocol::Netfilter | Protocol::Generic => {
                 // Extended ACKs carry the kernel's error text; capping keeps ACKs small.
                 socket.set_ext_ack(true)?;
                 socket.set_cap_ack(true)?;

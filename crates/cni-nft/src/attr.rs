@@ -9,10 +9,39 @@ use crate::Error;
 
 pub(crate) use cni_netlink::align;
 
+/// The longest attribute its 16-bit length field can describe, header included.
+pub(crate) const MAX_ATTR_LEN: usize = u16::MAX as usize;
+
+/// Bytes of an attribute's header (`len`, `type`).
+pub(crate) const ATTR_HEADER_LEN: usize = 4;
+
 /// An attribute stream under construction.
+///
+/// An attribute whose length does not fit its 16-bit field is not written; the writer
+/// remembers the first one, and [`AttrWriter::finish`] reports it as [`Error::TooLong`], so
+/// nothing is ever sent truncated.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct AttrWriter {
     buf: Vec<u8>,
+    oversize: Option<Oversize>,
+}
+
+/// The first attribute that did not fit: its type and the length it would have had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Oversize {
+    pub(crate) attr: u16,
+    pub(crate) len: usize,
+}
+
+impl Oversize {
+    /// The error naming the request `what` this attribute belonged to.
+    pub(crate) fn error(self, what: &str) -> Error {
+        Error::TooLong {
+            what: what.to_string(),
+            attr: self.attr & NLA_TYPE_MASK,
+            len: self.len,
+        }
+    }
 }
 
 impl AttrWriter {
@@ -22,9 +51,14 @@ impl AttrWriter {
 
     /// Appends one attribute with a raw payload.
     pub(crate) fn bytes(&mut self, ty: u16, data: &[u8]) -> &mut Self {
-        // Payloads here are bounded by names (<= 256 bytes) and rule bodies; an attribute over
-        // 64 KiB cannot be expressed at all, so clamp rather than wrap (the kernel rejects it).
-        let len = u16::try_from(4 + data.len()).unwrap_or(u16::MAX);
+        let total = ATTR_HEADER_LEN + data.len();
+        let Ok(len) = u16::try_from(total) else {
+            self.oversize.get_or_insert(Oversize {
+                attr: ty,
+                len: total,
+            });
+            return self;
+        };
         self.buf.extend_from_slice(&len.to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
         self.buf.extend_from_slice(data);
@@ -60,11 +94,45 @@ impl AttrWriter {
         self.bytes(ty, &v.to_be_bytes())
     }
 
-    /// A nested attribute whose body is written by `body`.
+    /// A nested attribute whose body is written by `body`. An attribute inside it that did
+    /// not fit is reported as this writer's own.
     pub(crate) fn nested(&mut self, ty: u16, body: impl FnOnce(&mut AttrWriter)) -> &mut Self {
         let mut inner = AttrWriter::new();
         body(&mut inner);
+        if let Some(o) = inner.oversize {
+            self.oversize.get_or_insert(o);
+            return self;
+        }
         self.bytes(ty | NLA_F_NESTED, &inner.buf)
+    }
+
+    /// Bytes written so far (every attribute padded to 4 bytes).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The bytes written so far, or the first attribute that did not fit.
+    pub(crate) fn written(&self) -> Result<&[u8], Oversize> {
+        match self.oversize {
+            Some(o) => Err(o),
+            None => Ok(&self.buf),
+        }
+    }
+
+    /// Forgets everything written, to encode the next item into the same buffer.
+    pub(crate) fn clear(&mut self) {
+        self.buf.clear();
+        self.oversize = None;
+    }
+
+    /// The attribute stream of request `what`, or [`Error::TooLong`] naming the first
+    /// attribute that did not fit.
+    pub(crate) fn finish(self, what: &str) -> Result<Vec<u8>, Error> {
+        match self.oversize {
+            Some(o) => Err(o.error(what)),
+            None => Ok(self.buf),
+        }
     }
 
     #[cfg(test)]
@@ -72,7 +140,10 @@ impl AttrWriter {
         &self.buf
     }
 
+    /// The bytes, for tests whose attributes always fit.
+    #[cfg(test)]
     pub(crate) fn into_bytes(self) -> Vec<u8> {
+        assert!(self.oversize.is_none(), "attribute too long in a test");
         self.buf
     }
 }
@@ -184,6 +255,54 @@ mod tests {
         assert_eq!(attrs[0].ty, 4);
         let inner = attrs[0].nested().unwrap();
         assert_eq!(inner[0].be32().unwrap(), 0x0102_0304);
+    }
+
+    #[test]
+    fn an_attribute_over_the_16_bit_length_is_an_error_not_a_truncation() {
+        let mut w = AttrWriter::new();
+        w.bytes(1, &[7; MAX_ATTR_LEN - ATTR_HEADER_LEN]);
+        assert_eq!(w.len(), align(MAX_ATTR_LEN), "the longest attribute fits");
+        w.str(2, "after");
+        w.bytes(3, &[0; MAX_ATTR_LEN - ATTR_HEADER_LEN + 1]);
+        w.str(4, "later");
+        let err = w
+            .clone()
+            .finish("add 9999 element(s) of set ip t s")
+            .unwrap_err();
+        match &err {
+            Error::TooLong { what, attr, len } => {
+                assert_eq!(what, "add 9999 element(s) of set ip t s");
+                assert_eq!(*attr, 3);
+                assert_eq!(*len, MAX_ATTR_LEN + 1);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("65535"), "{err}");
+
+        // Inside a nest, the nest does not fit either; the innermost cause is reported.
+        let mut w = AttrWriter::new();
+        w.nested(5, |n| {
+            n.nested(6, |m| {
+                m.bytes(7, &vec![0; 70_000]);
+            });
+        });
+        assert!(w.len() == 0 && w.written().is_err());
+        match w.finish("x").unwrap_err() {
+            Error::TooLong { attr, len, .. } => assert_eq!((attr, len), (7, 70_004)),
+            other => panic!("unexpected {other:?}"),
+        }
+
+        // A nest whose parts each fit but whose sum does not is refused as well.
+        let mut w = AttrWriter::new();
+        w.nested(8, |n| {
+            for _ in 0..3 {
+                n.bytes(1, &[0; 30_000]);
+            }
+        });
+        match w.finish("y").unwrap_err() {
+            Error::TooLong { attr, .. } => assert_eq!(attr, 8),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

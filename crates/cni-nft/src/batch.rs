@@ -1,9 +1,9 @@
 //! [`Batch`]: the messages of one nf_tables transaction, each with a description used to name
 //! the message the kernel rejected.
 
-use crate::attr::AttrWriter;
+use crate::attr::{AttrWriter, Oversize};
 use crate::message::NfMsg;
-use crate::objects::{check_name, Chain, Family, Set, SetElement};
+use crate::objects::{check_name, Chain, Family, Set};
 use crate::rule::Rule;
 use crate::sys::*;
 use crate::Error;
@@ -25,6 +25,10 @@ pub struct Batch {
     entries: Vec<Entry>,
     /// Last `NFTA_SET_ID` handed out (the kernel requires one per new set, unique in a batch).
     set_ids: u32,
+    /// A rule whose message could not be encoded (the methods adding rules return nothing;
+    /// [`crate::RuleBuilder::build`] already refuses such a rule, so this is a safety net):
+    /// [`crate::Nft::commit`] refuses the batch with it.
+    unencodable: Option<(String, Oversize)>,
 }
 
 impl Batch {
@@ -47,6 +51,15 @@ impl Batch {
         &self.entries
     }
 
+    /// The error of a rule that could not be encoded, if one was added.
+    pub(crate) fn encode_error(&self) -> Option<Error> {
+        self.unencodable
+            .as_ref()
+            .map(|(what, oversize)| oversize.error(what))
+    }
+
+    /// Appends one message; an attribute that does not fit its length field is an error
+    /// naming the message, and nothing is appended.
     pub(crate) fn push(
         &mut self,
         kind: u8,
@@ -54,11 +67,13 @@ impl Batch {
         family: Family,
         attrs: AttrWriter,
         what: String,
-    ) {
+    ) -> Result<(), Error> {
+        let attrs = attrs.finish(&what)?;
         self.entries.push(Entry {
-            msg: NfMsg::nftables(kind, flags, family.number(), attrs.into_bytes()),
+            msg: NfMsg::nftables(kind, flags, family.number(), attrs),
             what,
         });
+        Ok(())
     }
 
     /// Creates table `family name` if it does not exist.
@@ -74,8 +89,7 @@ impl Batch {
             family,
             a,
             format!("add table {family} {name}"),
-        );
-        Ok(())
+        )
     }
 
     /// Deletes table `family name` with everything in it; fails if it does not exist.
@@ -89,8 +103,7 @@ impl Batch {
             family,
             a,
             format!("delete table {family} {name}"),
-        );
-        Ok(())
+        )
     }
 
     /// Deletes table `family name` whether or not it exists (it is created first, in the same
@@ -124,8 +137,7 @@ impl Batch {
             chain.family,
             a,
             format!("add chain {} {} {}", chain.family, chain.table, chain.name),
-        );
-        Ok(())
+        )
     }
 
     /// Deletes a chain; it must be empty and unreferenced, and must exist.
@@ -140,8 +152,7 @@ impl Batch {
             family,
             a,
             format!("delete chain {family} {table} {name}"),
-        );
-        Ok(())
+        )
     }
 
     /// Deletes every rule of a chain (`nft flush chain`); the chain must exist.
@@ -156,8 +167,7 @@ impl Batch {
             family,
             a,
             format!("flush chain {family} {table} {chain}"),
-        );
-        Ok(())
+        )
     }
 
     fn rule_message(&mut self, rule: &Rule, flags: u16, verb: &str) {
@@ -167,11 +177,7 @@ impl Batch {
         if let Some(pos) = rule.position {
             a.be64(NFTA_RULE_POSITION, pos);
         }
-        a.nested(NFTA_RULE_EXPRESSIONS, |list| {
-            for e in &rule.exprs {
-                e.encode(list);
-            }
-        });
+        rule.encode_exprs(&mut a);
         if let Some(ud) = rule.userdata() {
             a.bytes(NFTA_RULE_USERDATA, &ud);
         }
@@ -182,7 +188,12 @@ impl Batch {
             ),
             None => format!("{verb} rule {} {} {}", rule.family, rule.table, rule.chain),
         };
-        self.push(NFT_MSG_NEWRULE, flags, rule.family, a, what);
+        if let Err(oversize) = a.written() {
+            self.unencodable.get_or_insert((what, oversize));
+            return;
+        }
+        // Cannot fail: the attributes were just checked.
+        let _ = self.push(NFT_MSG_NEWRULE, flags, rule.family, a, what);
     }
 
     /// Appends a rule at the end of its chain (or after the rule at its position).
@@ -215,8 +226,7 @@ impl Batch {
             family,
             a,
             format!("delete rule {family} {table} {chain} handle {handle}"),
-        );
-        Ok(())
+        )
     }
 
     /// The next `NFTA_SET_ID` (unique within this batch).
@@ -249,8 +259,7 @@ impl Batch {
             set.family,
             a,
             format!("add set {} {} {}", set.family, set.table, set.name),
-        );
-        Ok(())
+        )
     }
 
     /// Deletes a named set; it must exist and no rule may use it.
@@ -265,85 +274,14 @@ impl Batch {
             family,
             a,
             format!("delete set {family} {table} {name}"),
-        );
-        Ok(())
-    }
-
-    fn elements_message(
-        &mut self,
-        set: &Set,
-        elements: &[SetElement],
-        add: bool,
-    ) -> Result<(), Error> {
-        check_name("table", &set.table)?;
-        check_name("set", &set.name)?;
-        for el in elements {
-            let key_ok = el.key.len() == set.key.byte_len() as usize;
-            let data_ok = match (set.data, &el.data) {
-                (None, None) => true,
-                (Some(t), Some(d)) => d.len() == t.byte_len() as usize,
-                _ => false,
-            };
-            if !key_ok || !data_ok {
-                return Err(Error::Invalid(format!(
-                    "element {el:?} does not fit set {} {} {}",
-                    set.family, set.table, set.name
-                )));
-            }
-        }
-        let mut a = AttrWriter::new();
-        a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
-            .str(NFTA_SET_ELEM_LIST_SET, &set.name)
-            .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
-                for el in elements {
-                    list.nested(NFTA_LIST_ELEM, |e| {
-                        e.nested(NFTA_SET_ELEM_KEY, |k| {
-                            k.bytes(NFTA_DATA_VALUE, &el.key);
-                        });
-                        if let Some(d) = &el.data {
-                            e.nested(NFTA_SET_ELEM_DATA, |v| {
-                                v.bytes(NFTA_DATA_VALUE, d);
-                            });
-                        }
-                    });
-                }
-            });
-        let (kind, flags, verb) = if add {
-            (NFT_MSG_NEWSETELEM, NLM_F_CREATE, "add")
-        } else {
-            (NFT_MSG_DELSETELEM, 0, "delete")
-        };
-        self.push(
-            kind,
-            flags,
-            set.family,
-            a,
-            format!(
-                "{verb} {} element(s) of set {} {} {}",
-                elements.len(),
-                set.family,
-                set.table,
-                set.name
-            ),
-        );
-        Ok(())
-    }
-
-    /// Adds elements to a set or map (existing elements are kept).
-    pub fn add_elements(&mut self, set: &Set, elements: &[SetElement]) -> Result<(), Error> {
-        self.elements_message(set, elements, true)
-    }
-
-    /// Deletes elements from a set or map; each must exist.
-    pub fn delete_elements(&mut self, set: &Set, elements: &[SetElement]) -> Result<(), Error> {
-        self.elements_message(set, elements, false)
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::{priority, ChainType, Hook, Policy, SetType};
+    use crate::objects::{priority, ChainType, Hook, Policy};
 
     #[test]
     fn table_message_golden_bytes() {
@@ -433,19 +371,5 @@ mod tests {
             9
         );
         assert_eq!(e[2].msg.msg_type, 0x0a00 | u16::from(NFT_MSG_DELRULE));
-    }
-
-    #[test]
-    fn elements_must_fit_the_set() {
-        let set = Set::new(Family::Ip, "t", "ports", SetType::InetService);
-        let mut b = Batch::new();
-        b.add_set(&set).unwrap();
-        b.add_elements(&set, &[SetElement::port(80), SetElement::port(443)])
-            .unwrap();
-        assert!(b
-            .add_elements(&set, &[SetElement::addr("198.18.128.1".parse().unwrap())])
-            .is_err());
-        assert_eq!(b.len(), 2);
-        assert!(b.delete_table(Family::Ip, "").is_err());
     }
 }

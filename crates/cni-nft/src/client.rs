@@ -61,7 +61,14 @@ impl Nft {
     /// Applies `batch` as one kernel transaction: either every message takes effect or none
     /// does. Each message is ACKed; the error returned names the first message the kernel
     /// rejected. An empty batch sends nothing.
+    ///
+    /// The whole batch goes to the kernel in one datagram (nfnetlink needs a transaction
+    /// between its begin and end markers in one send), so the socket's send buffer is raised
+    /// to its size first; a batch the socket cannot take is [`Error::BatchTooLarge`].
     pub fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        if let Some(e) = batch.encode_error() {
+            return Err(e);
+        }
         let entries = batch.entries();
         if entries.is_empty() {
             return Ok(());
@@ -79,8 +86,19 @@ impl Nft {
         }
         let end_seq = self.next_seq();
         NfMsg::batch_marker(NFNL_MSG_BATCH_END).encode_into(end_seq, &mut datagram);
+        let too_large = |source: std::io::Error| Error::BatchTooLarge {
+            bytes: datagram.len(),
+            messages: entries.len(),
+            source,
+        };
         self.reserve(datagram.len(), entries.len())?;
-        self.conn.send(&datagram).map_err(Error::Io)?;
+        self.conn.send(&datagram).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EMSGSIZE) {
+                too_large(e)
+            } else {
+                Error::Io(e)
+            }
+        })?;
 
         let describe = |seq: u32| -> String {
             if seq == begin_seq {

@@ -15,6 +15,7 @@
 use crate::attr::{self, AttrWriter};
 use crate::batch::Batch;
 use crate::client::Nft;
+use crate::elements::ElementTarget;
 use crate::message::NfMsg;
 use crate::objects::{check_name, Family, SetType};
 use crate::rule::fit_comment;
@@ -40,9 +41,6 @@ pub fn concat(fields: &[&[u8]]) -> Vec<u8> {
 fn concat_type_id(fields: &[SetType]) -> u32 {
     fields.iter().fold(0, |id, t| (id << 6) | t.type_id())
 }
-
-/// Bytes of encoded elements per message (the list attribute's length field is 16 bits).
-const MAX_ELEMENT_LIST: usize = 32 * 1024;
 
 fn total_len(fields: &[SetType]) -> u32 {
     fields.iter().map(|t| field_len(*t)).sum()
@@ -254,8 +252,7 @@ impl Batch {
             });
         }
         let what = format!("add set {}", set.describe());
-        self.push(NFT_MSG_NEWSET, NLM_F_CREATE, set.family, a, what);
-        Ok(())
+        self.push(NFT_MSG_NEWSET, NLM_F_CREATE, set.family, a, what)
     }
 
     fn concat_elements(
@@ -264,50 +261,22 @@ impl Batch {
         elements: &[ConcatElement],
         kind: u8,
         flags: u16,
-        verb: &str,
     ) -> Result<(), Error> {
-        check_name("table", &set.table)?;
-        check_name("set", &set.name)?;
         let with_data = kind == NFT_MSG_NEWSETELEM;
         for el in elements {
             el.check(set, with_data)?;
         }
-        // A netlink attribute's length is 16 bits: the element list is split into messages
-        // (all in the same transaction) that each stay well below it.
-        let sizes: Vec<usize> = elements
-            .iter()
-            .map(|el| {
-                let mut one = AttrWriter::new();
-                el.encode(&mut one, with_data);
-                one.into_bytes().len()
-            })
-            .collect();
-        let mut start = 0;
-        while start < elements.len() {
-            let mut size = 0;
-            let mut end = start;
-            while end < elements.len() && (end == start || size + sizes[end] <= MAX_ELEMENT_LIST) {
-                size += sizes[end];
-                end += 1;
-            }
-            let chunk = &elements[start..end];
-            let mut a = AttrWriter::new();
-            a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
-                .str(NFTA_SET_ELEM_LIST_SET, &set.name)
-                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
-                    for el in chunk {
-                        el.encode(list, with_data);
-                    }
-                });
-            let what = format!(
-                "{verb} {} element(s) of set {}",
-                chunk.len(),
-                set.describe()
-            );
-            self.push(kind, flags, set.family, a, what);
-            start = end;
-        }
-        Ok(())
+        let target = ElementTarget {
+            family: set.family,
+            table: &set.table,
+            set: &set.name,
+            noun: "set",
+            kind,
+            flags,
+        };
+        self.push_element_lists(&target, elements.len(), |i, list| {
+            elements[i].encode(list, with_data)
+        })
     }
 
     /// Adds elements. With `exclusive`, an existing key fails the batch with EEXIST;
@@ -323,7 +292,7 @@ impl Batch {
         } else {
             NLM_F_CREATE
         };
-        self.concat_elements(set, elements, NFT_MSG_NEWSETELEM, flags, "add")
+        self.concat_elements(set, elements, NFT_MSG_NEWSETELEM, flags)
     }
 
     /// Deletes elements by key (and range end); each must exist.
@@ -332,7 +301,7 @@ impl Batch {
         set: &ConcatSet,
         elements: &[ConcatElement],
     ) -> Result<(), Error> {
-        self.concat_elements(set, elements, NFT_MSG_DELSETELEM, 0, "delete")
+        self.concat_elements(set, elements, NFT_MSG_DELSETELEM, 0)
     }
 }
 
@@ -355,8 +324,9 @@ impl Nft {
             .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
                 probe.encode(list, false)
             });
-        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), a.into_bytes());
-        let items = match self.request(msg, &format!("get element of set {}", set.describe())) {
+        let what = format!("get element of set {}", set.describe());
+        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), a.finish(&what)?);
+        let items = match self.request(msg, &what) {
             Ok(items) => items,
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
@@ -390,11 +360,11 @@ impl Nft {
                         p.encode(list, false);
                     }
                 });
-            let bytes = a.into_bytes();
+            let what = format!("get {} element(s) of set {}", chunk.len(), set.describe());
+            let bytes = a.finish(&what)?;
             // Every found key is one reply message, queued before the request returns.
             self.reserve(bytes.len(), chunk.len() + 1)?;
             let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), bytes);
-            let what = format!("get {} element(s) of set {}", chunk.len(), set.describe());
             let (items, error) = self.request_partial(msg, &what)?;
             let found = decode_items(&items)?;
             let complete = found.len() == chunk.len();
@@ -416,8 +386,9 @@ impl Nft {
         let mut a = AttrWriter::new();
         a.str(NFTA_SET_ELEM_LIST_TABLE, &set.table)
             .str(NFTA_SET_ELEM_LIST_SET, &set.name);
-        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), a.into_bytes());
-        match self.dump(&msg, &format!("list elements of set {}", set.describe())) {
+        let what = format!("list elements of set {}", set.describe());
+        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, set.family.number(), a.finish(&what)?);
+        match self.dump(&msg, &what) {
             Ok(items) => decode_items(&items),
             Err(e) if e.is_not_found() => Ok(Vec::new()),
             Err(e) => Err(e),
@@ -593,8 +564,8 @@ mod tests {
         assert!(b.len() > 1);
         let mut total = 0;
         for e in b.entries() {
-            assert!(e.msg.attrs.len() < 40 * 1024, "{}", e.msg.attrs.len());
             let attrs = attr::parse(&e.msg.attrs).unwrap();
+            assert!(4 + attrs[2].data.len() <= 65_535, "{}", attrs[2].data.len());
             total += attrs[2].nested().unwrap().len();
         }
         assert_eq!(total, 5000);

@@ -193,11 +193,11 @@ impl Nft {
         if let Some(id) = entry.id {
             a.be32(CTA_ID, id);
         }
-        let msg = ctnetlink(IPCTNL_MSG_CT_DELETE, entry.family, a.into_bytes());
         let what = format!(
             "delete conntrack entry proto {} {} -> {}",
             entry.protocol, entry.src, entry.dst
         );
+        let msg = ctnetlink(IPCTNL_MSG_CT_DELETE, entry.family, a.finish(&what)?);
         match self.request(msg, &what) {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),

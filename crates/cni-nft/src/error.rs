@@ -25,6 +25,32 @@ pub enum Error {
     /// A reply could not be decoded, or did not follow the protocol.
     #[error("malformed netfilter netlink reply: {0}")]
     Decode(String),
+    /// A request needs a netlink attribute longer than its 16-bit length field can describe
+    /// (65,535 bytes, header included). The encoder refuses it instead of sending it cut;
+    /// element lists are split across messages before they reach this limit, so it only
+    /// concerns a single object (one rule's expressions, one element) that is too large.
+    #[error("{what}: netlink attribute {attr} would be {len} bytes, more than the 65535 its length field holds")]
+    TooLong {
+        /// The request, for example `add rule inet t c`.
+        what: String,
+        /// The attribute's type (nesting flag removed).
+        attr: u16,
+        /// The length it would have had, header included.
+        len: usize,
+    },
+    /// A batch is larger than the netlink socket can send in one datagram (the kernel needs
+    /// the whole transaction in one). Raising `net.core.wmem_max`, or running with
+    /// CAP_NET_ADMIN in the initial user namespace (which lifts that limit), lets it pass.
+    #[error("nf_tables batch of {bytes} bytes in {messages} messages does not fit the netlink socket's send buffer: {source}")]
+    BatchTooLarge {
+        /// The datagram's size.
+        bytes: usize,
+        /// Messages in it.
+        messages: usize,
+        /// The socket's answer (EMSGSIZE).
+        #[source]
+        source: io::Error,
+    },
     /// The caller asked for something that cannot be encoded (too-long name or comment,
     /// address of the wrong family, ...).
     #[error("invalid nftables request: {0}")]

@@ -23,7 +23,11 @@
 //!   [`Batch::flush_chain`], [`Batch::add_rule`] (append), [`Batch::insert_rule`] (prepend;
 //!   both relative to a handle with [`RuleBuilder::position`]), [`Batch::delete_rule`] (by
 //!   handle), [`Batch::add_set`] / [`Batch::delete_set`] ([`Set`], [`SetType`]) and
-//!   [`Batch::add_elements`] / [`Batch::delete_elements`] ([`SetElement`]).
+//!   [`Batch::add_elements`] / [`Batch::delete_elements`] ([`SetElement`]). Element lists of
+//!   any length are split across as many messages of the same transaction as the 16-bit
+//!   length of their list attribute needs; a single attribute that cannot fit (one rule's
+//!   expressions, one element) is [`Error::TooLong`] from the encoder, never sent cut, and a
+//!   batch larger than the socket can send in one datagram is [`Error::BatchTooLarge`].
 //! * [`ConcatSet`] / [`ConcatElement`] — sets and maps with concatenated (and interval) keys:
 //!   [`Batch::add_concat_set`], [`Batch::add_concat_elements`] (optionally exclusive),
 //!   [`Batch::delete_concat_elements`], [`Nft::get_concat_element`] (one element by key, with
@@ -52,7 +56,7 @@
 //! * [`legacy::legacy_filter_present`] — read-only: whether this namespace has an
 //!   iptables-legacy (x_tables) `filter` table, whose drops no nf_tables accept overrides.
 //! * [`Error`] — `Io`, `Kernel { what, errno, message }` (with [`Error::is_not_found`] and
-//!   [`Error::is_exists`]), `Decode`, `Invalid`.
+//!   [`Error::is_exists`]), `DumpInterrupted`, `Decode`, `TooLong`, `BatchTooLarge`, `Invalid`.
 //! * [`Transport`] is the socket seam; [`fake::FakeTransport`] records requests and scripts
 //!   replies for unit tests without privileges.
 //!
@@ -84,6 +88,7 @@ mod batch;
 mod client;
 mod concat;
 mod conntrack;
+mod elements;
 mod error;
 mod expr;
 pub mod fake;

@@ -140,8 +140,9 @@ impl Nft {
         check_name("table", name)?;
         let mut a = AttrWriter::new();
         a.str(NFTA_TABLE_NAME, name);
-        let msg = NfMsg::nftables(NFT_MSG_GETTABLE, 0, family.number(), a.into_bytes());
-        match self.request(msg, &format!("get table {family} {name}")) {
+        let what = format!("get table {family} {name}");
+        let msg = NfMsg::nftables(NFT_MSG_GETTABLE, 0, family.number(), a.finish(&what)?);
+        match self.request(msg, &what) {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
@@ -154,8 +155,9 @@ impl Nft {
         check_name("chain", name)?;
         let mut a = AttrWriter::new();
         a.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name);
-        let msg = NfMsg::nftables(NFT_MSG_GETCHAIN, 0, family.number(), a.into_bytes());
-        match self.request(msg, &format!("get chain {family} {table} {name}")) {
+        let what = format!("get chain {family} {table} {name}");
+        let msg = NfMsg::nftables(NFT_MSG_GETCHAIN, 0, family.number(), a.finish(&what)?);
+        match self.request(msg, &what) {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
@@ -242,8 +244,8 @@ impl Nft {
         check_name("chain", chain)?;
         let mut a = AttrWriter::new();
         a.str(NFTA_RULE_TABLE, table).str(NFTA_RULE_CHAIN, chain);
-        let msg = NfMsg::nftables(NFT_MSG_GETRULE, 0, family.number(), a.into_bytes());
         let what = format!("list rules {family} {table} {chain}");
+        let msg = NfMsg::nftables(NFT_MSG_GETRULE, 0, family.number(), a.finish(&what)?);
         let items = match self.dump(&msg, &what) {
             Ok(items) => items,
             Err(e) if e.is_not_found() => return Ok(Vec::new()),

@@ -17,11 +17,13 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::attr::AttrWriter;
 use crate::expr::{
     fib_flags, CmpOp, CtKey, Expr, FibResult, Limit, MetaKey, NatKind, ObjectKind, PayloadBase,
     Reg, Verdict,
 };
 use crate::objects::{addr_bytes, check_name, Family, Set, SetType};
+use crate::sys::NFTA_RULE_EXPRESSIONS;
 use crate::Error;
 
 /// The longest log prefix the kernel keeps (`NF_LOG_PREFIXLEN` less the NUL).
@@ -115,6 +117,15 @@ impl Rule {
     /// The rule's chain.
     pub fn chain(&self) -> &str {
         &self.chain
+    }
+
+    /// Writes the expression list attribute of the rule's message.
+    pub(crate) fn encode_exprs(&self, a: &mut AttrWriter) {
+        a.nested(NFTA_RULE_EXPRESSIONS, |list| {
+            for e in &self.exprs {
+                e.encode(list);
+            }
+        });
     }
 
     /// The userdata bytes `nft` reads the comment from (one TLV, NUL-terminated value).
@@ -614,6 +625,13 @@ impl RuleBuilder {
         }
         check_name("table", &self.rule.table)?;
         check_name("chain", &self.rule.chain)?;
+        // A rule's expressions travel in one attribute with a 16-bit length.
+        let mut exprs = AttrWriter::new();
+        self.rule.encode_exprs(&mut exprs);
+        if let Err(oversize) = exprs.written() {
+            let r = &self.rule;
+            return Err(oversize.error(&format!("rule {} {} {}", r.family, r.table, r.chain)));
+        }
         Ok(self.rule)
     }
 }
@@ -621,6 +639,37 @@ impl RuleBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rule_too_long_for_its_expression_attribute_is_an_error() {
+        let mut b = Rule::builder(Family::Ip, "t", "c");
+        for _ in 0..4000 {
+            b = b.counter();
+        }
+        match b.build() {
+            Err(Error::TooLong { what, attr, len }) => {
+                assert_eq!(what, "rule ip t c");
+                assert_eq!(attr, crate::sys::NFTA_RULE_EXPRESSIONS);
+                assert!(len > 65_535);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+
+        // A rule that grew after build (only possible inside the crate) is refused by
+        // commit, and nothing is sent.
+        let mut rule = Rule::builder(Family::Ip, "t", "c").build().unwrap();
+        rule.exprs = vec![Expr::Counter; 4000];
+        let mut batch = crate::Batch::new();
+        batch.add_table(Family::Ip, "t").unwrap();
+        batch.add_rule(&rule);
+        assert_eq!(batch.len(), 1);
+        let fake = crate::fake::FakeTransport::acking();
+        let mut nft = crate::Nft::with_transport(Box::new(fake.clone()));
+        let err = nft.commit(&batch).unwrap_err();
+        assert!(matches!(err, Error::TooLong { .. }), "{err}");
+        assert!(err.to_string().starts_with("add rule ip t c"), "{err}");
+        assert!(fake.sent().is_empty());
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

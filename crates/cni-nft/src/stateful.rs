@@ -60,8 +60,7 @@ impl Batch {
             family,
             a,
             format!("add {} {family} {table} {name}", kind.name()),
-        );
-        Ok(())
+        )
     }
 
     /// Deletes named object `name` of `kind`; fails if it does not exist or a rule uses it.
@@ -84,8 +83,7 @@ impl Batch {
             family,
             a,
             format!("delete {} {family} {table} {name}", kind.name()),
-        );
-        Ok(())
+        )
     }
 }
 
@@ -104,8 +102,9 @@ impl Nft {
         a.str(NFTA_OBJ_TABLE, table)
             .str(NFTA_OBJ_NAME, name)
             .be32(NFTA_OBJ_TYPE, ObjectKind::Counter.number());
-        let msg = NfMsg::nftables(NFT_MSG_GETOBJ, 0, family.number(), a.into_bytes());
-        let items = match self.request(msg, &format!("get counter {family} {table} {name}")) {
+        let what = format!("get counter {family} {table} {name}");
+        let msg = NfMsg::nftables(NFT_MSG_GETOBJ, 0, family.number(), a.finish(&what)?);
+        let items = match self.request(msg, &what) {
             Ok(items) => items,
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use crate::attr::{self, AttrWriter};
 use crate::batch::Batch;
 use crate::client::Nft;
+use crate::elements::ElementTarget;
 use crate::expr::{Expr, PayloadBase, Reg, Verdict};
 use crate::message::NfMsg;
 use crate::objects::{check_name, Family, SetType};
@@ -81,8 +82,7 @@ impl Batch {
             .be32(NFTA_SET_DATA_TYPE, NFT_DATA_VERDICT)
             .be32(NFTA_SET_ID, self.next_set_id());
         let what = format!("add map {}", map.describe());
-        self.push(NFT_MSG_NEWSET, NLM_F_CREATE, map.family, a, what);
-        Ok(())
+        self.push(NFT_MSG_NEWSET, NLM_F_CREATE, map.family, a, what)
     }
 
     /// Maps each address to its verdict (an existing key with another verdict fails with
@@ -96,7 +96,7 @@ impl Batch {
         for (addr, verdict) in elements {
             list.push((map.key_bytes(*addr)?, Some(verdict)));
         }
-        self.verdict_elements(map, &list, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "add")
+        self.verdict_elements(map, &list, NFT_MSG_NEWSETELEM, NLM_F_CREATE)
     }
 
     /// Removes the addresses from the map; each must be in it.
@@ -109,7 +109,7 @@ impl Batch {
         for addr in addrs {
             list.push((map.key_bytes(*addr)?, None));
         }
-        self.verdict_elements(map, &list, NFT_MSG_DELSETELEM, 0, "delete")
+        self.verdict_elements(map, &list, NFT_MSG_DELSETELEM, 0)
     }
 
     fn verdict_elements(
@@ -118,37 +118,28 @@ impl Batch {
         elements: &[(Vec<u8>, Option<&Verdict>)],
         kind: u8,
         flags: u16,
-        verb: &str,
     ) -> Result<(), Error> {
-        check_name("table", &map.table)?;
-        check_name("set", &map.name)?;
-        if elements.is_empty() {
-            return Ok(());
-        }
-        let mut a = AttrWriter::new();
-        a.str(NFTA_SET_ELEM_LIST_TABLE, &map.table)
-            .str(NFTA_SET_ELEM_LIST_SET, &map.name)
-            .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
-                for (key, verdict) in elements {
-                    list.nested(NFTA_LIST_ELEM, |e| {
-                        e.nested(NFTA_SET_ELEM_KEY, |k| {
-                            k.bytes(NFTA_DATA_VALUE, key);
-                        });
-                        if let Some(v) = verdict {
-                            e.nested(NFTA_SET_ELEM_DATA, |d| {
-                                d.nested(NFTA_DATA_VERDICT, |vd| v.encode_attrs(vd));
-                            });
-                        }
+        let target = ElementTarget {
+            family: map.family,
+            table: &map.table,
+            set: &map.name,
+            noun: "map",
+            kind,
+            flags,
+        };
+        self.push_element_lists(&target, elements.len(), |i, list| {
+            let (key, verdict) = &elements[i];
+            list.nested(NFTA_LIST_ELEM, |e| {
+                e.nested(NFTA_SET_ELEM_KEY, |k| {
+                    k.bytes(NFTA_DATA_VALUE, key);
+                });
+                if let Some(v) = verdict {
+                    e.nested(NFTA_SET_ELEM_DATA, |d| {
+                        d.nested(NFTA_DATA_VERDICT, |vd| v.encode_attrs(vd));
                     });
                 }
             });
-        let what = format!(
-            "{verb} {} element(s) of map {}",
-            elements.len(),
-            map.describe()
-        );
-        self.push(kind, flags, map.family, a, what);
-        Ok(())
+        })
     }
 }
 
@@ -164,8 +155,9 @@ impl Nft {
         let mut a = AttrWriter::new();
         a.str(NFTA_SET_ELEM_LIST_TABLE, &map.table)
             .str(NFTA_SET_ELEM_LIST_SET, &map.name);
-        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, map.family.number(), a.into_bytes());
-        let items = match self.dump(&msg, &format!("list elements of map {}", map.describe())) {
+        let what = format!("list elements of map {}", map.describe());
+        let msg = NfMsg::nftables(NFT_MSG_GETSETELEM, 0, map.family.number(), a.finish(&what)?);
+        let items = match self.dump(&msg, &what) {
             Ok(items) => items,
             Err(e) if e.is_not_found() => return Ok(Vec::new()),
             Err(e) => return Err(e),

@@ -10,10 +10,11 @@
 //! - two base chains on the `forward` hook: `egress` (priority 0) then `ingress` (priority 1).
 //!   Each accepts packets of established connections, then dispatches with one verdict-map
 //!   lookup (`ip saddr vmap @egress4`, `ip daddr vmap @ingress4`, and the `ip6` maps) on the
-//!   pod the packet leaves or enters: every local pod has an element per address, `accept`
-//!   in a direction no policy isolates it, else a jump to its chain. An `accept` ends only
-//!   the base chain it is in, so a packet allowed out of its source pod is still checked
-//!   into its destination pod.
+//!   pod the packet leaves or enters: a jump to the pod's chain in a direction a policy
+//!   isolates it, and with the hold `accept` in the others (without the hold, a pod no
+//!   policy isolates has no element and its packets pass). An `accept` ends only the base
+//!   chain it is in, so a packet allowed out of its source pod is still checked into its
+//!   destination pod.
 //! - the hold ([`Enforcer::with_hold`]): after the dispatch, each base chain drops what is
 //!   still from (egress: `ip saddr <subnet> drop`) or to (ingress: `ip daddr <subnet>
 //!   drop`) the node's pod subnets. An address of the node that the program does not know

@@ -9,7 +9,7 @@
 //! status file's writer, [`crate::health::keep_status_file`]) is never stalled by it.
 //!
 //! State the agent owns: its lease (in the store, and its subnet in the subnet file), the
-//! VXLAN device, the routes tagged [`crate::backend::RTPROT_RCNI`], the nf_tables table
+//! VXLAN or WireGuard devices (and the wireguard-go serving them), the routes tagged [`crate::backend::RTPROT_RCNI`], the nf_tables table
 //! [`crate::masq::TABLE`], the conflist and the status file. A graceful stop keeps them all
 //! (pods keep their traffic while the agent restarts); `--release-on-exit` revokes the lease,
 //! so the other nodes remove their paths to this one.
@@ -31,6 +31,9 @@ use crate::store::{Claim, LeaseEvent, LeaseId, LeaseWatch, Snapshot, Store, Stor
 pub const RESYNC_INTERVAL: Duration = Duration::from_secs(10);
 /// Pause between attempts while the store is unreachable.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the backend's upkeep runs ([`crate::backend::Backend::upkeep`]: a supervised
+/// process found dead is started again within this).
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the loop needs besides the store and the backend.
 #[derive(Debug, Clone)]
@@ -272,7 +275,18 @@ impl Reconciler {
         for subnet in gone {
             self.apply(LeaseEvent::Delete(subnet));
         }
-        for lease in fresh.into_values() {
+        // New nodes in one call (a backend may program them together), changed ones in place.
+        let (new, known): (Vec<Lease>, Vec<Lease>) = fresh
+            .into_values()
+            .partition(|l| !self.remotes.contains_key(&l.subnet));
+        if !new.is_empty() {
+            log::info!("{} remote nodes: adding", new.len());
+            if let Err(e) = self.backend.add_remotes(&new) {
+                log::warn!("paths to new nodes: {e} (the resync retries)");
+            }
+            self.remotes.extend(new.into_iter().map(|l| (l.subnet, l)));
+        }
+        for lease in known {
             self.apply(LeaseEvent::Put(lease));
         }
         self.loaded = true;
@@ -331,7 +345,10 @@ impl Reconciler {
             return;
         }
         let remotes: Vec<Lease> = self.remotes.values().cloned().collect();
-        match self.backend.resync(&remotes) {
+        let result = self.backend.resync(&remotes);
+        let tunnels = self.backend.tunnel_status();
+        lock(&self.health).tunnels = tunnels;
+        match result {
             Ok(r) => {
                 if r.restored + r.removed > 0 {
                     log::info!(
@@ -347,6 +364,66 @@ impl Reconciler {
                 h.last_sync_unix = Some(health::unix_now());
             }
             Err(e) => log::warn!("resync: {e}"),
+        }
+    }
+}
+
+/// What the node publishes in its lease's `BackendData` and `BackendV6Data`.
+pub type Published = (
+    Option<crate::lease::BackendData>,
+    Option<crate::lease::BackendData>,
+);
+
+impl Reconciler {
+    /// The backend's upkeep ([`UPKEEP_INTERVAL`]): what it put back is followed by a resync;
+    /// returns what the node publishes when that changed.
+    pub fn upkeep(&mut self) -> Option<Published> {
+        match self.backend.upkeep() {
+            Err(e) => {
+                log::warn!("backend upkeep: {e}");
+                None
+            }
+            Ok(u) => {
+                if u.resync {
+                    self.resync();
+                }
+                u.republish
+                    .then(|| (self.backend.backend_data(), self.backend.backend_v6_data()))
+            }
+        }
+    }
+}
+
+/// The backend's upkeep round, and the lease written again with what the node publishes when
+/// that changed (`unpublished` keeps a write that failed for the next round).
+async fn upkeep_round<S: Store>(
+    store: &mut S,
+    held: &mut Held,
+    kernel: &Kernel,
+    health: &SharedHealth,
+    unpublished: &mut bool,
+) {
+    if let Some((data, v6)) = kernel.run(Reconciler::upkeep).await {
+        held.lease.attrs.backend_data = data;
+        held.lease.attrs.backend_v6_data = v6;
+        *unpublished = true;
+    }
+    if !*unpublished {
+        return;
+    }
+    match store.republish(&held.lease, held.id).await {
+        Ok(written) => {
+            lock(health).store_ok();
+            *unpublished = false;
+            if written {
+                log::info!("published the new backend data of {}", held.lease.subnet);
+            }
+            // Otherwise the key is gone: it is written again, with this data, when the
+            // watch reports the deletion.
+        }
+        Err(e) => {
+            log::warn!("publish the new backend data: {e}; retrying");
+            lock(health).store_failed(&e);
         }
     }
 }
@@ -397,6 +474,9 @@ pub async fn run<S: Store>(
     let renew_every = (cfg.lease_ttl / 3).clamp(Duration::from_secs(1), Duration::from_secs(600));
     let mut next_renew = tokio::time::Instant::now();
     let mut relist_after = tokio::time::Instant::now();
+    let mut upkeep = tokio::time::interval(UPKEEP_INTERVAL);
+    upkeep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut unpublished = false;
     loop {
         let watching = watch.is_some();
         let next_event = async {
@@ -445,6 +525,9 @@ pub async fn run<S: Store>(
                 }
             }
             _ = resync.tick() => kernel.run(Reconciler::resync).await,
+            _ = upkeep.tick() => {
+                upkeep_round(store, &mut held, kernel, health, &mut unpublished).await;
+            }
             // Without a watch, the re-list below is due.
             _ = tokio::time::sleep_until(relist_after), if !watching => {}
         }

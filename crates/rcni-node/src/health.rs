@@ -28,7 +28,7 @@ use crate::flows::routes::{self, AnyBody};
 use crate::flows::{FlowState, SharedFlows};
 use crate::lease::Subnets;
 use crate::policy_health::PolicyHealth;
-use crate::prom::label;
+use crate::prometheus::label;
 
 /// What the agent knows about itself.
 #[derive(Debug, Default)]
@@ -63,6 +63,8 @@ pub struct HealthState {
     pub gc_errors: u64,
     /// NetworkPolicy enforcement, when on.
     pub policy: Option<PolicyHealth>,
+    /// The WireGuard tunnels and their peers, with the `wireguard` backend.
+    pub tunnels: Option<crate::backend::wireguard::status::TunnelStatus>,
 }
 
 impl HealthState {
@@ -150,6 +152,11 @@ impl HealthState {
             .as_ref()
             .map(|p| p.metrics(grace))
             .unwrap_or_default()
+            + &self
+                .tunnels
+                .as_ref()
+                .map(crate::backend::wireguard::status::TunnelStatus::metrics)
+                .unwrap_or_default()
     }
 }
 

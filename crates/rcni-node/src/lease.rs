@@ -58,8 +58,9 @@ impl LeaseAttrs {
     }
 }
 
-/// What a remote VXLAN node publishes about its tunnel endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a remote node publishes about its tunnel endpoint: for VXLAN `{"VNI":1,"VtepMAC":"…"}`,
+/// for WireGuard `{"PublicKey":"<base64>","Port":51820}` (flannel's `wireguardLeaseAttrs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackendData {
     /// VXLAN network identifier.
     #[serde(rename = "VNI", default, skip_serializing_if = "Option::is_none")]
@@ -67,12 +68,23 @@ pub struct BackendData {
     /// The MAC of the node's VXLAN device.
     #[serde(rename = "VtepMAC", default, skip_serializing_if = "Option::is_none")]
     pub vtep_mac: Option<String>,
+    /// The node's WireGuard public key, base64.
+    #[serde(rename = "PublicKey", default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+    /// The UDP port the node's WireGuard device listens on.
+    #[serde(rename = "Port", default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 impl BackendData {
     /// The VTEP MAC, when present and well-formed.
     pub fn vtep_mac(&self) -> Option<MacAddr> {
         self.vtep_mac.as_deref().and_then(|s| s.parse().ok())
+    }
+
+    /// The WireGuard public key, when present and well-formed.
+    pub fn wireguard_key(&self) -> Option<cni_linux::wireguard::PublicKey> {
+        self.public_key.as_deref().and_then(|s| s.parse().ok())
     }
 }
 
@@ -245,5 +257,19 @@ mod tests {
         assert_eq!(lease.attrs.public_ipv6, Some("2001:2::2".parse().unwrap()));
         assert_eq!(lease.attrs.node_name.as_deref(), Some("n1"));
         assert_eq!(serde_json::to_vec(&lease.attrs).unwrap(), dual.to_vec());
+        // flannel's WireGuard lease, both families.
+        let wg = br#"{"PublicIP":"198.18.0.2","PublicIPv6":"2001:2::2","BackendType":"wireguard","BackendData":{"PublicKey":"HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=","Port":51820},"BackendV6Data":{"PublicKey":"HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=","Port":51821}}"#;
+        let lease = decode("/p", "/p/subnets/198.19.4.0-24&2001:2:0:4::-64", wg).unwrap();
+        let data = lease.attrs.backend_data.clone().unwrap();
+        assert_eq!(data.port, Some(51820));
+        assert_eq!(
+            data.wireguard_key().unwrap().to_string(),
+            "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw="
+        );
+        assert_eq!(
+            lease.attrs.backend_v6_data.as_ref().unwrap().port,
+            Some(51821)
+        );
+        assert_eq!(serde_json::to_vec(&lease.attrs).unwrap(), wg.to_vec());
     }
 }

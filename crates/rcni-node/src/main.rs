@@ -9,10 +9,11 @@ use clap::Parser;
 use cni_etcd::{Access, EtcdOptions};
 use cni_policy::nft::flow_log::FlowLog;
 use log::{LevelFilter, Log, Metadata, Record};
+use rcni_node::backend::wireguard::options::{RotateKey, WireguardOptions};
 use rcni_node::node::{self, Options};
 
-/// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw or
-/// VXLAN).
+/// The node agent of rcni's multi-node pod network (flannel's model: etcd leases, host-gw,
+/// VXLAN or WireGuard). `rcni-node rotate-wireguard-key --help`: a new WireGuard key.
 #[derive(Parser, Debug)]
 #[command(name = "rcni-node", version)]
 struct Cli {
@@ -102,6 +103,8 @@ struct Cli {
     /// when no --cri-socket is given; with --cri-socket the runtime's ready sandboxes are.
     #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
     pod_state_dir: PathBuf,
+    #[command(flatten)]
+    wireguard: WireguardOptions,
 }
 
 struct Stderr;
@@ -127,6 +130,16 @@ impl Log for Stderr {
 static LOGGER: Stderr = Stderr;
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("rotate-wireguard-key") {
+        let rotate = RotateKey::parse_from(std::env::args().skip(1));
+        return match rotate.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rcni-node rotate-wireguard-key: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let level = std::env::var("RCNI_LOG")
         .ok()
@@ -166,6 +179,7 @@ fn main() -> ExitCode {
         network_policy: cli.network_policy,
         flow_log: cli.flow_log,
         pod_state_dir: cli.pod_state_dir,
+        wireguard: cli.wireguard,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -178,17 +192,44 @@ fn main() -> ExitCode {
         }
     };
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    match runtime.block_on(async move {
-        tokio::spawn(async move {
-            node::wait_for_signal().await;
-            let _ = stop.send(true);
-        });
-        node::run(options, shutdown).await
-    }) {
+    let result = runtime.block_on(async move {
+        let run = node::run(options, shutdown);
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => result,
+            () = node::wait_for_signal() => {
+                let _ = stop.send(true);
+                stop_within_grace(run).await
+            }
+        }
+    });
+    // Dropping the runtime would wait for every blocking task (a kernel call, a plugin the GC
+    // runs): whatever is still running is abandoned with the process instead.
+    runtime.shutdown_timeout(BLOCKING_GRACE);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rcni-node: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// How long the graceful stop (the lease released with `--release-on-exit`, the last status
+/// written) may take after SIGTERM or SIGINT, and how long blocking work still running then
+/// is waited for: together the bound on the agent's exit, 2 s (docs/architecture.md).
+const STOP_GRACE: Duration = Duration::from_millis(1500);
+const BLOCKING_GRACE: Duration = Duration::from_millis(500);
+
+/// Lets the agent stop by itself for [`STOP_GRACE`], then gives up on it.
+async fn stop_within_grace(
+    run: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(STOP_GRACE, run).await {
+        Ok(result) => result,
+        Err(_) => {
+            log::warn!("not stopped {STOP_GRACE:?} after the signal: exiting anyway");
+            Ok(())
         }
     }
 }

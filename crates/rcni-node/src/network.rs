@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
+use crate::backend::wireguard::settings::{self as wg, Mode, WireguardSettings};
 use crate::lease::Subnets;
 
 /// The default UDP port of VXLAN (the Linux default, which flannel uses too).
@@ -32,6 +33,9 @@ pub enum ConfigError {
 /// Which data plane connects the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
+    /// An encrypted WireGuard tunnel per address family (or one for both), a peer and a route
+    /// per remote node.
+    Wireguard(WireguardSettings),
     /// A route per remote node through its public IP (nodes share an L2 segment).
     HostGw,
     /// A VXLAN device with a neighbour, an FDB entry and a route per remote node.
@@ -49,16 +53,19 @@ impl BackendKind {
         match self {
             BackendKind::HostGw => "host-gw",
             BackendKind::Vxlan { .. } => "vxlan",
+            BackendKind::Wireguard(_) => "wireguard",
         }
     }
 
     /// Bytes the encapsulation takes from the underlay MTU: outer IP header (20 for IPv4, 40
-    /// for IPv6) + UDP + VXLAN + inner Ethernet for VXLAN.
+    /// for IPv6) + UDP + VXLAN + inner Ethernet for VXLAN, + WireGuard's header and tag for
+    /// WireGuard (whose IPv4-only `Mode` never uses an IPv6 underlay).
     pub fn mtu_overhead(&self, ipv6_underlay: bool) -> u32 {
         match (self, ipv6_underlay) {
             (BackendKind::HostGw, _) => 0,
             (BackendKind::Vxlan { .. }, false) => 50,
             (BackendKind::Vxlan { .. }, true) => 70,
+            (BackendKind::Wireguard(s), ipv6) => s.mtu_overhead(ipv6),
         }
     }
 }
@@ -71,6 +78,94 @@ struct RawBackend {
     #[serde(rename = "VNI")]
     vni: Option<u32>,
     port: Option<u16>,
+    listen_port: Option<u16>,
+    #[serde(rename = "ListenPortV6")]
+    listen_port_v6: Option<u16>,
+    #[serde(rename = "PSK")]
+    psk: Option<String>,
+    persistent_keepalive_interval: Option<u16>,
+    mode: Option<String>,
+}
+
+impl RawBackend {
+    /// Whether a VXLAN setting is given.
+    fn has_vxlan_keys(&self) -> bool {
+        self.vni.is_some() || self.port.is_some()
+    }
+
+    /// Whether a WireGuard setting is given.
+    fn has_wireguard_keys(&self) -> bool {
+        self.listen_port.is_some()
+            || self.listen_port_v6.is_some()
+            || self.psk.is_some()
+            || self.persistent_keepalive_interval.is_some()
+            || self.mode.is_some()
+    }
+
+    /// Refuses the settings of other backends than `kind`.
+    fn only_keys_of(&self, kind: &str) -> Result<(), ConfigError> {
+        if kind != "vxlan" && self.has_vxlan_keys() {
+            return Err(ConfigError::Invalid(format!(
+                "VNI and Port are VXLAN settings, not {kind} ones"
+            )));
+        }
+        if kind != "wireguard" && self.has_wireguard_keys() {
+            return Err(ConfigError::Invalid(format!(
+                "ListenPort, ListenPortV6, PSK, PersistentKeepaliveInterval and Mode are \
+                 WireGuard settings, not {kind} ones"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The `wireguard` backend's settings on a network with the families given.
+    fn wireguard(&self, ipv4: bool, ipv6: bool) -> Result<WireguardSettings, ConfigError> {
+        let mode = match self.mode.as_deref() {
+            None => Mode::Separate,
+            Some(m) => Mode::parse(m).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "Mode {m:?} is not one of separate, auto, ipv4, ipv6"
+                ))
+            })?,
+        };
+        match mode {
+            Mode::Ipv4 if !ipv4 => {
+                Err("Mode ipv4 reaches the peers over IPv4: the network has none")
+            }
+            Mode::Ipv6 if !ipv6 => {
+                Err("Mode ipv6 reaches the peers over IPv6: the network has none (EnableIPv6)")
+            }
+            _ => Ok(()),
+        }
+        .map_err(|e| ConfigError::Invalid(e.into()))?;
+        let psk = self
+            .psk
+            .as_deref()
+            .map(cni_linux::wireguard::SecretKey::from_base64)
+            .transpose()
+            .map_err(|e| ConfigError::Invalid(format!("PSK: {e}")))?;
+        let settings = WireguardSettings {
+            listen_port: self.listen_port.unwrap_or(wg::DEFAULT_LISTEN_PORT),
+            listen_port_v6: self.listen_port_v6.unwrap_or(wg::DEFAULT_LISTEN_PORT_V6),
+            psk,
+            keepalive: self.persistent_keepalive_interval.unwrap_or(0),
+            mode,
+        };
+        if settings.listen_port == 0 || settings.listen_port_v6 == 0 {
+            return Err(ConfigError::Invalid(
+                "ListenPort and ListenPortV6 cannot be 0".into(),
+            ));
+        }
+        if mode == Mode::Separate && ipv4 && ipv6 && settings.listen_port == settings.listen_port_v6
+        {
+            return Err(ConfigError::Invalid(format!(
+                "ListenPort and ListenPortV6 are both {}: the two devices of separate mode need \
+                 a port each",
+                settings.listen_port
+            )));
+        }
+        Ok(settings)
+    }
 }
 
 #[derive(Deserialize)]
@@ -268,14 +363,13 @@ impl NetworkConfig {
         let backend = raw
             .backend
             .ok_or_else(|| ConfigError::Invalid("Backend is required".into()))?;
+        if let Some(kind) = backend.kind.as_deref() {
+            backend.only_keys_of(kind)?;
+        }
         let backend = match backend.kind.as_deref() {
-            Some("host-gw") => {
-                if backend.vni.is_some() || backend.port.is_some() {
-                    return Err(ConfigError::Invalid(
-                        "VNI and Port are VXLAN settings, not host-gw ones".into(),
-                    ));
-                }
-                BackendKind::HostGw
+            Some("host-gw") => BackendKind::HostGw,
+            Some("wireguard") => {
+                BackendKind::Wireguard(backend.wireguard(ipv4.is_some(), ipv6.is_some())?)
             }
             Some("vxlan") => {
                 let vni = backend.vni.unwrap_or(DEFAULT_VNI);
@@ -289,7 +383,7 @@ impl NetworkConfig {
             }
             Some(other) => {
                 return Err(ConfigError::Invalid(format!(
-                    "Backend.Type {other:?} is not supported (host-gw or vxlan)"
+                    "Backend.Type {other:?} is not supported (host-gw, vxlan or wireguard)"
                 )))
             }
             None => return Err(ConfigError::Invalid("Backend.Type is required".into())),
@@ -443,6 +537,76 @@ mod tests {
                 "unknown field",
             ),
             ("[1]", "JSON"),
+        ] {
+            let err = cfg(json).unwrap_err().to_string();
+            assert!(err.contains(what), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn wireguard_takes_flannels_keys_and_defaults() {
+        let c = cfg(r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard"}}"#).unwrap();
+        let BackendKind::Wireguard(s) = c.backend else {
+            panic!("{:?}", c.backend)
+        };
+        assert_eq!(
+            (s.listen_port, s.listen_port_v6, s.keepalive),
+            (51820, 51821, 0)
+        );
+        assert_eq!((s.mode, s.psk), (Mode::Separate, None));
+        assert_eq!(c.backend.name(), "wireguard");
+        assert_eq!(c.backend.mtu_overhead(false), 60);
+        let c = cfg(r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"IPv6Network":"2001:2::/48","Backend":{"Type":"wireguard","ListenPort":7000,"ListenPortV6":7001,"PSK":"yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=","PersistentKeepaliveInterval":25,"Mode":"auto"}}"#).unwrap();
+        let BackendKind::Wireguard(s) = c.backend else {
+            panic!("{:?}", c.backend)
+        };
+        assert_eq!(
+            (s.listen_port, s.listen_port_v6, s.keepalive),
+            (7000, 7001, 25)
+        );
+        assert_eq!(s.mode, Mode::Auto);
+        assert!(s.psk.is_some());
+        assert!(!format!("{c:?}").contains("yAnz5"), "the PSK never prints");
+        assert_eq!(c.backend.mtu_overhead(true), 80);
+        let v4 = cfg(r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"IPv6Network":"2001:2::/48","Backend":{"Type":"wireguard","Mode":"ipv4"}}"#).unwrap();
+        assert_eq!(v4.backend.mtu_overhead(true), 60, "an IPv4 underlay only");
+    }
+
+    #[test]
+    fn bad_wireguard_configs_are_refused_with_a_reason() {
+        for (json, what) in [
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard","Mode":"both"}}"#,
+                "Mode \"both\"",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard","Mode":"ipv6"}}"#,
+                "Mode ipv6",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard","PSK":"short"}}"#,
+                "PSK",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard","VNI":1}}"#,
+                "VXLAN settings",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"vxlan","ListenPort":1}}"#,
+                "WireGuard settings",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard","ListenPort":0}}"#,
+                "cannot be 0",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","EnableIPv6":true,"IPv6Network":"2001:2::/48","Backend":{"Type":"wireguard","ListenPort":7000,"ListenPortV6":7000}}"#,
+                "a port each",
+            ),
+            (
+                r#"{"Network":"198.19.0.0/16","Backend":{"Type":"wireguard","PersistentKeepaliveInterval":70000}}"#,
+                "JSON",
+            ),
         ] {
             let err = cfg(json).unwrap_err().to_string();
             assert!(err.contains(what), "{json}: {err}");

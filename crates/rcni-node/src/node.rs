@@ -19,6 +19,8 @@ use tokio::sync::watch;
 use crate::agent::{self, AgentConfig, Held, Kernel, Reconciler};
 use crate::backend::host_gw::HostGw;
 use crate::backend::vxlan::{Vxlan, VxlanSetup};
+use crate::backend::wireguard::options::WireguardOptions;
+use crate::backend::wireguard::{Wireguard, WireguardSetup};
 use crate::backend::Backend;
 use crate::cni_conf::NodeFiles;
 use crate::cni_version::ConfVersions;
@@ -85,6 +87,8 @@ pub struct Options {
     pub flow_log: FlowLog,
     /// The `rcni pod` records the node's pods are read from (without `cri_socket`).
     pub pod_state_dir: PathBuf,
+    /// The `wireguard` backend's flags.
+    pub wireguard: WireguardOptions,
 }
 
 /// The plugins the conflist chains.
@@ -246,14 +250,16 @@ struct Underlay {
 }
 
 /// Sets up the backend `kind` over `underlay`, its VTEPs on the public addresses of `cfg` (on
-/// a blocking thread: the VXLAN devices are made over netlink).
+/// a blocking thread: the VXLAN and WireGuard devices are made over netlink).
 async fn backend_for(
     kind: BackendKind,
     nl: Handle,
     underlay: Underlay,
     cfg: &AgentConfig,
+    opts: &Options,
 ) -> anyhow::Result<Box<dyn Backend>> {
     let (local, local6) = (cfg.public_ip, cfg.public_ipv6);
+    let (wireguard, agent_state_dir) = (opts.wireguard.clone(), opts.state_dir.clone());
     tokio::task::spawn_blocking(move || -> anyhow::Result<Box<dyn Backend>> {
         Ok(match kind {
             BackendKind::HostGw => Box::new(HostGw::new(nl, underlay.index)),
@@ -265,6 +271,17 @@ async fn backend_for(
                     local,
                     local6,
                     underlay: underlay.index,
+                    underlay_mtu: underlay.mtu,
+                },
+            )?),
+            BackendKind::Wireguard(settings) => Box::new(Wireguard::setup(
+                nl,
+                WireguardSetup {
+                    settings,
+                    options: wireguard,
+                    agent_state_dir,
+                    local,
+                    local6,
                     underlay_mtu: underlay.mtu,
                 },
             )?),
@@ -341,7 +358,7 @@ async fn run_agent(
         return Ok(());
     };
     let cfg = agent_config(&opts, &network)?;
-    let backend = backend_for(network.backend, nl, underlay, &cfg).await?;
+    let backend = backend_for(network.backend, nl, underlay, &cfg, &opts).await?;
     let attrs = lease_attrs(&opts, &network, &cfg, backend.as_ref());
     let remembered = cni_conf::read_subnet_file(&opts.subnet_file);
     let Some(held) = agent::acquire(

@@ -2,9 +2,10 @@
 //! is watched with netlink monitors (`ip monitor route neigh`, `bridge monitor fdb`) while its
 //! agent is restarted 20 times (SIGTERM and SIGKILL in turn, each time until the new run is
 //! healthy and has resynced once), and a pod on node A pings a pod on node B every 2 ms across all of it: no route,
-//! neighbour or FDB entry of the agent's may be deleted and no echo may go unanswered. A
-//! remote lease that changes (a new VTEP MAC) moves its path without deleting its route or
-//! neighbour entry.
+//! neighbour or FDB entry of the agent's may be deleted and no echo may go unanswered. With
+//! WireGuard the restarted agent also keeps the wireguard-go its first run started and no peer
+//! shakes hands again. A remote lease that changes (a new VTEP MAC) moves its path without
+//! deleting its route or neighbour entry.
 
 mod harness;
 
@@ -53,9 +54,26 @@ impl Monitor {
 }
 
 /// Deletions that can only be the agent's: routes it tags (`proto 124`), or anything on its
-/// VXLAN devices.
+/// VXLAN or WireGuard devices.
 fn the_agents(line: &str) -> bool {
-    line.contains("proto 124") || line.contains("dev rcni.") || line.contains("dev rcni6.")
+    line.contains("proto 124")
+        || line.contains("dev rcni.")
+        || line.contains("dev rcni6.")
+        || line.contains("dev rcni-wg")
+}
+
+/// For WireGuard: node A's wireguard-go and the last handshake of each of its peers.
+fn tunnel_state(c: &Cluster) -> Option<(u32, Vec<(String, u64)>)> {
+    let node = &c.nodes[0];
+    let pid = node.wireguard_go_pid("rcni-wg")?;
+    let mut peers: Vec<(String, u64)> = node
+        .wg_peers("rcni-wg")
+        .into_iter()
+        .map(|p| (p.public_key, p.latest_handshake))
+        .collect();
+    // wireguard-go lists its peers in no particular order.
+    peers.sort();
+    Some((pid, peers))
 }
 
 /// The handles of node `ns`'s masquerade table, chain and rules (new ones if replaced).
@@ -100,6 +118,7 @@ fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
     // Let the monitors subscribe before anything happens.
     std::thread::sleep(Duration::from_millis(300));
     let pings = PingStream::start(&a.ns.name, b.ip, Duration::from_millis(2)).unwrap();
+    let tunnels = tunnel_state(&c);
 
     let started = Instant::now();
     let mut slowest = Duration::ZERO;
@@ -211,6 +230,11 @@ fn restarts_remove_nothing_and_lose_no_ping(backend: Value) {
     );
     assert!(agents.is_empty(), "live paths deleted: {agents:#?}");
     assert_eq!(
+        tunnel_state(&c),
+        tunnels,
+        "the same wireguard-go, no new handshake"
+    );
+    assert_eq!(
         masquerade_handles(&node_a),
         masquerade,
         "the masquerade rules were replaced"
@@ -240,6 +264,14 @@ fn vxlan_agent_restarts_delete_no_live_route_neighbour_or_fdb_entry_and_lose_no_
         return;
     }
     restarts_remove_nothing_and_lose_no_ping(json!({"Type": "vxlan", "VNI": 1}));
+}
+
+#[test]
+fn wireguard_agent_restarts_delete_no_live_route_or_peer_keep_wireguard_go_and_lose_no_ping() {
+    if skip_unless_root() {
+        return;
+    }
+    restarts_remove_nothing_and_lose_no_ping(json!({"Type": "wireguard"}));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Root-only measurements (ignored by default; `scripts/node-convergence` runs them): join and
-//! leave convergence with N simulated nodes, and the time one node takes to program 200 remote
-//! nodes whose leases are written straight into etcd.
+//! leave convergence with N simulated nodes (host-gw, VXLAN, WireGuard), the time one node
+//! takes to program 200 remote nodes whose leases are written straight into etcd, and the
+//! time a joining WireGuard node takes to program 500 and 5,000 remote nodes' peers and
+//! routes.
 
 mod harness;
 
@@ -64,7 +66,11 @@ fn convergence_with_3_and_10_nodes() {
         "RESULT agent binary: {}",
         cni_testkit::bin_path("rcni-node").unwrap().display()
     );
-    for backend in [json!({"Type": "host-gw"}), json!({"Type": "vxlan"})] {
+    for backend in [
+        json!({"Type": "host-gw"}),
+        json!({"Type": "vxlan"}),
+        json!({"Type": "wireguard"}),
+    ] {
         for &n in &sizes {
             // n nodes in total: n - 1 running, one joins and leaves.
             measure_join_and_leave(backend.clone(), n.max(2) - 1);
@@ -176,4 +182,100 @@ fn write_leases(remotes: u32, own: &str) {
                 .unwrap();
         }
     });
+}
+
+#[test]
+#[ignore = "measurement: scripts/node-convergence"]
+fn a_joining_wireguard_node_programs_thousands_of_peers() {
+    if skip_unless_root() {
+        return;
+    }
+    let sizes: Vec<u32> = std::env::var("RCNI_WG_REMOTES")
+        .unwrap_or_else(|_| "500,5000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    for remotes in sizes {
+        measure_wireguard_join(remotes);
+    }
+}
+
+/// A cluster of `remotes` WireGuard leases (written straight into etcd: /29 subnets of
+/// 198.19.0.0/16, addresses 198.18.x.y that need not answer, random keys), then one node
+/// joining: from its agent's start to every peer and route programmed.
+fn measure_wireguard_join(remotes: u32) {
+    let mut c = Cluster::with_config(json!({
+        "Network": CLUSTER_NET, "SubnetLen": 29, "Backend": {"Type": "wireguard"}
+    }));
+    let underlay = cni_linux::NetNs::open(&c.sb.host().path).unwrap();
+    let start = Instant::now();
+    underlay
+        .run(move || write_wireguard_leases(remotes))
+        .unwrap();
+    let written = start.elapsed();
+    let i = c.add_node();
+    let start = Instant::now();
+    c.spawn_agent(i);
+    let node = &c.nodes[i];
+    let routes = || {
+        ip_json(&node.ns.name, &["route", "show", "proto", "124"])
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let done = wait_for(Duration::from_secs(120), || routes() == remotes as usize)
+        .map(|_| start.elapsed())
+        .unwrap_or_else(|| panic!("{} of {remotes} routes:\n{}", routes(), node.agent_log()));
+    let peers = node.wg_peers("rcni-wg").len();
+    assert_eq!(peers, remotes as usize);
+    println!(
+        "RESULT wireguard joining node: {remotes} remote nodes' peers and routes programmed \
+         {:.1} ms after the agent started ({} implementation; leases written in {:.1} s)",
+        done.as_secs_f64() * 1e3,
+        if node.agent_log().contains("userspace implementation") {
+            "userspace"
+        } else {
+            "kernel"
+        },
+        written.as_secs_f64()
+    );
+}
+
+/// Writes `remotes` WireGuard leases straight into etcd, bound to one 10-minute lease.
+fn write_wireguard_leases(remotes: u32) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = Client::connect([format!("http://{UNDERLAY_GW}:2379")], None)
+            .await
+            .unwrap();
+        let lease = client.lease_grant(600, None).await.unwrap().id();
+        for k in 0..remotes {
+            // /29 number k + 8 of 198.19.0.0/16 (the first ones stay free for the joining node).
+            let n = (k + 8) * 8;
+            let subnet = format!("198.19.{}.{}-29", n / 256, n % 256);
+            let key = format!("{PREFIX}/subnets/{subnet}");
+            let mut public = [0u8; 32];
+            public[..4].copy_from_slice(&k.to_be_bytes());
+            public[31] = 0x5a;
+            let value = json!({
+                "PublicIP": format!("198.18.{}.{}", 1 + k / 250, k % 250 + 1),
+                "BackendType": "wireguard",
+                "BackendData": {"PublicKey": base64_of(&public), "Port": 51820}
+            });
+            client
+                .put(
+                    key,
+                    value.to_string(),
+                    Some(PutOptions::new().with_lease(lease)),
+                )
+                .await
+                .unwrap();
+        }
+    });
+}
+
+fn base64_of(bytes: &[u8; 32]) -> String {
+    cni_linux::wireguard::PublicKey(*bytes).to_base64()
 }

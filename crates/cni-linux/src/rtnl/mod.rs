@@ -15,6 +15,7 @@
 //! agent. They are all methods on [`Handle`].
 
 pub mod addr;
+pub mod device_route;
 pub mod fake;
 pub mod link;
 pub mod neigh;
@@ -31,6 +32,7 @@ mod transport;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use error::error_ext_ack;
 pub use error::{Error, KernelError};
 pub use transport::{SocketTransport, Transport};
 

@@ -200,7 +200,7 @@ impl NflogGroup {
     /// Sends one config request for the group and waits for its acknowledgement.
     fn request(&mut self, attrs: AttrWriter, what: &str) -> Result<(), Error> {
         self.seq = self.seq.wrapping_add(1).max(1);
-        let msg = config_message(self.group, attrs, NLM_F_ACK);
+        let msg = config_message(self.group, attrs.finish(what)?, NLM_F_ACK);
         let seq = self.seq;
         self.socket.send(&msg.encode(seq), 0).map_err(Error::Io)?;
         loop {
@@ -236,8 +236,11 @@ impl Drop for NflogGroup {
     fn drop(&mut self) {
         let mut a = AttrWriter::new();
         a.bytes(NFULA_CFG_CMD, &[NFULNL_CFG_CMD_UNBIND]);
-        let msg = config_message(self.group, a, 0);
-        let _ = self.socket.send(&msg.encode(self.seq.wrapping_add(1)), 0);
+        // Three bytes of attribute always fit.
+        if let Ok(attrs) = a.finish("unbind") {
+            let msg = config_message(self.group, attrs, 0);
+            let _ = self.socket.send(&msg.encode(self.seq.wrapping_add(1)), 0);
+        }
     }
 }
 
@@ -258,13 +261,13 @@ fn count_gaps(next: &mut Option<u32>, records: &[LogRecord]) -> u64 {
 }
 
 /// A config request for `group` (`nfgenmsg.res_id`, family unspecified).
-fn config_message(group: u16, attrs: AttrWriter, flags: u16) -> NfMsg {
+fn config_message(group: u16, attrs: Vec<u8>, flags: u16) -> NfMsg {
     NfMsg {
         msg_type: (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG,
         flags,
         family: 0,
         res_id: group,
-        attrs: attrs.into_bytes(),
+        attrs,
     }
 }
 
@@ -299,7 +302,7 @@ mod tests {
         let mut a = AttrWriter::new();
         a.bytes(NFULA_CFG_CMD, &[NFULNL_CFG_CMD_BIND]);
         configure(&mut a, &NflogOptions::default());
-        let bytes = config_message(4242, a, NLM_F_ACK).encode(1);
+        let bytes = config_message(4242, a.into_bytes(), NLM_F_ACK).encode(1);
         let m = message::split(&bytes).unwrap()[0];
         assert_eq!(m.msg_type, 0x0401);
         assert_eq!(&m.payload[..4], &[0, 0, 0x10, 0x92]);

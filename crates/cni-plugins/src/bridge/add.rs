@@ -188,8 +188,8 @@ fn apply_ipam<'a>(
             node_pods::forget(args);
             Ok(())
         });
+        step::end("bridge", "agent")?;
     }
-    step::end("bridge", "agent")?;
     let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
     configure_container(container, result, conf)?;
     step::end("bridge", "container")?;

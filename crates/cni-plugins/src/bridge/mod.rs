@@ -50,7 +50,8 @@ pub const PLUGIN: FnPlugin = FnPlugin {
     ..FnPlugin::new(add::add, del::del, check::check)
 };
 
-/// STATUS: the node agent's health, then the IPAM plugin's when one is configured.
+/// STATUS: the node agent's health (its status file, and its pod socket where the config
+/// names one), then the IPAM plugin's when one is configured.
 fn status(args: &CmdArgs) -> Result<(), CniError> {
     cni_types::node_agent::check(&args.conf.raw)?;
     crate::common::node_pods::status(args)?;

@@ -17,11 +17,13 @@
 //!   loses its last address of a family, when it starts or stops selecting a local pod, and
 //!   (named ports only) when a pod with named ports changes.
 //!
-//! Every local pod the enforcer knows gets a dispatch element per address and direction:
-//! a jump to its chain where a policy isolates it, `accept` where none does. A local pod
-//! whose labels are not known yet ([`PodInfo::labels`] `None`) gets `accept` only in a
-//! direction no policy of its namespace has; elsewhere it has no element, and the hold of
-//! the skeleton drops its packets (see [`super`]).
+//! With a hold ([`Enforcer::with_hold`]), every local pod the enforcer knows gets a dispatch
+//! element per address and direction: a jump to its chain where a policy isolates it,
+//! `accept` where none does. A local pod whose labels are not known yet
+//! ([`PodInfo::labels`] `None`) gets `accept` only in a direction no policy of its namespace
+//! has; elsewhere it has no element, and the hold of the skeleton drops its packets (see
+//! [`super`]). Without a hold an address without element passes: only isolated pods have
+//! one (a jump).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
@@ -268,6 +270,7 @@ impl Enforcer {
         let held = self
             .local_ips
             .keys()
+            .filter(|_| !self.hold.is_empty())
             .filter(|ip| {
                 DIRECTIONS
                     .iter()
@@ -726,6 +729,9 @@ impl Enforcer {
             let (rules, target) = if !targets.is_empty() {
                 let rules = rules::pod_chain(&chain, &targets, self.flow_log)?;
                 (Some(rules), Some(Target::Jump(chain.clone())))
+            } else if self.hold.is_empty() {
+                // Without a hold, an address the dispatch does not know passes.
+                (None, None)
             } else if pod.labels.is_some() || !namespace_isolates {
                 (None, Some(Target::Accept))
             } else {

@@ -1,7 +1,9 @@
 //! The data planes that connect this node to the others, behind one [`Backend`] trait
 //! (flannel's split): [`host_gw`] routes each remote subnet through the remote node's public
-//! IP; [`vxlan`] tunnels it through one VXLAN device per address family. Each family of a lease
-//! (its IPv4 subnet with `PublicIP`, its IPv6 subnet with `PublicIPv6`) gets its own path.
+//! IP; [`vxlan`] tunnels it through one VXLAN device per address family; [`wireguard`]
+//! encrypts it through WireGuard devices (the kernel's, or wireguard-go supervised by the
+//! agent). Each family of a lease (its IPv4 subnet with `PublicIP`, its IPv6 subnet with
+//! `PublicIPv6`) gets its own path.
 //!
 //! Everything a backend creates is attributable to the agent: routes carry the routing
 //! protocol number [`RTPROT_RCNI`], and neighbour and FDB entries live only on the agent's own
@@ -10,6 +12,7 @@
 
 pub mod host_gw;
 pub mod vxlan;
+pub mod wireguard;
 
 use crate::lease::Lease;
 
@@ -51,6 +54,16 @@ pub struct Repairs {
     pub programmed: usize,
 }
 
+/// What a backend's periodic upkeep ([`Backend::upkeep`]) found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Upkeep {
+    /// Something the remote paths depend on was made again (a device, a process): the next
+    /// resync must program every remote node.
+    pub resync: bool,
+    /// What the node publishes in its lease changed (a rotated key): publish it again.
+    pub republish: bool,
+}
+
 /// A data plane for remote nodes.
 pub trait Backend: Send {
     /// What this node publishes in its lease's `BackendData`.
@@ -64,6 +77,18 @@ pub trait Backend: Send {
     fn configure_local(&mut self, subnet: crate::lease::Subnets) -> Result<(), BackendError>;
     /// Programs the path to one remote node.
     fn add_remote(&mut self, lease: &Lease) -> Result<(), BackendError>;
+    /// Programs the paths to many new remote nodes (a full list of leases); one by one,
+    /// past failures (each logged, the last returned), unless the backend does better.
+    fn add_remotes(&mut self, leases: &[Lease]) -> Result<(), BackendError> {
+        let mut failed = None;
+        for lease in leases {
+            if let Err(e) = self.add_remote(lease) {
+                log::warn!("path to {}: {e}", lease.subnet);
+                failed = Some(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
     /// Moves the path to one remote node from what `old` published to what `new` does without
     /// a gap: `new`'s objects first (replacing those of the same key), then what is left of
     /// `old`'s.
@@ -72,6 +97,48 @@ pub trait Backend: Send {
     fn remove_remote(&mut self, lease: &Lease) -> Result<(), BackendError>;
     /// Makes the kernel match exactly `remotes` (for what the backend owns).
     fn resync(&mut self, remotes: &[Lease]) -> Result<Repairs, BackendError>;
+    /// Checks, every second, what runs besides kernel objects (a supervised process, a key
+    /// file) and puts it back or follows it (nothing by default).
+    fn upkeep(&mut self) -> Result<Upkeep, BackendError> {
+        Ok(Upkeep::default())
+    }
+    /// The encrypted tunnels and their peers, read at each resync (none by default).
+    fn tunnel_status(&mut self) -> Option<wireguard::status::TunnelStatus> {
+        None
+    }
+}
+
+/// Sets the one address of `want`'s family on the agent's device `index` to `want` (the node
+/// subnet's first address, the source of the node's own traffic to remote pods); other
+/// addresses of that family go, link-local ones stay.
+pub(crate) fn set_device_address(
+    nl: &mut cni_linux::Handle,
+    index: u32,
+    want: ipnet::IpNet,
+) -> Result<(), BackendError> {
+    use std::net::IpAddr;
+    let current = nl
+        .addresses(Some(index))
+        .map_err(nl_err("list device addresses"))?;
+    let link_local = |ip: IpAddr| matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+    for addr in current.iter().filter(|a| {
+        a.addr != want
+            && a.addr.addr().is_ipv4() == want.addr().is_ipv4()
+            && !link_local(a.addr.addr())
+    }) {
+        gone_is_fine(nl.delete_address(index, addr.addr))
+            .map_err(nl_err(format!("delete old address {}", addr.addr)))?;
+    }
+    if !current.iter().any(|a| a.addr == want) {
+        // No duplicate address detection: the address is the node's own by its lease.
+        nl.add_address(
+            index,
+            want,
+            cni_linux::rtnl::addr::AddAddressOptions { nodad: true },
+        )
+        .map_err(nl_err(format!("address {want}")))?;
+    }
+    Ok(())
 }
 
 /// Ignores "already gone" for a delete.

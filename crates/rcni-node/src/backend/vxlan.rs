@@ -15,14 +15,15 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::link::LinkSpec;
 use cni_linux::rtnl::overlay::{FdbEntry, NextHopRoute};
 use cni_linux::rtnl::vxlan::VxlanSpec;
 use cni_linux::{Handle, MacAddr};
 use ipnet::IpNet;
 
-use super::{gone_is_fine, nl_err, Backend, BackendError, Repairs, RTPROT_RCNI};
+use super::{
+    gone_is_fine, nl_err, set_device_address, Backend, BackendError, Repairs, RTPROT_RCNI,
+};
 use crate::lease::{BackendData, Lease, Subnets};
 
 /// The settings of the node's VXLAN devices.
@@ -258,30 +259,6 @@ impl Vxlan {
             .map_err(nl_err(format!("delete neighbour {}", p.gateway)))
     }
 
-    /// Sets the device's one address of its family to `want` (link-local addresses stay).
-    fn set_address(&mut self, dev: Device, want: IpNet) -> Result<(), BackendError> {
-        let current = self
-            .nl
-            .addresses(Some(dev.index))
-            .map_err(nl_err("list VXLAN device addresses"))?;
-        let link_local = |ip: IpAddr| matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
-        for addr in current.iter().filter(|a| {
-            a.addr != want
-                && a.addr.addr().is_ipv4() == want.addr().is_ipv4()
-                && !link_local(a.addr.addr())
-        }) {
-            gone_is_fine(self.nl.delete_address(dev.index, addr.addr))
-                .map_err(nl_err(format!("delete old address {}", addr.addr)))?;
-        }
-        if !current.iter().any(|a| a.addr == want) {
-            // No duplicate address detection: the address is the node's own by its lease.
-            self.nl
-                .add_address(dev.index, want, AddAddressOptions { nodad: true })
-                .map_err(nl_err(format!("address {want}")))?;
-        }
-        Ok(())
-    }
-
     /// Makes one device's routes, FDB and neighbour entries match `wanted` (its paths).
     fn resync_device(
         &mut self,
@@ -354,6 +331,7 @@ impl Backend for Vxlan {
         self.v4.map(|d| BackendData {
             vni: Some(self.vni),
             vtep_mac: Some(d.mac.to_string()),
+            ..BackendData::default()
         })
     }
 
@@ -361,17 +339,18 @@ impl Backend for Vxlan {
         self.v6.map(|d| BackendData {
             vni: Some(self.vni),
             vtep_mac: Some(d.mac.to_string()),
+            ..BackendData::default()
         })
     }
 
     fn configure_local(&mut self, subnet: Subnets) -> Result<(), BackendError> {
         if let (Some(dev), Some(net)) = (self.v4, subnet.v4) {
             let want = IpNet::new(IpAddr::V4(net.network()), 32).expect("/32");
-            self.set_address(dev, want)?;
+            set_device_address(&mut self.nl, dev.index, want)?;
         }
         if let (Some(dev), Some(net)) = (self.v6, subnet.v6) {
             let want = IpNet::new(IpAddr::V6(net.network()), 128).expect("/128");
-            self.set_address(dev, want)?;
+            set_device_address(&mut self.nl, dev.index, want)?;
         }
         Ok(())
     }

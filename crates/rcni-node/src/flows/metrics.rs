@@ -11,7 +11,7 @@ use rcni_flows::{Direction, Flow, Usage, Verdict};
 
 use super::names::ClusterNames;
 use super::Stats;
-use crate::prom::label;
+use crate::prometheus::label;
 
 /// (direction, verdict, namespace, policy); empty names for verdicts no policy gave (held,
 /// or a record the view could not name).

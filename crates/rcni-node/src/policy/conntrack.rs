@@ -64,7 +64,14 @@ pub fn flush(nft: &mut Nft, enforcer: &Enforcer, delta: &Delta) -> Result<usize,
     let narrowed: HashSet<IpAddr> = delta.narrowed.iter().copied().collect();
     let released: HashSet<IpAddr> = delta.released.iter().copied().collect();
     let mut deleted = 0;
-    for family in [Family::Ip, Family::Ip6] {
+    // A dump walks the kernel's whole conntrack table (every namespace's entries): only the
+    // families of the addresses concerned are dumped.
+    let concerned = || narrowed.iter().chain(&released);
+    let families = [
+        (Family::Ip, concerned().any(IpAddr::is_ipv4)),
+        (Family::Ip6, concerned().any(IpAddr::is_ipv6)),
+    ];
+    for (family, _) in families.into_iter().filter(|(_, wanted)| *wanted) {
         for entry in nft.list_conntrack(family)? {
             if stale(enforcer, &narrowed, &released, &entry) {
                 nft.delete_conntrack_entry(&entry)?;

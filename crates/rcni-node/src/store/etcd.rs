@@ -112,6 +112,20 @@ impl Store for EtcdStore {
         Ok(won.then_some(granted))
     }
 
+    async fn republish(&mut self, lease: &Lease, id: LeaseId) -> Result<bool, StoreError> {
+        let key = lease::subnet_key(&self.prefix, lease.subnet);
+        let value = serde_json::to_vec(&lease.attrs)
+            .map_err(|e| StoreError(format!("etcd encode lease: {e}")))?;
+        let txn = Txn::new()
+            .when([Compare::lease(key.clone(), CompareOp::Equal, id)])
+            .and_then([TxnOp::put(
+                key,
+                value,
+                Some(PutOptions::new().with_lease(id)),
+            )]);
+        Ok(self.conn.txn("republish lease", &txn).await?.succeeded())
+    }
+
     async fn renew(&mut self, id: LeaseId) -> Result<bool, StoreError> {
         Ok(self.conn.keep_alive(id).await?)
     }

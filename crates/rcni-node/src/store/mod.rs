@@ -72,6 +72,10 @@ pub trait Store {
         ttl: Duration,
         claim: Claim,
     ) -> Result<Option<LeaseId>, StoreError>;
+    /// Writes `lease` again, bound to the store lease `id` it holds (what the node publishes
+    /// changed, e.g. a rotated WireGuard key); `false` when the key is gone or bound to
+    /// another store lease.
+    async fn republish(&mut self, lease: &Lease, id: LeaseId) -> Result<bool, StoreError>;
     /// Renews a store lease; `false` when it has already expired.
     async fn renew(&mut self, id: LeaseId) -> Result<bool, StoreError>;
     /// Revokes a store lease, deleting the keys bound to it.

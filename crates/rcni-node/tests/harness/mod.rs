@@ -18,6 +18,7 @@ pub mod hammer;
 pub mod kubelet;
 pub mod manifest;
 pub mod netpol;
+pub mod wireguard;
 
 use std::ffi::OsString;
 use std::fs;
@@ -259,6 +260,7 @@ impl Drop for Cluster {
         for n in &mut self.nodes {
             n.containerd = None;
             n.agent.kill();
+            n.kill_wireguard_go();
         }
         self.etcd.kill();
     }
@@ -512,8 +514,13 @@ impl Cluster {
             .append(true)
             .open(node.dir.join("agent.log"))
             .unwrap();
+        let mounts = match wireguard::is_wireguard(&self.backend) {
+            true => node.wireguard_mounts(),
+            false => Vec::new(),
+        };
         let child = Command::new("ip")
             .args(["netns", "exec", &node.ns.name])
+            .args(&mounts)
             .arg(bin_path("rcni-node").expect("cargo build -p rcni-node first"))
             .args(&etcd_args)
             .args(["--node-name", &format!("node{}", node.index)])
@@ -528,14 +535,8 @@ impl Cluster {
             .arg(node.subnet_file())
             .arg("--state-dir")
             .arg(node.dir.join("state"))
-            .args([
-                "--lease-ttl",
-                &ttl,
-                "--resync-interval",
-                "1",
-                "--status-grace",
-                "2",
-            ])
+            .args(["--lease-ttl", &ttl, "--status-grace", "2"])
+            .args(resync_args(&node.extra))
             .args(["--health-addr", &format!("{}:9477", node.ip)])
             .args(&cache)
             .args(&policy)
@@ -798,6 +799,14 @@ pub fn udp_payload(
 /// Whether the kernel has br_netfilter loaded (`/proc/sys/net/bridge` exists).
 pub fn br_netfilter_loaded() -> bool {
     Path::new("/proc/sys/net/bridge").exists()
+}
+
+/// A resync every second, unless the test chose its own interval.
+fn resync_args(extra: &[String]) -> Vec<&'static str> {
+    if extra.iter().any(|a| a == "--resync-interval") {
+        return Vec::new();
+    }
+    vec!["--resync-interval", "1"]
 }
 
 /// The agent's NetworkPolicy flags besides a test's own (`extra`): the pod records of the

@@ -91,8 +91,9 @@ impl Enforcer {
                 continue;
             }
             if state.pod.labels.is_none() {
-                // Held: a policy of its namespace might select it.
-                return false;
+                // Held where a policy of its namespace might select it; without a hold, its
+                // packets pass.
+                return self.hold.is_empty();
             }
             if !p.selected_local.contains(id) {
                 continue;
