@@ -269,6 +269,62 @@ fn denied_tcp_and_udp_over_both_families_name_the_isolating_policy() {
             .any(|l| l.contains("y/b -> x/a TCP/80") && l.contains("denied by x/deny")),
         "{text}"
     );
+
+    // --agent reads the same flows from the agent's HTTP address.
+    let url = format!("http://{}:9477", c.nodes[0].ip);
+    let over_http = flows(&c, 0, &["--agent", &url, "--denied", "--pod", "x/a"]);
+    let over_socket = flows(&c, 0, &["--denied", "--pod", "x/a"]);
+    let keys = |v: &[Value]| {
+        let mut k: Vec<String> = v
+            .iter()
+            .map(|f| format!("{} {} {}", f["protocol"], f["src"]["ip"], f["dst"]))
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&over_http), keys(&over_socket));
+    assert!(!over_http.is_empty());
+    follow_sees_a_new_denial(&c, &w, a[0]);
+}
+
+/// `rcni flows --follow` prints a denial that happens after it started.
+fn follow_sees_a_new_denial(c: &Cluster, w: &World, to: IpAddr) {
+    use std::io::BufRead;
+    let state = c.nodes[0].dir.join("state");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &c.nodes[0].ns.name])
+        .arg(cni_testkit::bin_path("rcni").unwrap())
+        .args(["flows", "--follow", "--json", "--pod", "x/a", "--state-dir"])
+        .arg(&state)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Port 82 was never tried before the follower started.
+    let ns = &w.pod("y", "b").netns.name;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = None;
+    while seen.is_none() && std::time::Instant::now() < deadline {
+        assert!(!udp_echoes(ns, SocketAddr::new(to, 82), PROBE));
+        while let Ok(line) = rx.try_recv() {
+            let f: Value = serde_json::from_str(&line).unwrap();
+            if is(&f, "denied", "UDP", "y/b", "x/a", to, 82) {
+                seen = Some(f);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let f = seen.expect("rcni flows --follow printed the new denial");
+    assert_eq!(f["policies"], json!(["x/deny"]), "{f}");
 }
 
 #[test]
