@@ -176,3 +176,11 @@ pub const BANDWIDTH_RECORD_DIR: &str = "/run/rcni/bandwidth";
 /// The sub-link plugins' records when the config names no `dataDir`:
 /// [`crate::AttachmentId::record_file_name`].
 pub const SUBLINK_RECORD_DIR: &str = "/run/rcni/sublink";
+
+/// `rcni-node`'s state directory when `--state-dir` is not given (its status file, its pods'
+/// leases, its sockets).
+pub const NODE_STATE_DIR: &str = "/run/rcni";
+
+/// The root-only unix socket in `rcni-node`'s state directory on which it serves its flows
+/// (`rcni flows`).
+pub const NODE_FLOWS_SOCKET: &str = "flows.sock";

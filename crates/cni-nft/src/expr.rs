@@ -245,6 +245,61 @@ impl Verdict {
     }
 }
 
+/// The kind of a named stateful object (`NFT_OBJECT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// Packets and bytes.
+    Counter,
+    /// A token bucket.
+    Limit,
+}
+
+impl ObjectKind {
+    pub(crate) fn number(self) -> u32 {
+        match self {
+            ObjectKind::Counter => 1,
+            ObjectKind::Limit => 4,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Counter => "counter",
+            ObjectKind::Limit => "limit",
+        }
+    }
+}
+
+/// A packet rate limit: `rate` packets per `per_seconds`, with bursts of `burst` packets
+/// above it. Packets over the limit end the rule they meet it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Packets per period.
+    pub rate: u64,
+    /// The period in seconds (1: per second, 60: per minute).
+    pub per_seconds: u64,
+    /// Packets let through at once above the rate.
+    pub burst: u32,
+}
+
+impl Limit {
+    /// `rate` packets per second with a burst of `burst`.
+    pub fn per_second(rate: u64, burst: u32) -> Limit {
+        Limit {
+            rate,
+            per_seconds: 1,
+            burst,
+        }
+    }
+
+    pub(crate) fn encode_data(&self, d: &mut AttrWriter) {
+        d.be64(NFTA_LIMIT_RATE, self.rate)
+            .be64(NFTA_LIMIT_UNIT, self.per_seconds)
+            .be32(NFTA_LIMIT_BURST, self.burst)
+            .be32(NFTA_LIMIT_TYPE, 0); // NFT_LIMIT_PKTS
+    }
+}
+
 /// `snat` or `dnat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NatKind {
@@ -371,6 +426,27 @@ pub enum Expr {
         /// [`fib_flags`].
         flags: u32,
     },
+    /// Send the packet to nfnetlink_log group `group` (`log group <n> prefix "<prefix>"`),
+    /// copying at most `snaplen` bytes of it (0: as much as the group's reader asked for).
+    Log {
+        /// The NFLOG group (a reader binds it with [`crate::nflog::NflogGroup::bind`]).
+        group: u16,
+        /// Handed to the reader with the packet; at most [`crate::MAX_LOG_PREFIX_LEN`] bytes.
+        prefix: String,
+        /// Bytes of the packet copied.
+        snaplen: u32,
+    },
+    /// A rate limit of this rule's own (`limit rate <rate>/<unit> burst <burst> packets`): the
+    /// rule stops here for packets over the rate.
+    Limit(Limit),
+    /// A reference to a named stateful object of the table (`counter name "<n>"`, `limit
+    /// name "<n>"`): it counts, or limits, for every rule naming it.
+    ObjRef {
+        /// What kind of object.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
     /// An x_tables match run through `nft_compat`, the way iptables-nft writes the matches
     /// it has no native encoding for (see [`crate::xt`]).
     XtMatch {
@@ -398,6 +474,9 @@ impl Expr {
             Expr::Ct { .. } | Expr::CtSet { .. } => "ct",
             Expr::Counter => "counter",
             Expr::Fib { .. } => "fib",
+            Expr::Log { .. } => "log",
+            Expr::Limit(_) => "limit",
+            Expr::ObjRef { .. } => "objref",
             Expr::XtMatch { .. } => "match",
         }
     }
@@ -548,6 +627,21 @@ impl Expr {
                 d.be32(NFTA_FIB_DREG, dreg.number())
                     .be32(NFTA_FIB_RESULT, result)
                     .be32(NFTA_FIB_FLAGS, *flags);
+            }
+            Expr::Log {
+                group,
+                prefix,
+                snaplen,
+            } => {
+                d.be16(NFTA_LOG_GROUP, *group).str(NFTA_LOG_PREFIX, prefix);
+                if *snaplen != 0 {
+                    d.be32(NFTA_LOG_SNAPLEN, *snaplen);
+                }
+            }
+            Expr::Limit(limit) => limit.encode_data(d),
+            Expr::ObjRef { kind, name } => {
+                d.be32(NFTA_OBJREF_IMM_TYPE, kind.number())
+                    .str(NFTA_OBJREF_IMM_NAME, name);
             }
             Expr::XtMatch { name, rev, info } => {
                 d.str(NFTA_MATCH_NAME, name)

@@ -41,11 +41,16 @@
 //!   does), `l4proto`, `dport`, `sport` ([`L4Proto`]), `iifname[_not]`, `oifname[_not]`,
 //!   `ct_state` ([`ct_state`] bits), `mark`, `set_mark`, `fib_daddr_local`, `counter`,
 //!   `ct_mark`, `set_ct_mark`, `nfproto`, `saddr_in` / `daddr_in` / `dport_in` (named set
-//!   lookups), `accept`, `drop`, `ret`, `jump`, `goto`, `masquerade`, `dnat`, `snat`, any raw
+//!   lookups), `counter_named`, `limit_named`, `limit` ([`Limit`]), `log_group`, `accept`,
+//!   `drop`, `ret`, `jump`, `goto`, `masquerade`, `dnat`, `snat`, any raw
 //!   [`Expr`], `comment` (stored as the userdata `nft list` shows; [`fit_comment`] trims any
 //!   text to fit) and `position`. `build()` reports the first invalid input.
+//! * Named stateful objects ([`ObjectKind`]): [`Batch::add_counter`], [`Batch::add_limit`],
+//!   [`Batch::delete_object`], and [`Nft::counter`] to read a counter in one request.
+//! * [`nflog`] — a reader of an nfnetlink_log group ([`nflog::NflogGroup`]): the packets the
+//!   ruleset's `log group` rules send, with their prefix, headers and timestamps.
 //! * [`Expr`] — the raw expressions (payload, meta, cmp, bitwise, immediate, verdict, lookup,
-//!   nat, masq, ct, counter, fib, and `nft_compat` x_tables matches) for shapes the builder
+//!   nat, masq, ct, counter, fib, log, limit, objref, and `nft_compat` x_tables matches) for shapes the builder
 //!   lacks; [`xt`] builds the x_tables matches in iptables-nft's encoding
 //!   ([`xt::conntrack_state`]), so that `iptables-nft -S` can show the rule.
 //! * [`legacy::legacy_filter_present`] — read-only: whether this namespace has an
@@ -91,8 +96,10 @@ pub mod legacy;
 mod list;
 mod message;
 mod monitor;
+pub mod nflog;
 mod objects;
 mod rule;
+mod stateful;
 mod sys;
 mod transport;
 mod vmap;
@@ -104,7 +111,8 @@ pub use concat::{concat, field_len, ConcatElement, ConcatSet};
 pub use conntrack::{ConntrackEntry, ConntrackFilter};
 pub use error::Error;
 pub use expr::{
-    ct_state, fib_flags, CmpOp, CtKey, Expr, FibResult, MetaKey, NatKind, PayloadBase, Reg, Verdict,
+    ct_state, fib_flags, CmpOp, CtKey, Expr, FibResult, Limit, MetaKey, NatKind, ObjectKind,
+    PayloadBase, Reg, Verdict,
 };
 pub use list::{ChainInfo, RuleInfo};
 pub use monitor::RulesetMonitor;
@@ -112,6 +120,7 @@ pub use objects::{
     priority, BaseChain, Chain, ChainType, Family, Hook, Policy, Set, SetElement, SetType,
     MAX_NAME_LEN,
 };
-pub use rule::{fit_comment, L4Proto, Rule, RuleBuilder, MAX_COMMENT_LEN};
+pub use rule::{fit_comment, L4Proto, Rule, RuleBuilder, MAX_COMMENT_LEN, MAX_LOG_PREFIX_LEN};
+pub use stateful::CounterValue;
 pub use transport::{SocketTransport, Transport};
 pub use vmap::VerdictMap;

@@ -19,11 +19,15 @@ use ipnet::IpNet;
 
 use crate::attr::AttrWriter;
 use crate::expr::{
-    fib_flags, CmpOp, CtKey, Expr, FibResult, MetaKey, NatKind, PayloadBase, Reg, Verdict,
+    fib_flags, CmpOp, CtKey, Expr, FibResult, Limit, MetaKey, NatKind, ObjectKind, PayloadBase,
+    Reg, Verdict,
 };
 use crate::objects::{addr_bytes, check_name, Family, Set, SetType};
 use crate::sys::NFTA_RULE_EXPRESSIONS;
 use crate::Error;
+
+/// The longest log prefix the kernel keeps (`NF_LOG_PREFIXLEN` less the NUL).
+pub const MAX_LOG_PREFIX_LEN: usize = 127;
 
 /// Comments are cut by attribution's rule, the one every comment writer shares.
 pub use cni_attribution::{fit_comment, MAX_COMMENT_LEN};
@@ -471,6 +475,50 @@ impl RuleBuilder {
     /// `counter`.
     pub fn counter(self) -> Self {
         self.push(Expr::Counter)
+    }
+
+    /// `counter name "<name>"`: counts in the table's named counter (see
+    /// [`crate::Batch::add_counter`]).
+    pub fn counter_named(mut self, name: &str) -> Self {
+        if let Err(e) = check_name("counter", name) {
+            self.fail(e.to_string());
+        }
+        self.push(Expr::ObjRef {
+            kind: ObjectKind::Counter,
+            name: name.to_string(),
+        })
+    }
+
+    /// `limit name "<name>"`: the table's named rate limit (see [`crate::Batch::add_limit`]),
+    /// shared by every rule naming it; packets over it end the rule here.
+    pub fn limit_named(mut self, name: &str) -> Self {
+        if let Err(e) = check_name("limit", name) {
+            self.fail(e.to_string());
+        }
+        self.push(Expr::ObjRef {
+            kind: ObjectKind::Limit,
+            name: name.to_string(),
+        })
+    }
+
+    /// `limit rate ...` of this rule alone; packets over it end the rule here.
+    pub fn limit(self, limit: Limit) -> Self {
+        self.push(Expr::Limit(limit))
+    }
+
+    /// `log group <group> prefix "<prefix>" snaplen <snaplen>`: the packet goes to the
+    /// nfnetlink_log group's reader (see [`crate::nflog`]), and the rule goes on.
+    pub fn log_group(mut self, group: u16, prefix: &str, snaplen: u32) -> Self {
+        if prefix.len() > MAX_LOG_PREFIX_LEN || prefix.contains('\0') {
+            self.fail(format!(
+                "log prefix must be at most {MAX_LOG_PREFIX_LEN} bytes without NUL: {prefix:?}"
+            ));
+        }
+        self.push(Expr::Log {
+            group,
+            prefix: prefix.to_string(),
+            snaplen,
+        })
     }
 
     /// `accept`.

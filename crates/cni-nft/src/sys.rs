@@ -38,6 +38,15 @@ pub const NFT_MSG_DELSET: u8 = 11;
 pub const NFT_MSG_NEWSETELEM: u8 = 12;
 pub const NFT_MSG_GETSETELEM: u8 = 13;
 pub const NFT_MSG_DELSETELEM: u8 = 14;
+pub const NFT_MSG_NEWOBJ: u8 = 18;
+pub const NFT_MSG_GETOBJ: u8 = 19;
+pub const NFT_MSG_DELOBJ: u8 = 20;
+
+// stateful objects
+pub const NFTA_OBJ_TABLE: u16 = 1;
+pub const NFTA_OBJ_NAME: u16 = 2;
+pub const NFTA_OBJ_TYPE: u16 = 3;
+pub const NFTA_OBJ_DATA: u16 = 4;
 
 // tables
 pub const NFTA_TABLE_NAME: u16 = 1;
@@ -137,6 +146,17 @@ pub const NFTA_CT_SREG: u16 = 4;
 pub const NFTA_FIB_DREG: u16 = 1;
 pub const NFTA_FIB_RESULT: u16 = 2;
 pub const NFTA_FIB_FLAGS: u16 = 3;
+pub const NFTA_LOG_GROUP: u16 = 1;
+pub const NFTA_LOG_PREFIX: u16 = 2;
+pub const NFTA_LOG_SNAPLEN: u16 = 3;
+pub const NFTA_LIMIT_RATE: u16 = 1;
+pub const NFTA_LIMIT_UNIT: u16 = 2;
+pub const NFTA_LIMIT_BURST: u16 = 3;
+pub const NFTA_LIMIT_TYPE: u16 = 4;
+pub const NFTA_OBJREF_IMM_TYPE: u16 = 1;
+pub const NFTA_OBJREF_IMM_NAME: u16 = 2;
+pub const NFTA_COUNTER_BYTES: u16 = 1;
+pub const NFTA_COUNTER_PACKETS: u16 = 2;
 /// `nft_compat` x_tables match (what iptables-nft writes for `-m <name>`).
 pub const NFTA_MATCH_NAME: u16 = 1;
 pub const NFTA_MATCH_REV: u16 = 2;

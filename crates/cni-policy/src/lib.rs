@@ -14,7 +14,7 @@
 //! - [`effective`]: per pod and direction, whether it is isolated and what is allowed: the
 //!   policies selecting it, each rule's resolved peers (pod addresses, CIDRs with exceptions)
 //!   and ports; [`effective::allows`] decides one connection, the reference the dataplane's
-//!   tests compare the kernel with.
+//!   tests compare the kernel with; [`describe::rule`] puts one rule in words.
 //! - [`stored`]: the datastore layout of policies, namespaces and the pods each node
 //!   publishes, and reading a [`Cluster`] back from it.
 //! - [`cluster_policy`]: ClusterNetworkPolicy (`policy.networking.k8s.io`, Admin and Baseline
@@ -33,6 +33,7 @@
 pub mod cluster;
 pub mod cluster_policy;
 pub mod compact;
+pub mod describe;
 pub mod effective;
 pub mod nft;
 pub mod objects;

@@ -53,6 +53,7 @@ use crate::effective::Direction;
 use crate::selector::SelectorError;
 
 mod enforcer;
+pub mod flow_log;
 mod objects;
 mod rules;
 

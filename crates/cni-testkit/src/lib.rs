@@ -12,6 +12,7 @@
 //!   [`links`], [`link`], [`addrs`], [`routes`], [`bridge_vlans`], [`qdiscs`], [`nft_json`].
 //! - etcd: [`etcd::Etcd`], a one-member store in a sandbox namespace, and [`etcd::Member`].
 //! - Real traffic: [`ping`], [`http_server`] and [`http_get`].
+//! - A real browser: [`browser::Browser`], headless Chromium driven over its DevTools pipe.
 //!
 //! ```no_run
 //! use cni_testkit::{bin_path, link, PluginCall, Sandbox};
@@ -38,6 +39,7 @@
 //! a plugin or command that merely exits non-zero is not an error (see [`PluginOutput`]).
 
 mod bins;
+pub mod browser;
 pub mod etcd;
 mod http;
 mod in_netns;

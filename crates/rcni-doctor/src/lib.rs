@@ -5,7 +5,8 @@
 //! a netns are audited and removed through `rcni pod rm`'s code (`sandboxes.rs`); attachments
 //! whose nf_tables rules are missing are listed (`missing_rules.rs`); with the etcd flags,
 //! pods whose NetworkPolicy dataplane disagrees with the datastore (`netpol/`); on a node of
-//! rcni-node's WireGuard backend, the peers without a recent handshake (`wireguard.rs`).
+//! rcni-node's WireGuard backend, the peers without a recent handshake (`wireguard.rs`); and
+//! what the node agent saw denied lately, the most frequent denied pairs (`flows.rs`).
 //!
 //! The command line (`rcni`) parses the flags and hands over what this crate cannot make
 //! itself: the runtime, the namespaces of `rcni pod`, and the reader of the datastore.
@@ -14,6 +15,7 @@ mod agent;
 mod audit;
 mod explain;
 mod fix;
+mod flows;
 mod missing_rules;
 mod netpol;
 mod read;
@@ -115,16 +117,21 @@ pub fn inspect(rt: &Runtime, opts: Options) -> Result<bool, String> {
     let missing = missing_rules::audit(rt);
     let policy = netpol::audit(opts.policy);
     let tunnels = wireguard::audit(conf_dir);
+    let networks = cni_runtime::discover(conf_dir)
+        .map(|found| found.networks)
+        .unwrap_or_default();
+    let denied = flows::audit(&networks);
     if opts.json {
         let v = json!({"problems": problems, "leaks": findings, "fixed": applied,
                        "missingRules": missing, "networkPolicy": policy,
-                       "wireguard": tunnels});
+                       "wireguard": tunnels, "deniedConnections": flows::to_json(&denied)});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print_report(&problems, &findings, &applied);
         missing_rules::print(&missing);
         netpol::print(&policy);
         wireguard::print(&tunnels);
+        flows::print(&denied);
     }
     Ok(problems.is_empty()
         && findings.is_empty()

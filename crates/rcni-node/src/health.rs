@@ -6,7 +6,8 @@
 //!   own (the kernel work runs on blocking threads, so a long resync cannot stall it) and valid
 //!   for [`STATUS_VALIDITY`]: `until` (exclusive) lets a plugin tell a killed agent's stale
 //!   "healthy" from a live one within seconds;
-//! - `--health-addr`: `/healthz` (200 or 503) and Prometheus-style `/metrics`.
+//! - `--health-addr`: `/healthz` (200 or 503) and Prometheus-style `/metrics`, and with the
+//!   flow log on, the flow endpoints of [`crate::flows::routes`].
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -14,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use http_body_util::Full;
-use hyper::body::Bytes;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -25,6 +24,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::files::write_atomic;
+use crate::flows::routes::{self, AnyBody};
+use crate::flows::{FlowState, SharedFlows};
 use crate::lease::Subnets;
 use crate::policy_health::PolicyHealth;
 use crate::prometheus::label;
@@ -277,11 +278,13 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves `/healthz` and `/metrics` on `listener` until `shutdown` turns true.
+/// Serves `/healthz` and `/metrics` on `listener` until `shutdown` turns true, and the flow
+/// endpoints (`/flows`, `/ui`, see [`crate::flows::routes`]) when the flow log is on.
 pub async fn serve(
     listener: TcpListener,
     health: SharedHealth,
     grace: Duration,
+    flows: Option<SharedFlows>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     loop {
@@ -289,11 +292,18 @@ pub async fn serve(
             accepted = listener.accept() => accepted?,
             _ = shutdown.changed() => return Ok(()),
         };
-        let health = health.clone();
+        let (health, flows) = (health.clone(), flows.clone());
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let health = health.clone();
-                async move { Ok::<_, Infallible>(answer(req.uri().path(), &health, grace)) }
+                let (health, flows) = (health.clone(), flows.clone());
+                async move {
+                    let (path, query) = (req.uri().path(), req.uri().query());
+                    let resp = match &flows {
+                        Some(f) if routes::handles(path) => routes::answer(path, query, f),
+                        _ => answer(path, &health, grace, flows.as_deref()),
+                    };
+                    Ok::<_, Infallible>(resp)
+                }
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -305,19 +315,28 @@ pub async fn serve(
     }
 }
 
-fn answer(path: &str, health: &SharedHealth, grace: Duration) -> Response<Full<Bytes>> {
-    let state = lock(health);
-    let (status, body) = match path {
-        "/healthz" => match state.verdict(grace) {
-            Ok(()) => (StatusCode::OK, "ok\n".to_string()),
-            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-        },
-        "/metrics" => (StatusCode::OK, state.metrics(grace)),
-        _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
+fn answer(
+    path: &str,
+    health: &SharedHealth,
+    grace: Duration,
+    flows: Option<&FlowState>,
+) -> Response<AnyBody> {
+    let (status, body) = {
+        let state = lock(health);
+        match path {
+            "/healthz" => match state.verdict(grace) {
+                Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+                Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+            },
+            "/metrics" => (StatusCode::OK, state.metrics(grace)),
+            _ => (StatusCode::NOT_FOUND, "not found\n".to_string()),
+        }
     };
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = status;
-    resp
+    let body = match flows {
+        Some(f) if path == "/metrics" => body + &f.metrics(),
+        _ => body,
+    };
+    routes::full(status, "text/plain; version=0.0.4", body)
 }
 
 /// Where the status file lives by default.

@@ -17,6 +17,8 @@
 //! - [`rule_repair`]: putting back the node's nf_tables rules after another firewall removed them;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics` ([`prometheus`]:
 //!   label escaping), with [`policy_health`] for NetworkPolicy's part;
+//! - [`flows`]: the policy verdicts the program logs, read, named, kept and served (`/flows`,
+//!   `/ui`, the flow socket);
 //! - [`shutdown`]: the stop value every task waits on;
 //! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
 //!   enforced on them with nf_tables ([`bridge_kind`]: whether the bridge tells the agent
@@ -30,6 +32,7 @@ pub mod cni_conf;
 pub mod cni_version;
 pub mod cri;
 pub mod files;
+pub mod flows;
 pub mod gc;
 pub mod health;
 pub mod lease;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use cni_etcd::{Access, EtcdOptions};
+use cni_policy::nft::flow_log::FlowLog;
 use log::{LevelFilter, Log, Metadata, Record};
 use rcni_node::backend::wireguard::options::{RotateKey, WireguardOptions};
 use rcni_node::node::{self, Options};
@@ -46,7 +47,7 @@ struct Cli {
     #[arg(long, default_value = "/run/rcni/subnet.env")]
     subnet_file: PathBuf,
     /// Where the agent keeps its status file and the pods' host-local leases (`ipam/`).
-    #[arg(long, default_value = "/run/rcni")]
+    #[arg(long, default_value = cni_attribution::names::NODE_STATE_DIR)]
     state_dir: PathBuf,
     /// Serve /healthz and /metrics here (e.g. 127.0.0.1:9477).
     #[arg(long)]
@@ -91,6 +92,13 @@ struct Cli {
     /// `--network-policy=false` turns it off (and removes the program an earlier run left).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     network_policy: bool,
+    /// Which NetworkPolicy verdicts the policy program records for `rcni flows`, `/flows`,
+    /// `/ui` and the verdict metrics: `denied` (the first packet of each connection a policy
+    /// denies, and of each held pod's), `all` (also of each connection a policy rule allows),
+    /// or `off` (no log rule at all). The kernel sends at most 1,000 records a second of each
+    /// kind; what it holds back is counted.
+    #[arg(long, default_value = "denied", value_name = "denied|all|off")]
+    flow_log: FlowLog,
     /// The `rcni pod` sandbox records this node's pods are read from (labels, addresses),
     /// when no --cri-socket is given; with --cri-socket the runtime's ready sandboxes are.
     #[arg(long, default_value = cni_sandbox::DEFAULT_STATE_DIR)]
@@ -169,6 +177,7 @@ fn main() -> ExitCode {
         gc_grace: Duration::from_secs(cli.gc_grace),
         cni_cache_dir: cli.cni_cache_dir,
         network_policy: cli.network_policy,
+        flow_log: cli.flow_log,
         pod_state_dir: cli.pod_state_dir,
         wireguard: cli.wireguard,
     };

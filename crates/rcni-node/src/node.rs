@@ -25,6 +25,8 @@ use crate::backend::Backend;
 use crate::cni_conf::NodeFiles;
 use crate::cni_version::ConfVersions;
 use crate::cri::CriClient;
+use crate::flows::index::SharedIndex;
+use crate::flows::{self, SharedFlows};
 use crate::gc::{self, GcConfig};
 use crate::health::{self, lock, HealthState, SharedHealth, StatusWriter};
 use crate::lease::{LeaseAttrs, Subnets};
@@ -33,6 +35,7 @@ use crate::policy::{self, PolicyConfig};
 use crate::store::etcd::{Access, EtcdStore};
 use crate::store::Store;
 use crate::{cni_conf, cni_version, masq, rule_repair};
+use cni_policy::nft::flow_log::FlowLog;
 
 /// The agent's options (the command line's flags).
 #[derive(Debug, Clone)]
@@ -80,6 +83,8 @@ pub struct Options {
     pub cni_cache_dir: PathBuf,
     /// Enforce NetworkPolicy on the node's pods (see [`crate::policy`]).
     pub network_policy: bool,
+    /// Which verdicts the policy program logs for `rcni flows` (see [`crate::flows`]).
+    pub flow_log: FlowLog,
     /// The `rcni pod` records the node's pods are read from (without `cri_socket`).
     pub pod_state_dir: PathBuf,
     /// The `wireguard` backend's flags.
@@ -335,8 +340,13 @@ async fn run_agent(
 ) -> anyhow::Result<()> {
     let mut nl = Handle::new().context("open netlink")?;
     let underlay = underlay(&mut nl, &opts)?;
+    let flow_log = match opts.network_policy {
+        true => flows::start(&opts.node_name, opts.flow_log, &opts.state_dir, &shutdown),
+        false => None,
+    };
     if let Some(addr) = opts.health_addr {
-        spawn_health_endpoint(addr, &opts, &health, &shutdown).await?;
+        let flows = flow_log.as_ref().map(|f| f.flows.clone());
+        spawn_health_endpoint(addr, &opts, &health, flows, &shutdown).await?;
     }
     let Some(mut store) = connect(&opts, &health, &mut shutdown).await.transpose()? else {
         return Ok(());
@@ -375,7 +385,8 @@ async fn run_agent(
     let hold = opts.network_policy && bridge_tells_pods(&opts).await;
     let files = node_files(&opts, network, subnet, mtu, versions, hold);
     if opts.network_policy {
-        spawn_policy(&opts, &files, hold, &health, &shutdown);
+        let names = flow_log.map(|f| f.index);
+        spawn_policy(&opts, &files, hold, names, &health, &shutdown);
     }
     if let Some(socket) = &opts.cri_socket {
         spawn_gc(socket, &opts, &files, &health, &shutdown);
@@ -396,6 +407,7 @@ async fn spawn_health_endpoint(
     addr: SocketAddr,
     opts: &Options,
     health: &SharedHealth,
+    flows: Option<SharedFlows>,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let listener = health::bind(addr)
@@ -403,7 +415,7 @@ async fn spawn_health_endpoint(
         .with_context(|| format!("--health-addr {addr}"))?;
     let (health, shutdown, grace) = (health.clone(), shutdown.clone(), opts.status_grace);
     tokio::spawn(async move {
-        if let Err(e) = health::serve(listener, health, grace, shutdown).await {
+        if let Err(e) = health::serve(listener, health, grace, flows, shutdown).await {
             log::error!("health endpoint {addr}: {e}");
         }
     });
@@ -542,6 +554,7 @@ fn spawn_policy(
     opts: &Options,
     files: &NodeFiles,
     hold: bool,
+    names: Option<SharedIndex>,
     health: &SharedHealth,
     shutdown: &watch::Receiver<bool>,
 ) {
@@ -563,6 +576,8 @@ fn spawn_policy(
         socket: policy_socket(&opts.state_dir),
         attached_dir: opts.state_dir.join("attached"),
         ipam_dir: files.ipam_dir.clone(),
+        flow_log: opts.flow_log,
+        names,
     };
     policy::spawn(cfg, health.clone(), shutdown.clone());
 }

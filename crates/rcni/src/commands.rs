@@ -36,6 +36,7 @@ pub fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Pod(p) => crate::pod::run(g, p),
         Command::Repair(r) => crate::repair::run(g, r),
         Command::Policy(p) => crate::policy::run(p, g.json),
+        Command::Flows(f) => crate::flows::run(f, g.json),
     }
 }
 

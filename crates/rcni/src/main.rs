@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod diagnostics;
 mod failure;
+mod flows;
 mod logger;
 mod netns;
 mod output;

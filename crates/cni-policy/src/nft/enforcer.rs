@@ -33,6 +33,7 @@ use cni_nft::{Batch, SetType};
 use ipnet::IpNet;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 
+use super::flow_log::FlowLog;
 use super::objects::{Objects, Target};
 use super::rules::{self, dispatch_map_name};
 use super::{pod_chain_name, policy_chain_name, ProgramError, Summary};
@@ -100,6 +101,8 @@ pub struct Delta {
 pub struct Enforcer {
     /// The node's pod subnets: addresses in them without a dispatch element are dropped.
     hold: Vec<IpNet>,
+    /// Which verdicts the program logs for the node agent.
+    flow_log: FlowLog,
     objects: Objects,
     /// The next batch replaces the whole table.
     full: bool,
@@ -183,6 +186,7 @@ impl Enforcer {
     pub fn with_hold(hold: Vec<IpNet>) -> Self {
         Enforcer {
             hold,
+            flow_log: FlowLog::Off,
             objects: Objects::default(),
             full: true,
             namespaces: HashMap::new(),
@@ -196,6 +200,19 @@ impl Enforcer {
             dirty: Dirty::default(),
             interner: Interner::default(),
         }
+    }
+
+    /// The same enforcer, its program logging the verdicts `mode` names (see
+    /// [`super::flow_log`]); none by default.
+    pub fn with_flow_log(mut self, mode: FlowLog) -> Self {
+        self.flow_log = mode;
+        self.full = true;
+        self
+    }
+
+    /// Which verdicts the program logs.
+    pub fn flow_log(&self) -> FlowLog {
+        self.flow_log
     }
 
     /// Makes the next batch replace the whole table (after a failed commit).
@@ -221,7 +238,9 @@ impl Enforcer {
         let peers = &self.peers;
         let members = |set: &str| peers::members_of(peers, set);
         if std::mem::take(&mut self.full) {
-            let batch = self.objects.full_batch(&self.hold, &members)?;
+            let batch = self
+                .objects
+                .full_batch(&self.hold, self.flow_log, &members)?;
             return Ok(Delta {
                 batch,
                 summary: self.summary(),
@@ -672,6 +691,7 @@ impl Enforcer {
                         direction,
                         p.rules(direction),
                         &context,
+                        self.flow_log,
                     )?)
                 }
                 _ => None,
@@ -707,7 +727,7 @@ impl Enforcer {
             }
             let chain = pod_chain_name(id, direction);
             let (rules, target) = if !targets.is_empty() {
-                let rules = rules::pod_chain(&chain, &targets)?;
+                let rules = rules::pod_chain(&chain, &targets, self.flow_log)?;
                 (Some(rules), Some(Target::Jump(chain.clone())))
             } else if self.hold.is_empty() {
                 // Without a hold, an address the dispatch does not know passes.

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use cni_nft::{Batch, Chain, Rule, Set, SetElement, SetType, Verdict, VerdictMap};
 use ipnet::IpNet;
 
+use super::flow_log::FlowLog;
 use super::rules::{skeleton, MAPS};
 use super::{ProgramError, F, TABLE};
 
@@ -146,6 +147,7 @@ impl Objects {
     pub(super) fn full_batch(
         &mut self,
         hold: &[IpNet],
+        log: FlowLog,
         members: &dyn Fn(&str) -> Vec<IpAddr>,
     ) -> Result<Batch, ProgramError> {
         self.chains.before.clear();
@@ -156,7 +158,7 @@ impl Objects {
         b.add_table(F, TABLE)?;
         b.destroy_table(F, TABLE)?;
         b.add_table(F, TABLE)?;
-        skeleton(&mut b, hold)?;
+        skeleton(&mut b, hold, log)?;
         for (name, key) in self.sets.current() {
             let s = Set::new(F, TABLE, name, *key);
             b.add_set(&s)?;

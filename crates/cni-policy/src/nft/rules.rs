@@ -10,6 +10,7 @@ use cni_nft::{
 };
 use ipnet::IpNet;
 
+use super::flow_log::{self, FlowLog, LogTag};
 use super::{peer_set_name, ProgramError, F, TABLE};
 use crate::cluster::Protocol;
 use crate::effective::{Direction, PortSpec};
@@ -38,7 +39,8 @@ pub fn dispatch_map_name(direction: Direction, ip: IpAddr) -> &'static str {
 /// The base chains, their connection-tracking accept, the verdict-map dispatch and, for each
 /// network of `hold` (the node's pod subnets), a drop of what is still from it (egress) or to
 /// it (ingress): an address of the node the dispatch does not know is held.
-pub(super) fn skeleton(b: &mut Batch, hold: &[IpNet]) -> Result<(), ProgramError> {
+pub(super) fn skeleton(b: &mut Batch, hold: &[IpNet], log: FlowLog) -> Result<(), ProgramError> {
+    flow_log::objects(b, log)?;
     for (name, key) in MAPS {
         b.add_verdict_map(&VerdictMap::new(F, TABLE, name, key))?;
     }
@@ -70,17 +72,36 @@ pub(super) fn skeleton(b: &mut Batch, hold: &[IpNet]) -> Result<(), ProgramError
             } else {
                 r.daddr(*net)
             };
+            if log.denied() {
+                let direction = match by_source {
+                    true => Direction::Egress,
+                    false => Direction::Ingress,
+                };
+                let tag = LogTag::Held { direction };
+                b.add_rule(&flow_log::log_rule(r.clone(), &tag).build()?);
+            }
             b.add_rule(&r.drop().build()?);
         }
     }
     Ok(())
 }
 
-/// The rules of a pod's chain: a jump to each policy chain, then drop.
-pub(super) fn pod_chain(chain: &str, targets: &[String]) -> Result<Vec<Rule>, ProgramError> {
-    let mut out = Vec::with_capacity(targets.len() + 1);
+/// The rules of a pod's chain: a jump to each policy chain, then (with the flow log on) the
+/// record of what none of them allowed, then drop.
+pub(super) fn pod_chain(
+    chain: &str,
+    targets: &[String],
+    log: FlowLog,
+) -> Result<Vec<Rule>, ProgramError> {
+    let mut out = Vec::with_capacity(targets.len() + 2);
     for target in targets {
         out.push(Rule::builder(F, TABLE, chain).jump(target).build()?);
+    }
+    if log.denied() {
+        let tag = LogTag::Denied {
+            pod_chain: chain.to_string(),
+        };
+        out.push(flow_log::log_rule(Rule::builder(F, TABLE, chain), &tag).build()?);
     }
     out.push(Rule::builder(F, TABLE, chain).drop().build()?);
     Ok(out)
@@ -113,15 +134,22 @@ pub(super) trait PolicyContext {
     fn named_port(&self, protocol: Protocol, name: &str) -> Vec<(IpAddr, u16)>;
 }
 
-/// The rules of a policy's chain in `direction`: one accept per combination of peer and port.
+/// The rules of a policy's chain in `direction`: one accept per combination of peer and port;
+/// with `--flow-log all`, each preceded by the same matches logging the connection as
+/// allowed by the policy's rule (its index in the policy's rules of that direction).
 pub(super) fn policy_chain(
     chain: &str,
     direction: Direction,
     rules: &[PolicyRule],
     context: &dyn PolicyContext,
+    log: FlowLog,
 ) -> Result<Vec<Rule>, ProgramError> {
     let mut out = Vec::new();
-    for rule in rules {
+    for (index, rule) in rules.iter().enumerate() {
+        let tag = LogTag::Allowed {
+            policy_chain: chain.to_string(),
+            rule: index,
+        };
         let peers: Vec<AddrMatch> = match &rule.peers {
             None => vec![AddrMatch::Any],
             Some(ps) => ps.iter().flat_map(|p| addr_matches(p, context)).collect(),
@@ -133,6 +161,9 @@ pub(super) fn policy_chain(
         for peer in &peers {
             for port in &ports {
                 let r = port.apply(peer.apply(Rule::builder(F, TABLE, chain), direction));
+                if log.allowed() {
+                    out.push(flow_log::log_rule(r.clone(), &tag).build()?);
+                }
                 out.push(r.accept().build()?);
             }
         }

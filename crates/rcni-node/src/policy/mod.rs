@@ -40,6 +40,7 @@ use ipnet::IpNet;
 use tokio::sync::{mpsc, watch};
 
 use crate::cri::CriClient;
+use crate::flows::index::SharedIndex;
 use crate::health::{lock, SharedHealth};
 use crate::pods::attached::Attached;
 use crate::pods::cri::CriPods;
@@ -48,6 +49,7 @@ use crate::pods::records::RecordPods;
 use crate::pods::PodSource;
 use crate::policy_health::{failing, PolicyHealth};
 use cni_etcd::{Access, ConnectError, Connection, EtcdError, Probe};
+use cni_policy::nft::flow_log::FlowLog;
 use enforce::Enforcement;
 use worker::Worker;
 
@@ -107,6 +109,10 @@ pub struct PolicyConfig {
     pub attached_dir: PathBuf,
     /// host-local's data directory of the agent's network (its leases).
     pub ipam_dir: PathBuf,
+    /// Which verdicts the program logs (`--flow-log`).
+    pub flow_log: FlowLog,
+    /// The flow log's names, kept up to date with the enforcer's inputs.
+    pub names: Option<SharedIndex>,
 }
 
 /// Starts enforcement for the node on the current thread's local task set (see
@@ -167,6 +173,8 @@ async fn run<S: PodSource + 'static>(
         Keys::new(&cfg.prefix),
         &cfg.node,
         cfg.hold.clone(),
+        cfg.flow_log,
+        cfg.names.clone(),
         health.clone(),
     );
     let enforcement = Enforcement {

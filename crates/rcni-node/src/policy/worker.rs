@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use cni_etcd::{Entry, WatchEvent};
 use cni_nft::Nft;
+use cni_policy::nft::flow_log::FlowLog;
 use cni_policy::nft::{Change, Delta, Enforcer};
 use cni_policy::stored::Keys;
 use ipnet::IpNet;
@@ -20,6 +21,7 @@ use tokio::sync::oneshot;
 
 use super::conntrack;
 use super::view::{Changes, View};
+use crate::flows::index::SharedIndex;
 use crate::health::{lock, unix_now, SharedHealth};
 use crate::policy_health::failing;
 
@@ -50,12 +52,22 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts the worker of node `node` whose pod subnets are `hold`.
-    pub fn start(keys: Keys, node: &str, hold: Vec<IpNet>, health: SharedHealth) -> Worker {
+    /// Starts the worker of node `node` whose pod subnets are `hold`, its program logging the
+    /// verdicts `flow_log` names; every change the enforcer takes also goes to `names` (the
+    /// flow log's index), when given.
+    pub fn start(
+        keys: Keys,
+        node: &str,
+        hold: Vec<IpNet>,
+        flow_log: FlowLog,
+        names: Option<SharedIndex>,
+        health: SharedHealth,
+    ) -> Worker {
         let (tx, rx) = mpsc::channel();
         let state = State {
             view: View::new(keys, node),
-            enforcer: Enforcer::with_hold(hold),
+            enforcer: Enforcer::with_hold(hold).with_flow_log(flow_log),
+            names,
             nft: None,
             health,
             local_loaded: false,
@@ -87,6 +99,7 @@ impl Worker {
 struct State {
     view: View,
     enforcer: Enforcer,
+    names: Option<SharedIndex>,
     nft: Option<Nft>,
     health: SharedHealth,
     local_loaded: bool,
@@ -155,9 +168,17 @@ impl State {
         for change in changes.changes {
             self.dirty = true;
             let what = describe(&change);
-            if let Err(e) = self.enforcer.apply(change) {
-                log::warn!("{what}: {e}; left out");
-                bad += 1;
+            let named = self.names.as_ref().map(|n| (n, change.clone()));
+            match self.enforcer.apply(change) {
+                Ok(()) => {
+                    if let Some((names, change)) = named {
+                        names.apply(&change);
+                    }
+                }
+                Err(e) => {
+                    log::warn!("{what}: {e}; left out");
+                    bad += 1;
+                }
             }
         }
         if bad > 0 {

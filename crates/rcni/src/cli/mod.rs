@@ -1,10 +1,13 @@
 //! The command line: verbs, global flags and their cnitool-compatible environment variables.
 
+pub mod flows;
 pub mod pod;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+use flows::FlowsArgs;
 
 /// Plugin directories used when neither `--bin-dir` nor `CNI_PATH` is given.
 pub const DEFAULT_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
@@ -133,6 +136,10 @@ pub enum Command {
     /// them. Adds only what is missing; never touches links, addresses, routes, leases or
     /// other software's rules; Go plugins are left alone. Exit status 1 if a plugin failed.
     Repair(RepairArgs),
+    /// The node's NetworkPolicy verdicts as flows, from the local node agent: each denied
+    /// connection attempt (and, with `rcni-node --flow-log all`, each allowed one) with its
+    /// pods, the policies isolating the pod or the rule that allowed it, and how often.
+    Flows(FlowsArgs),
     /// Kubernetes NetworkPolicies kept in rcni-node's etcd: apply, get, list, delete, and
     /// explain what applies to a pod (--etcd-endpoints or RCNI_ETCD_ENDPOINTS, as rcni-node).
     #[command(subcommand)]

@@ -112,6 +112,9 @@ pub enum PolicyCommand {
         /// The connection's destination port.
         #[arg(long)]
         port: Option<u16>,
+        /// With --from or --to: the node agent whose recent flows of the pair are shown.
+        #[command(flatten)]
+        agent: crate::cli::flows::AgentArgs,
     },
 }
 
@@ -177,9 +180,19 @@ fn dispatch(command: &PolicyCommand, json: bool) -> Result<(), Problem> {
             to,
             protocol,
             port,
+            agent,
         } => {
             let connection = explain::Connection::of(from, to, protocol, *port)?;
-            explain::run(&mut open(store)?, pod, connection.as_ref(), json)
+            let agent = agent.agent().map_err(|e| {
+                Problem::new(cni_types::code::INVALID_ENVIRONMENT, format!("error: {e}"))
+            })?;
+            explain::run(
+                &mut open(store)?,
+                pod,
+                connection.as_ref(),
+                Some(&agent),
+                json,
+            )
         }
     }
 }

@@ -31,7 +31,8 @@ impl Enforcer {
         match done {
             Ok(delta) => Ok((delta.batch, delta.summary)),
             Err(e) => {
-                *self = Enforcer::with_hold(std::mem::take(&mut self.hold));
+                *self = Enforcer::with_hold(std::mem::take(&mut self.hold))
+                    .with_flow_log(self.flow_log);
                 Err(e)
             }
         }

@@ -5,6 +5,7 @@
 //! decide one connection ([`connection`]).
 
 mod connection;
+mod recent;
 mod tiers;
 
 use cni_policy::cluster_policy::Evaluator;
@@ -16,14 +17,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
 pub use connection::Connection;
+pub use recent::Recent;
 
 use super::store::Datastore;
 use super::Problem;
 
+/// Explains `pod`; with a connection, also shows the recent flows of the pair that `agent`
+/// has.
 pub fn run(
     ds: &mut Datastore,
     pod: &str,
     connection: Option<&Connection>,
+    agent: Option<&rcni_flows::Agent>,
     json: bool,
 ) -> Result<(), Problem> {
     let Some((namespace, name)) = pod.split_once('/') else {
@@ -55,6 +60,10 @@ pub fn run(
     let decided = connection
         .map(|c| c.decide(&evaluator, found))
         .transpose()?;
+    let recent = match (connection, agent) {
+        (Some(c), Some(agent)) => Some(Recent::of(agent, pod, c)),
+        _ => None,
+    };
     if json {
         let mut v = to_json(found, &node, &explanation);
         if let Some(t) = &tiers {
@@ -62,6 +71,9 @@ pub fn run(
         }
         if let Some(d) = &decided {
             v["connection"] = d.to_json();
+        }
+        if let Some(r) = &recent {
+            r.add_json(&mut v["connection"]);
         }
         println!("{v}");
     } else {
@@ -72,6 +84,11 @@ pub fn run(
         print!("{text}");
         if let Some(d) = &decided {
             print!("{}", d.to_text());
+        }
+        match recent.as_ref().map(Recent::to_text) {
+            Some(Ok(text)) => print!("{text}"),
+            Some(Err(note)) => eprintln!("{note}"),
+            None => {}
         }
     }
     Ok(())
