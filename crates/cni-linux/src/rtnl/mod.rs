@@ -18,7 +18,9 @@ pub mod addr;
 pub mod device_route;
 pub mod fake;
 pub mod link;
+mod namespace;
 pub mod neigh;
+mod nsid;
 pub mod overlay;
 pub mod route;
 pub mod rule;
@@ -43,8 +45,6 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::netns::NetNs;
-
 #[cfg(test)]
 pub(crate) use cni_netlink::DUMP_ATTEMPTS;
 
@@ -66,13 +66,6 @@ impl Handle {
     /// Opens a route socket in the calling thread's network namespace.
     pub fn new() -> Result<Self, Error> {
         Ok(Self::with_transport(Box::new(SocketTransport::open()?)))
-    }
-
-    /// Opens a route socket inside `ns`. The socket stays bound to `ns` and the handle is used
-    /// from the calling thread.
-    pub fn in_netns(ns: &NetNs) -> Result<Self, Error> {
-        let transport = ns.run(SocketTransport::open)??;
-        Ok(Self::with_transport(Box::new(transport)))
     }
 
     /// Uses any transport (for example [`fake::FakeTransport`] in tests).
@@ -228,6 +221,7 @@ fn message_name(msg: &RouteNetlinkMessage) -> &'static str {
         M::NewRule(_) => "RTM_NEWRULE",
         M::DelRule(_) => "RTM_DELRULE",
         M::GetRule(_) => "RTM_GETRULE",
+        M::GetNsId(_) => "RTM_GETNSID",
         _ => "netlink request",
     }
 }
