@@ -9,6 +9,8 @@
 //!   `Exists`, `DoesNotExist`).
 //! - [`cluster`]: the view a node has of the cluster: namespaces with their labels, pods with
 //!   their namespace, labels, addresses and named ports.
+//! - [`compact`]: pods as the incremental pipeline keeps them (interned strings, shared label
+//!   sets), a few hundred bytes each.
 //! - [`effective`]: per pod and direction, whether it is isolated and what is allowed: the
 //!   policies selecting it, each rule's resolved peers (pod addresses, CIDRs with exceptions)
 //!   and ports; [`effective::allows`] decides one connection, the reference the dataplane's
@@ -20,8 +22,8 @@
 //!   ([`cluster_policy::Evaluator`]).
 //! - [`nft`]: the nf_tables program enforcing the policies of a node's pods (verdict maps
 //!   dispatching to per-pod and per-policy chains, address sets per selector): built whole
-//!   as one atomic batch ([`nft::program`]), or kept up to date by [`nft::Enforcer`], each
-//!   change one atomic batch of only the objects it changed.
+//!   as one atomic batch ([`nft::program`]), or kept up to date by [`nft::Enforcer`] from
+//!   changes, each batch of only the objects that changed.
 //!
 //! The semantics are those of the Kubernetes API reference for NetworkPolicy
 //! (<https://kubernetes.io/docs/reference/kubernetes-api/policy-resources/network-policy-v1/>)
@@ -30,6 +32,7 @@
 
 pub mod cluster;
 pub mod cluster_policy;
+pub mod compact;
 pub mod effective;
 pub mod nft;
 pub mod objects;

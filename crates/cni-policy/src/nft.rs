@@ -1,18 +1,28 @@
 //! The nf_tables program that enforces the policies of a node's pods. [`program`] builds it
 //! as one atomic [`Batch`] that replaces the previous program (connections already
 //! established keep flowing: the connection-tracking accept is part of every program);
-//! [`Enforcer`] keeps it up to date, each change one atomic batch of only the objects that
-//! changed (set and verdict-map elements added or deleted, chains and sets created or
+//! [`Enforcer`] keeps it up to date from changes ([`Change`]), each batch of only the objects
+//! that changed (set and verdict-map elements added or deleted, chains and sets created or
 //! deleted, and only the chains whose rules changed flushed and rewritten).
 //!
 //! Layout, in the `inet` table [`TABLE`]:
 //!
 //! - two base chains on the `forward` hook: `egress` (priority 0) then `ingress` (priority 1).
 //!   Each accepts packets of established connections, then dispatches with one verdict-map
-//!   lookup (`ip saddr vmap @egress4`, `ip daddr vmap @ingress4`, and the `ip6` maps) to the
-//!   chain of the pod the packet leaves or enters. A pod no policy isolates in a direction
-//!   has no element and its packets pass. An `accept` ends only the base chain it is in, so
-//!   a packet allowed out of its source pod is still checked into its destination pod.
+//!   lookup (`ip saddr vmap @egress4`, `ip daddr vmap @ingress4`, and the `ip6` maps) on the
+//!   pod the packet leaves or enters: a jump to the pod's chain in a direction a policy
+//!   isolates it, and with the hold `accept` in the others (without the hold, a pod no
+//!   policy isolates has no element and its packets pass). An `accept` ends only the base
+//!   chain it is in, so a packet allowed out of its source pod is still checked into its
+//!   destination pod.
+//! - the hold ([`Enforcer::with_hold`]): after the dispatch, each base chain drops what is
+//!   still from (egress: `ip saddr <subnet> drop`) or to (ingress: `ip daddr <subnet>
+//!   drop`) the node's pod subnets. An address of the node that the program does not know
+//!   (a pod whose ADD just allocated it, or whose labels are not known yet where a policy
+//!   might select it) is dropped both ways from the instant it exists, and released by the
+//!   batch that gives it its element. The node's own traffic to its pods takes the `output`
+//!   hook, their replies the `input` hook: neither passes these chains, so the node (kubelet
+//!   probes) reaches a held pod.
 //! - one chain per isolated local pod and direction (`pod-e-…`, `pod-i-…`): a jump to the
 //!   chain of each policy selecting the pod, then `drop`.
 //! - one chain per policy and direction (`pol-e-…`, `pol-i-…`): one rule per allowed
@@ -36,6 +46,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use cni_nft::{Batch, Family, SetType};
+use ipnet::IpNet;
 
 use crate::cluster::{Cluster, Pod};
 use crate::effective::Direction;
@@ -45,7 +56,7 @@ mod enforcer;
 mod objects;
 mod rules;
 
-pub use enforcer::Enforcer;
+pub use enforcer::{Change, Delta, Enforcer, PodId};
 pub use objects::verdict_map as map;
 pub use rules::{dispatch_map_name, BASE_CHAINS, MAPS};
 
@@ -65,6 +76,8 @@ pub enum ProgramError {
 /// What a program holds, for metrics and logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Policies known (whether or not they select a local pod).
+    pub policies: usize,
     /// Local pods isolated in at least one direction.
     pub isolated_pods: usize,
     /// Policy chains (per policy and direction in use).
@@ -73,6 +86,8 @@ pub struct Summary {
     pub peer_sets: usize,
     /// Addresses in peer sets and verdict maps.
     pub elements: usize,
+    /// Addresses of local pods without a dispatch element in some direction (held).
+    pub held_addresses: usize,
 }
 
 /// The program for the pods `is_local` picks (the pods whose traffic this node forwards),
@@ -83,6 +98,15 @@ pub fn program(
     is_local: impl Fn(&Pod) -> bool,
 ) -> Result<(Batch, Summary), ProgramError> {
     Enforcer::new().update(cluster, is_local)
+}
+
+/// [`program`] with the hold of `subnets` (the node's pod subnets).
+pub fn program_with_hold(
+    subnets: &[IpNet],
+    cluster: &Cluster,
+    is_local: impl Fn(&Pod) -> bool,
+) -> Result<(Batch, Summary), ProgramError> {
+    Enforcer::with_hold(subnets.to_vec()).update(cluster, is_local)
 }
 
 /// The chain of pod `pod_key` (`namespace/name`) in `direction`.

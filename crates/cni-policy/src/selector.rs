@@ -17,18 +17,37 @@ pub enum SelectorError {
 /// The labels of a pod or namespace.
 pub type Labels = BTreeMap<String, String>;
 
+/// Where a selector reads labels from: a [`Labels`] map, or the compact label sets the
+/// incremental pipeline keeps ([`crate::compact::LabelSet`]).
+pub trait LabelLookup {
+    /// The value of label `key`, if set.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 /// Whether `selector` selects an object with `labels`.
-pub fn matches(selector: &LabelSelector, labels: &Labels) -> Result<bool, SelectorError> {
+pub fn matches(
+    selector: &LabelSelector,
+    labels: &(impl LabelLookup + ?Sized),
+) -> Result<bool, SelectorError> {
     let pairs = selector.match_labels.iter().flatten();
-    if !pairs.into_iter().all(|(k, v)| labels.get(k) == Some(v)) {
+    if !pairs
+        .into_iter()
+        .all(|(k, v)| labels.label(k) == Some(v.as_str()))
+    {
         return Ok(false);
     }
     for req in selector.match_expressions.iter().flatten() {
         let values = req.values.as_deref().unwrap_or_default();
-        let value = labels.get(&req.key);
+        let value = labels.label(&req.key);
         let holds = match req.operator.as_str() {
-            "In" => value.is_some_and(|v| values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+            "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
             "Exists" => value.is_some(),
             "DoesNotExist" => value.is_none(),
             other => return Err(SelectorError::Operator(other.to_string())),
@@ -38,6 +57,20 @@ pub fn matches(selector: &LabelSelector, labels: &Labels) -> Result<bool, Select
         }
     }
     Ok(true)
+}
+
+/// Refuses a selector with an operator Kubernetes does not know ([`matches`] refuses it only
+/// when evaluation gets to it).
+pub fn check(selector: &LabelSelector) -> Result<(), SelectorError> {
+    for req in selector.match_expressions.iter().flatten() {
+        if !matches!(
+            req.operator.as_str(),
+            "In" | "NotIn" | "Exists" | "DoesNotExist"
+        ) {
+            return Err(SelectorError::Operator(req.operator.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// A label selector as Kubernetes prints it (`metav1.FormatLabelSelector`, the text of

@@ -233,6 +233,66 @@ pub struct BadEntry {
     pub message: String,
 }
 
+/// One stored value, decoded.
+#[derive(Debug, Clone)]
+pub enum Stored {
+    /// The policy `namespace/name` (its metadata agrees with its key).
+    Policy {
+        namespace: String,
+        name: String,
+        policy: Box<NetworkPolicy>,
+    },
+    /// The labels of namespace `name`'s object.
+    Namespace { name: String, labels: Labels },
+    /// A pod published by `node`.
+    Pod { node: String, record: PodRecord },
+}
+
+/// The value stored at `key` (of the layout `keys`): `Ok(None)` for keys of other kinds
+/// (leases, config), an error for a value that does not decode, or a policy whose metadata
+/// names another namespace or name than its key.
+pub fn decode(keys: &Keys, key: &str, value: &[u8]) -> Result<Option<Stored>, BadEntry> {
+    let Some(kind) = keys.parse(key) else {
+        return Ok(None);
+    };
+    let fail = |message: String| BadEntry {
+        key: key.to_string(),
+        message,
+    };
+    Ok(Some(match kind {
+        Key::Policy { namespace, name } => {
+            let mut policy =
+                serde_json::from_slice::<NetworkPolicy>(value).map_err(|e| fail(e.to_string()))?;
+            let meta = &mut policy.metadata;
+            let stated = meta.namespace.get_or_insert_with(|| namespace.clone());
+            if *stated != namespace || meta.name.as_deref() != Some(name.as_str()) {
+                return Err(fail(format!(
+                    "the policy is named {}/{} but stored under {namespace}/{name}",
+                    stated,
+                    meta.name.as_deref().unwrap_or_default()
+                )));
+            }
+            Stored::Policy {
+                namespace,
+                name,
+                policy: Box::new(policy),
+            }
+        }
+        Key::Namespace { name } => {
+            let ns = serde_json::from_slice::<Namespace>(value).map_err(|e| fail(e.to_string()))?;
+            Stored::Namespace {
+                name,
+                labels: ns.metadata.labels.unwrap_or_default(),
+            }
+        }
+        Key::Pod { node, .. } => {
+            let record =
+                serde_json::from_slice::<PodRecord>(value).map_err(|e| fail(e.to_string()))?;
+            Stored::Pod { node, record }
+        }
+    }))
+}
+
 /// The cluster as stored: every entry under the prefix that is a policy, namespace or pod
 /// (other keys are skipped). Entries that do not decode are returned beside it, so one bad
 /// value does not hide the rest. Pods are sorted by namespace and name, policies likewise.
@@ -243,29 +303,14 @@ pub fn cluster_from<'a>(
     let mut cluster = Cluster::default();
     let mut bad = Vec::new();
     for (key, value) in entries {
-        let Some(kind) = keys.parse(key) else {
-            continue;
-        };
-        let fail = |e: serde_json::Error| BadEntry {
-            key: key.to_string(),
-            message: e.to_string(),
-        };
-        match kind {
-            Key::Policy { .. } => match serde_json::from_slice::<NetworkPolicy>(value) {
-                Ok(p) => cluster.policies.push(p),
-                Err(e) => bad.push(fail(e)),
-            },
-            Key::Namespace { name } => match serde_json::from_slice::<Namespace>(value) {
-                Ok(ns) => {
-                    let labels = ns.metadata.labels.unwrap_or_default();
-                    cluster.namespaces.insert(name, labels);
-                }
-                Err(e) => bad.push(fail(e)),
-            },
-            Key::Pod { .. } => match serde_json::from_slice::<PodRecord>(value) {
-                Ok(r) => cluster.pods.push(r.pod()),
-                Err(e) => bad.push(fail(e)),
-            },
+        match decode(keys, key, value) {
+            Ok(None) => {}
+            Ok(Some(Stored::Policy { policy, .. })) => cluster.policies.push(*policy),
+            Ok(Some(Stored::Namespace { name, labels })) => {
+                cluster.namespaces.insert(name, labels);
+            }
+            Ok(Some(Stored::Pod { record, .. })) => cluster.pods.push(record.pod()),
+            Err(e) => bad.push(e),
         }
     }
     cluster
@@ -332,6 +377,8 @@ mod tests {
             (pod_key.as_str(), record.as_slice()),
             ("/p/namespaces/x", ns.as_slice()),
             ("/p/policies/x/d", pol.as_slice()),
+            // Stored under another name than its own.
+            ("/p/policies/y/d", pol.as_slice()),
             (bad_key.as_str(), b"{not json".as_slice()),
             ("/p/config", b"{}".as_slice()),
         ];
@@ -339,7 +386,8 @@ mod tests {
         assert_eq!(cluster.pods, vec![pod]);
         assert_eq!(cluster.namespace_labels("x")["ns"], "x");
         assert_eq!(cluster.policies.len(), 1);
-        assert_eq!(bad.len(), 1);
-        assert_eq!(bad[0].key, bad_key);
+        assert_eq!(bad.len(), 2);
+        assert!(bad[0].message.contains("stored under y/d"), "{}", bad[0]);
+        assert_eq!(bad[1].key, bad_key);
     }
 }

@@ -214,3 +214,109 @@ fn a_peer_selector_change_rewrites_only_that_policys_chain() {
         "{b:?} {a:?}"
     );
 }
+
+/// A tiny deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+    }
+}
+
+const SPECS: [&str; 6] = [
+    "  podSelector: {}\n",
+    "  podSelector: {matchLabels: {pod: a}}\n  ingress:\n  - from: [{podSelector: {matchLabels: {pod: b}}}]\n",
+    FROM_X,
+    "  podSelector: {matchExpressions: [{key: pod, operator: NotIn, values: [c]}]}\n  policyTypes: [Egress]\n  egress:\n  - to: [{namespaceSelector: {}, podSelector: {matchLabels: {pod: a}}}]\n",
+    "  podSelector: {}\n  ingress:\n  - from: [{namespaceSelector: {matchExpressions: [{key: ns, operator: Exists}]}, podSelector: {}}]\n    ports: [{port: 80}]\n",
+    "  podSelector: {matchLabels: {pod: b}}\n  policyTypes: [Ingress, Egress]\n  egress:\n  - ports: [{port: 53, protocol: UDP}]\n",
+];
+
+/// One random change of `c`: a pod added, removed, relabelled or moved to another address
+/// (IPv6 ones too), a policy written or deleted, a namespace relabelled. Pods of namespace
+/// `w` are on another node.
+fn random_change(rng: &mut Rng, c: &mut Cluster) {
+    const NS: [&str; 4] = ["x", "y", "z", "w"];
+    match rng.below(8) {
+        0 | 1 => {
+            let ns = NS[rng.below(3)];
+            let name = format!("p{}", rng.below(3));
+            let key = (ns.to_string(), name.clone());
+            c.policies.retain(|p| {
+                (
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.name.clone().unwrap_or_default(),
+                ) != key
+            });
+            if rng.below(4) != 0 {
+                c.policies.push(common::network_policy(
+                    ns,
+                    &name,
+                    SPECS[rng.below(SPECS.len())],
+                ));
+            }
+        }
+        2 => {
+            let ns = NS[rng.below(4)];
+            let labels = [("ns".to_string(), NS[rng.below(4)].to_string())].into();
+            c.namespaces.insert(ns.into(), labels);
+        }
+        _ => {
+            let ns = NS[rng.below(4)];
+            let name = ["a", "b", "c", "d"][rng.below(4)];
+            c.pods.retain(|p| p.key() != format!("{ns}/{name}"));
+            if rng.below(5) == 0 {
+                return;
+            }
+            // An address no other pod has.
+            let mut n = 10 + rng.below(40) as u8;
+            while c.pods.iter().any(|p| {
+                p.ips[0]
+                    == format!("198.18.40.{n}")
+                        .parse::<std::net::IpAddr>()
+                        .unwrap()
+            }) {
+                n = 10 + (n - 9) % 40;
+            }
+            let mut p = pod(ns, name, n);
+            p.labels = [("pod".to_string(), ["a", "b", "c"][rng.below(3)].to_string())].into();
+            if rng.below(3) == 0 {
+                p.ips.push(format!("fd00:40::{n}").parse().unwrap());
+            }
+            c.pods.push(p);
+        }
+    }
+}
+
+#[test]
+fn random_changes_leave_the_kernel_where_a_full_program_puts_it() {
+    let Some((sb, fresh_ns)) = sandbox() else {
+        return;
+    };
+    let host = sb.host().name.clone();
+    let local = |p: &Pod| p.namespace != "w";
+    for seed in [7u64, 1_000_003] {
+        let mut rng = Rng(seed);
+        let mut c = cluster();
+        let mut e = Enforcer::new();
+        commit(&host, e.update(&c, local).unwrap().0);
+        for step in 0..40 {
+            for _ in 0..1 + rng.below(3) {
+                random_change(&mut rng, &mut c);
+            }
+            let (delta, _) = e.update(&c, local).unwrap();
+            commit(&host, delta);
+            commit(&fresh_ns, program(&c, local).unwrap().0);
+            let (got, want) = (listing(&sb, &host), listing(&sb, &fresh_ns));
+            assert_eq!(
+                got.objects, want.objects,
+                "seed {seed} step {step}: chains, sets and maps"
+            );
+            assert_eq!(got.rules, want.rules, "seed {seed} step {step}: rules");
+        }
+    }
+}

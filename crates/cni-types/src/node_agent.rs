@@ -10,10 +10,22 @@
 //! routes to, and kubelet retries a failed sandbox, so the pod starts once the agent is back.
 //! DEL, CHECK and GC never look at the agent. The message names `rcni-node`, the node and how
 //! long the agent has been gone or unhealthy.
+//!
+//! Where the agent enforces NetworkPolicy, the config also names its pod socket
+//! (`"rcniNodeSocket": "/run/rcni/pods.sock"`, [`SOCKET_KEY`]): the bridge plugin tells the
+//! agent about each pod at ADD, once its addresses are allocated and before its interface is
+//! configured, and waits for the answer; at DEL, before the addresses are released. The
+//! messages are one JSON line each way over a unix stream: a [`PodMessage`] from the
+//! plugin, a [`PodAnswer`] from the agent. The agent answers an ADD once no other pod's
+//! policy program holds those addresses any more (nothing is inherited through address
+//! reuse); the pod's own traffic is held in the kernel until the agent has programmed what
+//! its policies say. An ADD the agent refuses or cannot be told about fails with the
+//! answer's code (11, try again later, when it cannot be reached or is not ready).
 
+use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{code, CniError, RawObject};
 
@@ -27,6 +39,79 @@ fn field(raw: &RawObject, key: &str) -> Result<Option<String>, CniError> {
 pub const KEY: &str = "rcniNodeStatus";
 /// The config key naming the node (used when the status file cannot be read).
 pub const NODE_KEY: &str = "rcniNodeName";
+/// The config key naming the agent's pod socket.
+pub const SOCKET_KEY: &str = "rcniNodeSocket";
+
+/// What the plugin tells the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum PodMessage {
+    /// ADD: these addresses of the node belong to this attachment from now on.
+    Add(PodAdded),
+    /// DEL: the attachment's addresses are about to be released.
+    #[serde(rename_all = "camelCase")]
+    Del {
+        container_id: String,
+        ifname: String,
+    },
+}
+
+/// An attachment made by an ADD.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodAdded {
+    /// `CNI_CONTAINERID` (the pod sandbox's ID under a CRI runtime or `rcni pod`).
+    pub container_id: String,
+    pub ifname: String,
+    pub netns: String,
+    /// `K8S_POD_NAMESPACE` and `K8S_POD_NAME` of `CNI_ARGS`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub ips: Vec<IpAddr>,
+}
+
+/// The agent's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodAnswer {
+    pub ok: bool,
+    /// On refusal: the CNI error code for the plugin to answer with, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+}
+
+impl PodAnswer {
+    /// Done.
+    pub fn ok() -> Self {
+        PodAnswer {
+            ok: true,
+            code: None,
+            msg: None,
+        }
+    }
+
+    /// Refused with `code` because of `msg`.
+    pub fn refused(code: u32, msg: impl Into<String>) -> Self {
+        PodAnswer {
+            ok: false,
+            code: Some(code),
+            msg: Some(msg.into()),
+        }
+    }
+}
+
+/// The agent's pod socket the config names, if any.
+pub fn socket(raw: &RawObject) -> Result<Option<String>, CniError> {
+    field(raw, SOCKET_KEY)
+}
+
+/// The node the config names, for messages.
+pub fn node_name(raw: &RawObject) -> Result<Option<String>, CniError> {
+    field(raw, NODE_KEY)
+}
 
 #[derive(Deserialize)]
 struct Status {
@@ -208,6 +293,43 @@ mod tests {
         let status = check(&raw(&path)).unwrap_err();
         assert_eq!(status.code, 50);
         assert!(status.msg.starts_with("rcni-node on node2 is not running"));
+    }
+
+    #[test]
+    fn pod_messages_are_one_json_object_each() {
+        let add = PodMessage::Add(PodAdded {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+            netns: "/run/netns/c1".into(),
+            namespace: Some("shop".into()),
+            name: Some("web".into()),
+            ips: vec!["198.18.1.5".parse().unwrap()],
+        });
+        let text = serde_json::to_string(&add).unwrap();
+        assert_eq!(
+            text,
+            r#"{"op":"add","containerId":"c1","ifname":"eth0","netns":"/run/netns/c1","namespace":"shop","name":"web","ips":["198.18.1.5"]}"#
+        );
+        assert_eq!(serde_json::from_str::<PodMessage>(&text).unwrap(), add);
+        let del: PodMessage =
+            serde_json::from_str(r#"{"op":"del","containerId":"c1","ifname":"eth0"}"#).unwrap();
+        assert_eq!(
+            del,
+            PodMessage::Del {
+                container_id: "c1".into(),
+                ifname: "eth0".into()
+            }
+        );
+        let refused = PodAnswer::refused(11, "not ready");
+        let back: PodAnswer =
+            serde_json::from_str(&serde_json::to_string(&refused).unwrap()).unwrap();
+        assert_eq!(back, refused);
+        let raw: RawObject =
+            serde_json::from_str(r#"{"rcniNodeSocket":"/run/rcni/pods.sock"}"#).unwrap();
+        assert_eq!(
+            socket(&raw).unwrap().as_deref(),
+            Some("/run/rcni/pods.sock")
+        );
     }
 
     #[test]

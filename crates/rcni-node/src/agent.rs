@@ -70,14 +70,7 @@ pub struct Held {
     pub id: LeaseId,
 }
 
-/// Waits until `shutdown` is true (or its sender is gone).
-pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    while !*shutdown.borrow() {
-        if shutdown.changed().await.is_err() {
-            return;
-        }
-    }
-}
+pub use crate::shutdown::stopped;
 
 /// Retries `op` every [`RETRY_INTERVAL`] until it succeeds; `None` if shut down first.
 async fn retry<S: Store, T>(

@@ -12,7 +12,9 @@
 //! only what leaves the *cluster* network ([`crate::masq`]). The bridge entry carries
 //! `rcniNodeStatus`, the status file its STATUS and ADD read (daemon-backed STATUS; ADD is
 //! refused while the agent is not healthy), and `rcniNodeName`, so that a plugin can name the
-//! node when the status file is missing.
+//! node when the status file is missing; with NetworkPolicy on, also `rcniNodeSocket`, the
+//! agent's pod socket, which the bridge plugin tells about each pod at ADD and DEL (see
+//! [`crate::policy`]).
 //!
 //! The conflist is rewritten only when its content changes (a restarted agent leaves the file
 //! and the directory the runtime watches untouched), through [`crate::files::publish`].
@@ -56,6 +58,9 @@ pub struct NodeFiles {
     pub versions: ConfVersions,
     /// The node's name.
     pub node_name: String,
+    /// The agent's pod socket the bridge plugin tells about pods at ADD and DEL
+    /// (`rcniNodeSocket`), when the agent enforces NetworkPolicy.
+    pub pod_socket: Option<PathBuf>,
 }
 
 fn node_nets(subnet: Subnets) -> Vec<IpNet> {
@@ -103,6 +108,9 @@ impl NodeFiles {
                 {"type": "tuning", "capabilities": {"mac": true}, "dataDir": self.tuning_dir}
             ]
         });
+        if let Some(socket) = &self.pod_socket {
+            list["plugins"][0][cni_types::node_agent::SOCKET_KEY] = json!(socket);
+        }
         if !self.versions.cni_versions.is_empty() {
             let offered: Vec<String> = self
                 .versions
@@ -194,6 +202,7 @@ mod tests {
                 cni_versions: Vec::new(),
             },
             node_name: "node-a".into(),
+            pod_socket: None,
         }
     }
 
@@ -229,6 +238,11 @@ mod tests {
         assert_eq!(bridge.get("ipMasq"), None);
         assert_eq!(bridge["rcniNodeStatus"], "/run/rcni/node-status.json");
         assert_eq!(bridge["rcniNodeName"], "node-a");
+        assert_eq!(
+            bridge.get("rcniNodeSocket"),
+            None,
+            "no NetworkPolicy: no socket"
+        );
         assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "198.19.4.0/24");
         assert_eq!(bridge["ipam"]["ranges"].as_array().unwrap().len(), 1);
         assert_eq!(bridge["ipam"]["routes"][0]["dst"], "198.19.0.0/16");
@@ -273,6 +287,18 @@ mod tests {
         assert_eq!(ipam["routes"][0]["dst"], "198.19.0.0/16");
         assert_eq!(ipam["routes"][1]["dst"], "2001:2::/48");
         cni_types::config::NetConfList::parse(&serde_json::to_vec(&list).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn with_network_policy_the_bridge_names_the_agents_pod_socket() {
+        let mut f = files(
+            V4,
+            "198.19.4.0/24".parse::<Ipv4Net>().unwrap().into(),
+            "1.0.0",
+        );
+        f.pod_socket = Some("/run/rcni/pods.sock".into());
+        let list = f.conflist();
+        assert_eq!(list["plugins"][0]["rcniNodeSocket"], "/run/rcni/pods.sock");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::files::write_atomic;
 use crate::lease::Subnets;
+use crate::policy_health::PolicyHealth;
 use crate::prometheus::label;
 
 /// What the agent knows about itself.
@@ -60,14 +61,15 @@ pub struct HealthState {
     /// GC failures: rounds that could not run, DELs and plugin GCs that failed.
     pub gc_errors: u64,
     /// NetworkPolicy enforcement, when on.
-    pub policy: Option<crate::policy::PolicyHealth>,
+    pub policy: Option<PolicyHealth>,
     /// The WireGuard tunnels and their peers, with the `wireguard` backend.
     pub tunnels: Option<crate::backend::wireguard::status::TunnelStatus>,
 }
 
 impl HealthState {
     /// `Ok` while healthy, else why not: no lease, the first list of leases not programmed
-    /// yet, or the datastore failing for longer than `grace`.
+    /// yet, the datastore failing for longer than `grace`, or NetworkPolicy not in force
+    /// ([`PolicyHealth::verdict`]).
     pub fn verdict(&self, grace: Duration) -> Result<(), String> {
         if self.subnet.is_none() {
             return Err("no subnet lease held".into());
@@ -81,7 +83,7 @@ impl HealthState {
                 since.elapsed().as_secs(),
                 self.store_error.as_deref().unwrap_or("no answer")
             )),
-            _ => Ok(()),
+            _ => self.policy.as_ref().map_or(Ok(()), |p| p.verdict(grace)),
         }
     }
 
@@ -147,7 +149,7 @@ impl HealthState {
         ) + &self
             .policy
             .as_ref()
-            .map(crate::policy::PolicyHealth::metrics)
+            .map(|p| p.metrics(grace))
             .unwrap_or_default()
             + &self
                 .tunnels

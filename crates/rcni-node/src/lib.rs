@@ -16,13 +16,16 @@
 //! - [`gc`] with [`cri`]: reclaiming the attachments of sandboxes the CRI runtime forgot;
 //! - [`rule_repair`]: putting back the node's nf_tables rules after another firewall removed them;
 //! - [`health`]: the health state, the status file and `/healthz` + `/metrics` ([`prometheus`]:
-//!   label escaping);
+//!   label escaping), with [`policy_health`] for NetworkPolicy's part;
+//! - [`shutdown`]: the stop value every task waits on;
 //! - [`pods`] and [`policy`]: the node's pods, published in the datastore, and NetworkPolicy
-//!   enforced on them with nf_tables;
+//!   enforced on them with nf_tables ([`bridge_kind`]: whether the bridge tells the agent
+//!   about new pods, which the hold needs);
 //! - [`node`]: wiring it together from the command line's options.
 
 pub mod agent;
 pub mod backend;
+pub mod bridge_kind;
 pub mod cni_conf;
 pub mod cni_version;
 pub mod cri;
@@ -35,6 +38,8 @@ pub mod network;
 pub mod node;
 pub mod pods;
 pub mod policy;
+pub mod policy_health;
 pub mod prometheus;
 pub mod rule_repair;
+pub mod shutdown;
 pub mod store;

@@ -183,17 +183,44 @@ fn main() -> ExitCode {
         }
     };
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    match runtime.block_on(async move {
-        tokio::spawn(async move {
-            node::wait_for_signal().await;
-            let _ = stop.send(true);
-        });
-        node::run(options, shutdown).await
-    }) {
+    let result = runtime.block_on(async move {
+        let run = node::run(options, shutdown);
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => result,
+            () = node::wait_for_signal() => {
+                let _ = stop.send(true);
+                stop_within_grace(run).await
+            }
+        }
+    });
+    // Dropping the runtime would wait for every blocking task (a kernel call, a plugin the GC
+    // runs): whatever is still running is abandoned with the process instead.
+    runtime.shutdown_timeout(BLOCKING_GRACE);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rcni-node: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// How long the graceful stop (the lease released with `--release-on-exit`, the last status
+/// written) may take after SIGTERM or SIGINT, and how long blocking work still running then
+/// is waited for: together the bound on the agent's exit, 2 s (docs/architecture.md).
+const STOP_GRACE: Duration = Duration::from_millis(1500);
+const BLOCKING_GRACE: Duration = Duration::from_millis(500);
+
+/// Lets the agent stop by itself for [`STOP_GRACE`], then gives up on it.
+async fn stop_within_grace(
+    run: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(STOP_GRACE, run).await {
+        Ok(result) => result,
+        Err(_) => {
+            log::warn!("not stopped {STOP_GRACE:?} after the signal: exiting anyway");
+            Ok(())
         }
     }
 }

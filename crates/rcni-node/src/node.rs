@@ -370,12 +370,13 @@ async fn run_agent(
     let kernel = Kernel::new(Reconciler::new(backend, subnet, health.clone()));
     configure_node(&kernel, &network, opts.network_policy).await?;
     spawn_rule_repair(&opts, &network, &health, &shutdown)?;
-    if opts.network_policy {
-        spawn_policy(&opts, subnet, &health, &shutdown);
-    }
     // One pod MTU for both families: the larger overhead wins.
     let mtu = underlay.mtu - network.backend.mtu_overhead(network.ipv6.is_some());
-    let files = node_files(&opts, network, subnet, mtu, versions);
+    let hold = opts.network_policy && bridge_tells_pods(&opts).await;
+    let files = node_files(&opts, network, subnet, mtu, versions, hold);
+    if opts.network_policy {
+        spawn_policy(&opts, &files, hold, &health, &shutdown);
+    }
     if let Some(socket) = &opts.cri_socket {
         spawn_gc(socket, &opts, &files, &health, &shutdown);
     }
@@ -489,13 +490,33 @@ fn spawn_rule_repair(
     Ok(())
 }
 
-/// The files the node publishes for the pods' plugins (conflist, subnet file).
+/// Whether the bridge plugin in `--cni-bin-dir` tells the agent about pods at ADD (rcni's
+/// does), which NetworkPolicy's hold needs; said aloud when it does not.
+async fn bridge_tells_pods(opts: &Options) -> bool {
+    let bin_dir = opts.cni_bin_dir.clone();
+    let tells = tokio::task::spawn_blocking(move || crate::bridge_kind::tells_pods(&bin_dir))
+        .await
+        .unwrap_or(false);
+    if !tells {
+        log::warn!(
+            "the bridge plugin in {} is not rcni's: it cannot tell the agent about new pods, so \
+             NetworkPolicy holds no pod until its policies are programmed (a new pod is open \
+             until a scan of its runtime finds it)",
+            opts.cni_bin_dir.display()
+        );
+    }
+    tells
+}
+
+/// The files the node publishes for the pods' plugins (conflist, subnet file); `hold`: the
+/// bridge tells the agent about pods (its pod socket is named).
 fn node_files(
     opts: &Options,
     network: NetworkConfig,
     subnet: Subnets,
     mtu: u32,
     versions: ConfVersions,
+    hold: bool,
 ) -> NodeFiles {
     NodeFiles {
         network,
@@ -506,16 +527,31 @@ fn node_files(
         tuning_dir: opts.state_dir.join("tuning"),
         versions,
         node_name: opts.node_name.clone(),
+        pod_socket: hold.then(|| policy_socket(&opts.state_dir)),
     }
 }
 
-/// Starts NetworkPolicy enforcement on the node's pods (see [`policy`]), until `shutdown`.
+/// The pod socket of the agent with state dir `state_dir` (NetworkPolicy on).
+fn policy_socket(state_dir: &Path) -> PathBuf {
+    state_dir.join("pods.sock")
+}
+
+/// Starts NetworkPolicy enforcement on the node's pods (see [`policy`]), until `shutdown`;
+/// with `hold`, the node's pod subnets are held where not programmed.
 fn spawn_policy(
     opts: &Options,
-    subnet: Subnets,
+    files: &NodeFiles,
+    hold: bool,
     health: &SharedHealth,
     shutdown: &watch::Receiver<bool>,
 ) {
+    let subnet = files.subnet;
+    let nets = subnet
+        .v4
+        .map(ipnet::IpNet::V4)
+        .into_iter()
+        .chain(subnet.v6.map(ipnet::IpNet::V6));
+    let hold = nets.filter(|_| hold).collect();
     let cfg = PolicyConfig {
         access: opts.etcd.clone(),
         prefix: opts.prefix.clone(),
@@ -523,6 +559,10 @@ fn spawn_policy(
         subnet_key: crate::lease::subnet_key(&opts.prefix, subnet),
         cri_socket: opts.cri_socket.clone(),
         pod_state_dir: opts.pod_state_dir.clone(),
+        hold,
+        socket: policy_socket(&opts.state_dir),
+        attached_dir: opts.state_dir.join("attached"),
+        ipam_dir: files.ipam_dir.clone(),
     };
     policy::spawn(cfg, health.clone(), shutdown.clone());
 }

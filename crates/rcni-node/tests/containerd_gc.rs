@@ -74,11 +74,13 @@ fn node_with_gc(plugins: Plugins) -> Option<Cluster> {
         "--gc-grace".into(),
         GC_GRACE.to_string(),
     ];
-    c.start_agent(i);
-    conflist_is_readable_by_libcni_1_1(&c);
+    // The agent enforces NetworkPolicy (and is healthy) once it has listed the runtime's pods.
+    let published = c.begin_agent(i);
     c.start_containerd(i);
     assert_eq!(cni_cache(&c), cache, "containerd's libcni cache");
     link_socket(&c);
+    c.wait_agent_started(i, published);
+    conflist_is_readable_by_libcni_1_1(&c);
     let mut cri = c.cri(i);
     let ready = wait_for(Duration::from_secs(30), || {
         cri.network_ready().is_ok_and(|(ready, _)| ready)
@@ -476,10 +478,11 @@ fn a_node_reboot_leaves_no_lease_or_rule_of_the_old_pods() {
         c.sb.remove_container(&pod.ns).unwrap();
     }
     std::fs::remove_dir_all(c.nodes[0].dir.join("state")).unwrap();
-    c.start_agent(0);
-    conflist_is_readable_by_libcni_1_1(&c);
+    let published = c.begin_agent(0);
     c.nodes[0].containerd.as_mut().unwrap().restart();
     link_socket(&c);
+    c.wait_agent_started(0, published);
+    conflist_is_readable_by_libcni_1_1(&c);
 
     let mut cri = c.cri(0);
     let ready = wait_for(Duration::from_secs(30), || {

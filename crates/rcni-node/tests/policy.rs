@@ -100,9 +100,16 @@ fn policies_on_two_nodes_are_enforced_as_the_model_says() {
     assert_eq!(records["node2/x/b"], json!({"pod": "b"}));
 
     w.enforced(&c, "no policy");
-    for n in &c.nodes {
+    for (i, n) in c.nodes.iter().enumerate() {
         let table = policy_table(&n.ns.name).expect("the program is in place");
-        assert!(map_addresses(&table, "ingress4").is_empty());
+        assert!(map_jumps(&table, "ingress4").is_empty());
+        // Every pod of the node is dispatched (accept); the other node's pods are not.
+        let mut local: Vec<String> = ["x", "y", "z"]
+            .iter()
+            .flat_map(|ns| local_addresses(&w, i, ns))
+            .collect();
+        local.sort();
+        assert_eq!(map_addresses(&table, "ingress4"), local);
     }
 
     put(&mut w, &c, "x", "deny", DENY_INGRESS);
@@ -111,11 +118,8 @@ fn policies_on_two_nodes_are_enforced_as_the_model_says() {
     // Each node dispatches only its own pods of x; the other node's are not its to enforce.
     for (i, n) in c.nodes.iter().enumerate() {
         let table = policy_table(&n.ns.name).unwrap();
-        assert_eq!(
-            map_addresses(&table, "ingress4"),
-            local_addresses(&w, i, "x")
-        );
-        assert!(map_addresses(&table, "egress4").is_empty());
+        assert_eq!(map_jumps(&table, "ingress4"), local_addresses(&w, i, "x"));
+        assert!(map_jumps(&table, "egress4").is_empty());
     }
 
     put(&mut w, &c, "x", "same-ns", SAME_NAMESPACE);
@@ -424,7 +428,7 @@ fn policies_are_enforced_on_ipv6_addresses_of_dual_stack_pods() {
             .map(|p| p.pod.ips[1].to_string())
             .collect();
         want.sort();
-        assert_eq!(map_addresses(&table, "ingress6"), want);
+        assert_eq!(map_jumps(&table, "ingress6"), want);
     }
 }
 
@@ -445,10 +449,12 @@ fn node_with_containerd() -> Option<Cluster> {
         "--cni-cache-dir".into(),
         cache.display().to_string(),
     ];
-    c.start_agent(i);
+    // The agent enforces policy (and is healthy) once it has listed the runtime's pods.
+    let published = c.begin_agent(i);
     c.start_containerd(i);
     let containerd = c.nodes[i].containerd.as_ref().unwrap();
     std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
+    c.wait_agent_started(i, published);
     let mut cri = c.cri(i);
     let ready = wait_for(Duration::from_secs(30), || {
         cri.network_ready().is_ok_and(|(ready, _)| ready)
@@ -504,7 +510,7 @@ fn a_pod_made_through_cri_is_isolated_by_the_policy_selecting_its_labels() {
     .unwrap_or_else(|| panic!("not enforced:\n{}", c.nodes[0].agent_log()));
     println!("RESULT CRI pod: policy put to enforced (probe-polled): {took:?}");
     let table = policy_table(&c.nodes[0].ns.name).unwrap();
-    assert_eq!(map_addresses(&table, "ingress4"), [web.ip.to_string()]);
+    assert_eq!(map_jumps(&table, "ingress4"), [web.ip.to_string()]);
 
     // A pod made after the policy, with the selected label, is isolated as it appears.
     let web2 = c.run_pod(0, &cri_pod("shop", "web2", "web"));
@@ -593,7 +599,7 @@ fn time_from_a_labelled_pods_add_to_its_policy_enforced() {
                 let table = policy_table(&node).unwrap();
                 let now = Instant::now();
                 let mut seen = seen.lock().unwrap();
-                for addr in map_addresses(&table, "ingress4") {
+                for addr in map_jumps(&table, "ingress4") {
                     seen.entry(addr).or_insert(now);
                 }
             }

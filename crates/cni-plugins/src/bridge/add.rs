@@ -19,7 +19,7 @@ use crate::common::iface_config::{configure_link, needs_namespace_thread, Config
 use crate::common::link_info::{interface_of, mac_string};
 use crate::common::step;
 use crate::common::veth::{self, ContainerEnd, HostIpv6, Target};
-use crate::common::{masquerade, spoofcheck};
+use crate::common::{masquerade, node_pods, spoofcheck};
 use crate::netns;
 
 /// Sleeps between looks at the host port's operational state. Go waits 0, 50, 500, 1000 and
@@ -180,6 +180,15 @@ fn apply_ipam<'a>(
     result.dns = lease.dns;
     if result.ips.is_empty() {
         return Err(CniError::internal("IPAM plugin returned missing IP config"));
+    }
+    // Before the addresses are on the interface: the node agent holds them until it has
+    // programmed the pod's policies.
+    if node_pods::announce(args, &result.ips)? {
+        undo.push("node agent told", || {
+            node_pods::forget(args);
+            Ok(())
+        });
+        step::end("bridge", "agent")?;
     }
     let gateways = calc_gateways(result, conf.is_gateway, conf.is_default_gateway);
     configure_container(container, result, conf)?;

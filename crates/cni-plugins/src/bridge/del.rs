@@ -15,12 +15,14 @@ use cni_types::CniError;
 use super::conf::BridgeConf;
 use crate::common::errors::combine;
 use crate::common::veth;
-use crate::common::{masquerade, phase_trace, spoofcheck};
+use crate::common::{masquerade, node_pods, phase_trace, spoofcheck};
 use crate::netns::{self, Opened};
 
 pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     let conf = BridgeConf::parse(&args.conf, &args.cni_args()?)?;
     phase_trace::mark("conf");
+    // Before the addresses are released, so that no later pod inherits this one's policies.
+    node_pods::forget(args);
     let mut errors = Vec::new();
     // First, and its socket kept open until the veth is gone, so that the socket's closing
     // wait overlaps the veth deletion (see masquerade::Teardown).

@@ -7,7 +7,8 @@
 //! - [`add`], [`del`] (with GC), [`check`] (with rcni's repair of the `ipMasq` and
 //!   `macspoofchk` rules): the commands. STATUS and GC go to the IPAM plugin when
 //!   `ipam.type` is set (after `rcniNodeStatus`, the node agent's health: `cni_types::node_agent`,
-//!   which also refuses ADD with code 11 while that agent is down);
+//!   which also refuses ADD with code 11 while that agent is down); with `rcniNodeSocket`, ADD
+//!   and DEL tell the agent about the pod (`common::node_pods`);
 //!   GC also removes `ipMasq` rules of attachments that are not valid.
 //!
 //! `ipMasq` and `macspoofchk` are nf_tables rules made over netlink (`common::masquerade`,
@@ -49,8 +50,10 @@ pub const PLUGIN: FnPlugin = FnPlugin {
     ..FnPlugin::new(add::add, del::del, check::check)
 };
 
-/// STATUS: the node agent's health, then the IPAM plugin's when one is configured.
+/// STATUS: the node agent's health (its status file, and its pod socket where the config
+/// names one), then the IPAM plugin's when one is configured.
 fn status(args: &CmdArgs) -> Result<(), CniError> {
     cni_types::node_agent::check(&args.conf.raw)?;
+    crate::common::node_pods::status(args)?;
     ipam::ipam_status_if_configured(args)
 }

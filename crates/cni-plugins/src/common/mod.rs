@@ -18,6 +18,7 @@
 //! - [`state_file`]: per-attachment state files in checked directories, written atomically.
 //! - [`sublink_record`]: where a sub-link's attachment lives, so GC can reach its namespace.
 //! - [`phase_trace`]: phase timestamps for benchmarks (`RCNI_TRACE_PHASES`).
+//! - [`node_pods`]: telling the node agent about a pod at ADD and DEL (`rcniNodeSocket`).
 
 pub mod attachment_rules;
 pub mod conf;
@@ -28,6 +29,7 @@ pub mod link_info;
 pub mod masquerade;
 pub mod nft_skeleton;
 pub mod nft_tag;
+pub mod node_pods;
 pub mod phase_trace;
 pub mod random;
 pub mod spoofcheck;

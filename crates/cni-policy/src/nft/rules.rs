@@ -35,8 +35,10 @@ pub fn dispatch_map_name(direction: Direction, ip: IpAddr) -> &'static str {
     }
 }
 
-/// The base chains, their connection-tracking accept and the verdict-map dispatch.
-pub(super) fn skeleton(b: &mut Batch) -> Result<(), ProgramError> {
+/// The base chains, their connection-tracking accept, the verdict-map dispatch and, for each
+/// network of `hold` (the node's pod subnets), a drop of what is still from it (egress) or to
+/// it (ingress): an address of the node the dispatch does not know is held.
+pub(super) fn skeleton(b: &mut Batch, hold: &[IpNet]) -> Result<(), ProgramError> {
     for (name, key) in MAPS {
         b.add_verdict_map(&VerdictMap::new(F, TABLE, name, key))?;
     }
@@ -60,6 +62,15 @@ pub(super) fn skeleton(b: &mut Batch) -> Result<(), ProgramError> {
                 r.daddr_vmap(&m)
             };
             b.add_rule(&r.build()?);
+        }
+        for net in hold {
+            let r = Rule::builder(F, TABLE, chain);
+            let r = if by_source {
+                r.saddr(*net)
+            } else {
+                r.daddr(*net)
+            };
+            b.add_rule(&r.drop().build()?);
         }
     }
     Ok(())

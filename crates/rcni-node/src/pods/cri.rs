@@ -10,7 +10,7 @@ use std::future::Future;
 use cni_policy::Pod;
 use k8s_cri::v1::{PodSandbox, PodSandboxStatus};
 
-use super::{addresses, settled, PodSource, PodSourceError};
+use super::{addresses, settled, Labelled, PodSource, PodSourceError, SourcePod};
 use crate::cri::{CriClient, CriError};
 
 /// The labels kubelet puts on every sandbox for itself.
@@ -71,8 +71,30 @@ fn pod_labels(labels: &HashMap<String, String>) -> cni_policy::selector::Labels 
         .collect()
 }
 
-impl<C: SandboxInspector + Send> PodSource for CriPods<C> {
-    async fn pods(&mut self) -> Result<Vec<Pod>, PodSourceError> {
+impl<C: SandboxInspector + Send + Clone> PodSource for CriPods<C> {
+    /// containerd 1.6 lists a sandbox only once RunPodSandbox is done.
+    const KNOWS_DURING_ADD: bool = false;
+
+    async fn labels(&mut self, ids: &[String]) -> Result<Vec<Labelled>, PodSourceError> {
+        let mut out = Vec::new();
+        for sandbox in self.runtime.ready_sandboxes().await? {
+            if !ids.contains(&sandbox.id) {
+                continue;
+            }
+            let Some((namespace, name)) = identity(&sandbox) else {
+                continue;
+            };
+            out.push(Labelled {
+                labels: pod_labels(&sandbox.labels),
+                id: sandbox.id,
+                namespace,
+                name,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn pods(&mut self) -> Result<Vec<SourcePod>, PodSourceError> {
         let mut pods = Vec::new();
         for sandbox in self.runtime.ready_sandboxes().await? {
             let Some((namespace, name)) = identity(&sandbox) else {
@@ -86,12 +108,17 @@ impl<C: SandboxInspector + Send> PodSource for CriPods<C> {
             let texts = std::iter::once(network.ip.as_str())
                 .chain(network.additional_ips.iter().map(|p| p.ip.as_str()));
             let ips = addresses(&format!("{namespace}/{name}"), texts);
-            pods.push(Pod {
+            let pod = Pod {
                 namespace,
                 name,
                 labels: pod_labels(&sandbox.labels),
                 ips,
                 named_ports: Default::default(),
+            };
+            pods.push(SourcePod {
+                id: sandbox.id.clone(),
+                pod,
+                created: sandbox.created_at,
             });
         }
         Ok(settled(pods))
@@ -104,6 +131,7 @@ mod tests {
     use k8s_cri::v1::{PodIp, PodSandboxMetadata, PodSandboxNetworkStatus};
 
     /// A runtime answering from a fixed list: `(sandbox, its addresses)`.
+    #[derive(Clone)]
     struct Fake(Vec<(PodSandbox, Vec<&'static str>)>);
 
     impl SandboxInspector for Fake {
@@ -174,7 +202,10 @@ mod tests {
             (sandbox("s3", None, &[("app", "x")]), vec!["198.18.1.4"]),
             (sandbox("s4", Some(("x", "hostnet")), &[]), vec![]),
         ]);
-        let pods = CriPods::new(runtime).pods().await.unwrap();
+        let mut source = CriPods::new(runtime);
+        let listed = source.pods().await.unwrap();
+        assert_eq!(listed[1].id, "s1");
+        let pods: Vec<Pod> = listed.into_iter().map(|p| p.pod).collect();
         let keys: Vec<String> = pods.iter().map(Pod::key).collect();
         assert_eq!(keys, ["x/db", "y/web"]);
         assert_eq!(
@@ -186,5 +217,13 @@ mod tests {
             [("app".to_string(), "web".to_string())].into()
         );
         assert_eq!(pods[1].ips.len(), 2);
+        // The labels of the sandboxes asked for, by ID.
+        let known = source.labels(&["s2".into(), "gone".into()]).await.unwrap();
+        assert_eq!(known.len(), 1);
+        assert_eq!(
+            (known[0].namespace.as_str(), known[0].name.as_str()),
+            ("x", "db")
+        );
+        assert_eq!(known[0].labels["tier"], "data");
     }
 }

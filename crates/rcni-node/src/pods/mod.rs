@@ -1,16 +1,45 @@
 //! Where the agent learns the pods of its node, as NetworkPolicy sees them (namespace, name,
-//! labels, addresses): [`records`] reads the sandbox records `rcni pod` keeps, [`cri`] asks
-//! the node's CRI runtime. Both implement [`PodSource`]; the agent rescans its source every
-//! few seconds ([`crate::policy`]), and at once when the source signals a change (the record
-//! directory does, through inotify).
+//! labels, addresses):
+//!
+//! - the bridge plugin of the agent's conflist tells the agent about each pod at its ADD
+//!   (sandbox ID, namespace, name, addresses) and DEL ([`crate::policy::socket`]);
+//! - [`records`] reads the sandbox records `rcni pod` keeps, [`cri`] asks the node's CRI
+//!   runtime: both implement [`PodSource`], which lists the node's pods (the agent rescans
+//!   every few seconds, and at once when the source signals a change: the record directory
+//!   does, through inotify) and gives the labels of a sandbox the agent was told about;
+//! - [`local`] puts both together, by sandbox ID: the table of the node's pods the program
+//!   is made for; [`attached`] keeps what the plugins told on disk, for a restarted agent.
 
+pub mod attached;
 pub mod cri;
+pub mod local;
 pub mod records;
 
 use std::future::Future;
 use std::net::IpAddr;
 
+use cni_policy::selector::Labels;
 use cni_policy::Pod;
+
+/// A pod as its source lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourcePod {
+    /// The sandbox's ID (the container ID of its CNI attachments).
+    pub id: String,
+    pub pod: Pod,
+    /// When the sandbox was made (nanoseconds since the epoch): of two sandboxes of one pod,
+    /// the later one is the pod.
+    pub created: i64,
+}
+
+/// A sandbox's pod as its source knows it during or just after its ADD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labelled {
+    pub id: String,
+    pub namespace: String,
+    pub name: String,
+    pub labels: Labels,
+}
 
 /// A source could not be read (this scan is skipped; the last one stays in force).
 #[derive(Debug, thiserror::Error)]
@@ -24,10 +53,20 @@ pub enum PodSourceError {
 }
 
 /// Who knows which pods run on this node.
-pub trait PodSource {
+pub trait PodSource: Clone {
+    /// Whether [`PodSource::labels`] may know a sandbox while its ADD runs (`rcni pod` writes
+    /// its record before; containerd 1.6 lists a sandbox only once RunPodSandbox is done).
+    const KNOWS_DURING_ADD: bool;
+
     /// Every pod with its network set up, sorted by namespace and name. Pods without an
     /// address are left out (no policy can match them).
-    fn pods(&mut self) -> impl Future<Output = Result<Vec<Pod>, PodSourceError>> + Send;
+    fn pods(&mut self) -> impl Future<Output = Result<Vec<SourcePod>, PodSourceError>> + Send;
+
+    /// The pods of the sandboxes `ids` the source knows now (others are left out).
+    fn labels(
+        &mut self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<Labelled>, PodSourceError>> + Send;
 
     /// Resolves when the pods may have changed, so that the agent rescans before its next
     /// periodic scan. A source without such a signal never resolves (the periodic scan
@@ -54,8 +93,8 @@ fn addresses<'a>(pod: &str, texts: impl IntoIterator<Item = &'a str>) -> Vec<IpA
 }
 
 /// Sorts `pods` by namespace and name and drops those without an address.
-fn settled(mut pods: Vec<Pod>) -> Vec<Pod> {
-    pods.retain(|p| !p.ips.is_empty());
-    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+fn settled(mut pods: Vec<SourcePod>) -> Vec<SourcePod> {
+    pods.retain(|p| !p.pod.ips.is_empty());
+    pods.sort_by(|a, b| (&a.pod.namespace, &a.pod.name).cmp(&(&b.pod.namespace, &b.pod.name)));
     pods
 }

@@ -11,7 +11,7 @@ use cni_sandbox::RecordStore;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use tokio::io::unix::AsyncFd;
 
-use super::{addresses, settled, PodSource, PodSourceError};
+use super::{addresses, settled, Labelled, PodSource, PodSourceError, SourcePod};
 
 /// The records in one state directory.
 #[derive(Debug)]
@@ -75,24 +75,63 @@ impl DirWatch {
     }
 }
 
+impl Clone for RecordPods {
+    /// The same directory, watched anew by the clone.
+    fn clone(&self) -> Self {
+        RecordPods::new(self.dir.clone())
+    }
+}
+
 /// The pod of a ready record; `None` for the others (being set up, stopping, stopped).
-fn pod_of(record: &SandboxRecord) -> Option<Pod> {
+fn pod_of(record: &SandboxRecord) -> Option<SourcePod> {
     if record.state != State::Ready {
         return None;
     }
     let meta = &record.pod;
     let key = format!("{}/{}", meta.namespace, meta.name);
-    Some(Pod {
+    let pod = Pod {
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
         labels: meta.labels.clone(),
         ips: addresses(&key, record.ips.iter().map(String::as_str)),
         named_ports: Default::default(),
+    };
+    Some(SourcePod {
+        id: record.id.clone(),
+        pod,
+        created: i64::try_from(record.created)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000_000),
     })
 }
 
 impl PodSource for RecordPods {
-    async fn pods(&mut self) -> Result<Vec<Pod>, PodSourceError> {
+    /// `rcni pod run` writes the record, with the pod's labels, before the ADD.
+    const KNOWS_DURING_ADD: bool = true;
+
+    async fn labels(&mut self, ids: &[String]) -> Result<Vec<Labelled>, PodSourceError> {
+        let store = RecordStore::new(self.dir.clone());
+        let ids = ids.to_vec();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for id in ids {
+                if let Some(r) = store.load(&id)? {
+                    out.push(Labelled {
+                        id,
+                        namespace: r.pod.namespace,
+                        name: r.pod.name,
+                        labels: r.pod.labels,
+                    });
+                }
+            }
+            Ok::<_, cni_sandbox::SandboxError>(out)
+        })
+        .await
+        .map_err(|e| PodSourceError::Thread(e.to_string()))?;
+        Ok(read?)
+    }
+
+    async fn pods(&mut self) -> Result<Vec<SourcePod>, PodSourceError> {
         let store = RecordStore::new(self.dir.clone());
         let read = tokio::task::spawn_blocking(move || store.records())
             .await
@@ -180,10 +219,21 @@ mod tests {
             .save(&record("s5", "x", "e", State::Ready, &["not-an-ip"]))
             .unwrap();
         std::fs::write(dir.path().join("s6.json"), b"{broken").unwrap();
-        let pods = RecordPods::new(dir.path()).pods().await.unwrap();
-        let keys: Vec<String> = pods.iter().map(Pod::key).collect();
+        let mut source = RecordPods::new(dir.path());
+        let listed = source.pods().await.unwrap();
+        let keys: Vec<String> = listed.iter().map(|p| p.pod.key()).collect();
         assert_eq!(keys, ["x/a", "y/b"]);
+        assert_eq!(listed[0].id, "s1");
+        let pods: Vec<Pod> = listed.into_iter().map(|p| p.pod).collect();
         assert_eq!(pods[0].labels["pod"], "a");
+        // A record being set up already knows its pod's labels.
+        let known = source.labels(&["s3".into(), "none".into()]).await.unwrap();
+        assert_eq!(known.len(), 1);
+        assert_eq!(
+            (known[0].namespace.as_str(), known[0].name.as_str()),
+            ("x", "c")
+        );
+        assert_eq!(known[0].labels["pod"], "c");
         assert_eq!(
             pods[1].ips,
             [

@@ -1,55 +1,55 @@
 //! Kubernetes NetworkPolicy enforcement on this node (`--network-policy`, on by default).
 //!
-//! Two tasks:
+//! The pipeline, incremental from end to end: the datastore's watch events and the node's
+//! pod changes are decoded once, by key ([`view`]), into changes of pods, policies and
+//! namespaces; the enforcer of [`cni_policy::nft`] takes them and makes a batch of only the
+//! kernel objects that changed; the [`worker`] thread commits it and deletes the conntrack
+//! entries it makes stale ([`conntrack`]). Nothing per change grows with the cluster.
 //!
-//! - the scan ([`publish`]): every [`RESCAN`], and as soon as the source signals a change
-//!   (the record directory does), the node's pods are listed from its [`PodSource`] (the
-//!   `rcni pod` records, or the CRI runtime with `--cri-socket`), handed to the enforcement,
-//!   and published in the datastore bound to the node's lease;
-//! - the enforcement: one read of everything under the prefix, then a watch of it, keep a
-//!   [`View`] of the stored policies, namespaces and other nodes' pods; on every change (bursts
-//!   coalesced over [`COALESCE`]) the nf_tables program of [`cni_policy::nft`] is built for
-//!   the node's pods and committed in one transaction on a blocking thread; then the
-//!   conntrack entries of the node's pods' connections the new policies deny are deleted
-//!   ([`conntrack`]), so that a connection opened while it was allowed stops with the change
-//!   (its next packet is tracked as new and dropped), while allowed ones are left alone.
+//! A pod is held from its first packet: the program drops every address of the node's pod
+//! subnets that it has not programmed, both ways, and the bridge plugin tells the agent about
+//! each pod at ADD, before its interface has its addresses ([`socket`]). The agent takes the
+//! addresses away from any pod that had them, then programs the pod as soon as its labels
+//! are known: at once where its namespace has no policy, from the `rcni pod` record before
+//! the ADD returns, or from the CRI runtime as soon as it lists the sandbox ([`enforce`]).
+//! Meanwhile the pod is Running with its address, the node reaches it (kubelet probes take
+//! the `output` hook), and everything else to or from it is dropped.
+//!
+//! The node's pods are also published in the datastore, bound to the node's lease
+//! ([`publish`]), so every node knows every pod.
 //!
 //! The program outlives the agent's view of the datastore: while etcd is unreachable the
 //! last program stays, the agent never deletes it on exit, and a restarted agent leaves the
-//! previous run's program in place until it has read the datastore and its pods in full.
-//! Same-node pod traffic is bridged: it reaches the `forward` hook only with
-//! `br_netfilter`, whose switches [`enable_bridge_netfilter`] turns on in the agent's
-//! namespace.
+//! previous run's program in place until it has read the datastore and its pods in full
+//! (ADDs are refused with code 11 meanwhile). Same-node pod traffic is bridged: it reaches
+//! the `forward` hook only with `br_netfilter`, whose switches [`enable_bridge_netfilter`]
+//! turns on in the agent's namespace.
 
 pub mod conntrack;
+pub mod enforce;
 pub mod publish;
+pub mod socket;
 pub mod view;
+pub mod worker;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use cni_policy::nft::Enforcer;
 use cni_policy::stored::Keys;
 use cni_policy::Pod;
-use tokio::sync::watch;
+use ipnet::IpNet;
+use tokio::sync::{mpsc, watch};
 
-use crate::agent::stopped;
 use crate::cri::CriClient;
-use crate::health::{lock, unix_now, SharedHealth};
+use crate::health::{lock, SharedHealth};
+use crate::pods::attached::Attached;
 use crate::pods::cri::CriPods;
+use crate::pods::local::LocalPods;
 use crate::pods::records::RecordPods;
 use crate::pods::PodSource;
-use cni_etcd::{Access, ConnectError, Connection, EtcdError, Probe, Watch};
-use publish::Publisher;
-use view::View;
-
-/// How often the node's pods are listed.
-pub const RESCAN: Duration = Duration::from_secs(2);
-/// How long the enforcement waits after a change in the datastore for more before it builds
-/// a program (a change of the node's own pods is programmed at once).
-pub const COALESCE: Duration = Duration::from_millis(50);
-/// Pause before retrying a failed read or program.
-const RETRY: Duration = Duration::from_secs(1);
+use crate::policy_health::{failing, PolicyHealth};
+use cni_etcd::{Access, ConnectError, Connection, EtcdError, Probe};
+use enforce::Enforcement;
+use worker::Worker;
 
 /// The switches that send bridged IPv4 and IPv6 frames through the IP hooks.
 const BRIDGE_SWITCHES: [&str; 2] = [
@@ -85,44 +85,6 @@ pub fn enable_bridge_netfilter() -> Result<(), PolicyError> {
     Ok(())
 }
 
-/// What enforcement reports on `/metrics`.
-#[derive(Debug, Default, Clone)]
-pub struct PolicyHealth {
-    /// Policies in the last program's input.
-    pub policies: usize,
-    /// Local pods isolated by at least one policy.
-    pub selected_pods: usize,
-    /// Addresses in the program's sets and maps.
-    pub set_elements: usize,
-    /// Unix time of the last program committed.
-    pub last_sync_unix: Option<u64>,
-    /// Programs that could not be built or committed, and failed reads of the datastore.
-    pub sync_errors: u64,
-}
-
-impl PolicyHealth {
-    /// The Prometheus text of these values.
-    pub fn metrics(&self) -> String {
-        format!(
-            "# HELP rcni_node_policies NetworkPolicies in the node's program.\n\
-             # TYPE rcni_node_policies gauge\nrcni_node_policies {}\n\
-             # HELP rcni_node_policy_selected_pods Local pods isolated by a NetworkPolicy.\n\
-             # TYPE rcni_node_policy_selected_pods gauge\nrcni_node_policy_selected_pods {}\n\
-             # HELP rcni_node_policy_set_elements Addresses in the policy program's sets and maps.\n\
-             # TYPE rcni_node_policy_set_elements gauge\nrcni_node_policy_set_elements {}\n\
-             # HELP rcni_node_policy_last_sync_timestamp_seconds Unix time of the last policy program committed.\n\
-             # TYPE rcni_node_policy_last_sync_timestamp_seconds gauge\nrcni_node_policy_last_sync_timestamp_seconds {}\n\
-             # HELP rcni_node_policy_sync_errors_total Policy programs not built or committed, and failed reads.\n\
-             # TYPE rcni_node_policy_sync_errors_total counter\nrcni_node_policy_sync_errors_total {}\n",
-            self.policies,
-            self.selected_pods,
-            self.set_elements,
-            self.last_sync_unix.unwrap_or(0),
-            self.sync_errors,
-        )
-    }
-}
-
 /// Where enforcement reads and writes, and who this node is.
 #[derive(Debug, Clone)]
 pub struct PolicyConfig {
@@ -136,6 +98,15 @@ pub struct PolicyConfig {
     pub cri_socket: Option<PathBuf>,
     /// The `rcni pod` record directory.
     pub pod_state_dir: PathBuf,
+    /// The node's pod subnets, held where not programmed (none when the bridge plugin cannot
+    /// tell the agent about new pods: `crate::bridge_kind`).
+    pub hold: Vec<IpNet>,
+    /// The pod socket the bridge plugin tells the agent about pods on.
+    pub socket: PathBuf,
+    /// Where the pods told at ADD are kept.
+    pub attached_dir: PathBuf,
+    /// host-local's data directory of the agent's network (its leases).
+    pub ipam_dir: PathBuf,
 }
 
 /// Starts enforcement for the node on the current thread's local task set (see
@@ -172,10 +143,44 @@ async fn run<S: PodSource + 'static>(
     health: SharedHealth,
     shutdown: watch::Receiver<bool>,
 ) {
-    let (local_tx, local_rx) = watch::channel(None);
-    let scan = tokio::task::spawn_local(scan(cfg.clone(), source, local_tx, shutdown.clone()));
-    enforce(&cfg, local_rx, &health, shutdown).await;
-    let _ = scan.await;
+    let listener = match socket::bind(&cfg.socket) {
+        Ok(l) => l,
+        Err(e) => {
+            let why = format!(
+                "cannot listen on the pod socket {}: {e}",
+                cfg.socket.display()
+            );
+            log::error!("NetworkPolicy: {why}; no pod can be added");
+            if let Some(p) = lock(&health).policy.as_mut() {
+                failing(&mut p.program, why);
+            }
+            return;
+        }
+    };
+    let (requests_tx, requests) = mpsc::channel(64);
+    tokio::task::spawn_local(socket::serve(listener, requests_tx, shutdown.clone()));
+    let (scans_tx, scans) = mpsc::channel(4);
+    tokio::task::spawn_local(enforce::scan(source.clone(), scans_tx, shutdown.clone()));
+    let (publish, published) = watch::channel(None);
+    tokio::task::spawn_local(publish_loop(cfg.clone(), published, shutdown.clone()));
+    let worker = Worker::start(
+        Keys::new(&cfg.prefix),
+        &cfg.node,
+        cfg.hold.clone(),
+        health.clone(),
+    );
+    let enforcement = Enforcement {
+        attached: Attached::new(&cfg.attached_dir),
+        cfg,
+        source,
+        worker,
+        local: LocalPods::new(),
+        health,
+        publish,
+        listed: false,
+        listed_told: false,
+    };
+    enforcement.run(scans, requests, shutdown).await;
 }
 
 /// The datastore could not be reached, read or written.
@@ -205,14 +210,14 @@ async fn connected<'a>(
     Ok(conn.as_mut().expect("set above"))
 }
 
-/// Lists the node's pods every [`RESCAN`], hands them to the enforcement and publishes them.
-async fn scan<S: PodSource>(
+/// Publishes the node's pods (`published`, once the first list is in) whenever they change,
+/// and every [`enforce::RESCAN`] (a missing record is written back), until `shutdown`.
+async fn publish_loop(
     cfg: PolicyConfig,
-    mut source: S,
-    local: watch::Sender<Option<Vec<Pod>>>,
+    mut published: watch::Receiver<Option<Vec<Pod>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let publisher = Publisher {
+    let publisher = publish::Publisher {
         keys: Keys::new(&cfg.prefix),
         node: cfg.node.clone(),
         subnet_key: cfg.subnet_key.clone(),
@@ -221,192 +226,21 @@ async fn scan<S: PodSource>(
     let probe_key = format!("{own}rcni-permission-probe");
     let mut conn = None;
     loop {
-        match source.pods().await {
-            Ok(pods) => {
-                local.send_if_modified(|last| {
-                    let changed = last.as_ref() != Some(&pods);
-                    *last = Some(pods.clone());
-                    changed
-                });
-                let published =
-                    match connected(&mut conn, &cfg.access, &own, Some(&probe_key)).await {
-                        Ok(conn) => publisher.round(conn, &pods).await.map_err(InputError::from),
-                        Err(e) => Err(InputError::from(e)),
-                    };
-                if let Err(e) = published {
-                    log::warn!("publish this node's pods: {e}; retrying");
-                }
+        let pods = published.borrow_and_update().clone();
+        if let Some(pods) = pods {
+            let done = match connected(&mut conn, &cfg.access, &own, Some(&probe_key)).await {
+                Ok(conn) => publisher.round(conn, &pods).await.map_err(InputError::from),
+                Err(e) => Err(InputError::from(e)),
+            };
+            if let Err(e) = done {
+                log::warn!("publish this node's pods: {e}; retrying");
+                conn = None;
             }
-            Err(e) => log::warn!("list this node's pods: {e}; keeping the last list"),
         }
         tokio::select! {
-            _ = tokio::time::sleep(RESCAN) => {}
-            _ = source.changed() => {}
-            _ = stopped(&mut shutdown) => return,
-        }
-    }
-}
-
-/// Reads everything under the prefix into `view` and watches it from there.
-async fn relist(
-    conn: &mut Option<Connection>,
-    cfg: &PolicyConfig,
-    view: &mut View,
-) -> Result<(Watch, bool), InputError> {
-    let prefix = format!("{}/", cfg.prefix.trim_end_matches('/'));
-    let conn = connected(conn, &cfg.access, &prefix, None).await?;
-    let listing = conn.get_prefix(&prefix).await?;
-    let changed = view.load(listing.entries);
-    Ok((conn.watch_prefix(&prefix, listing.revision).await?, changed))
-}
-
-/// Builds the program of `view` and commits it (on a blocking thread); records the outcome.
-/// `enforcer` holds the program in force: after the first (full) program, each batch carries
-/// only what changed.
-async fn sync(view: &View, enforcer: &mut Option<Enforcer>, health: &SharedHealth) -> bool {
-    let view = view.clone();
-    let started = Instant::now();
-    let mut taken = enforcer.take().unwrap_or_default();
-    let done = tokio::task::spawn_blocking(move || {
-        let outcome = commit_program(&view, &mut taken);
-        (taken, outcome)
-    })
-    .await;
-    let outcome = match done {
-        Ok((kept, outcome)) => {
-            *enforcer = Some(kept);
-            outcome
-        }
-        // A panicked build loses the enforcer: the next program is a full one.
-        Err(e) => Err(e.into()),
-    };
-    let mut h = lock(health);
-    let Some(p) = h.policy.as_mut() else {
-        return true;
-    };
-    match outcome {
-        Ok((built, flushed)) => {
-            log::info!(
-                "policy program: {} policies, {} local pod(s) isolated, {} addresses, committed in {} ms; {flushed} denied connection(s) stopped",
-                built.policies,
-                built.summary.isolated_pods,
-                built.summary.elements,
-                started.elapsed().as_millis()
-            );
-            p.policies = built.policies;
-            p.selected_pods = built.summary.isolated_pods;
-            p.set_elements = built.summary.elements;
-            p.last_sync_unix = Some(unix_now());
-            true
-        }
-        Err(e) => {
-            log::warn!("policy program not applied: {e:#}; the previous one stays");
-            p.sync_errors += 1;
-            false
-        }
-    }
-}
-
-/// The blocking part of [`sync`]: the batch of what changed, committed, then the conntrack
-/// entries of connections it denies deleted.
-fn commit_program(view: &View, enforcer: &mut Enforcer) -> anyhow::Result<(view::Built, usize)> {
-    let built = view.build(enforcer)?;
-    if built.batch.is_empty() {
-        return Ok((built, 0));
-    }
-    let mut nft = cni_nft::Nft::new()?;
-    if let Err(e) = nft.commit(&built.batch) {
-        // What is in the kernel is no longer known: the next program replaces it whole.
-        enforcer.reset();
-        return Err(e.into());
-    }
-    // The program is in force whatever happens to the flush; a failed one is retried with
-    // the next program.
-    let flushed =
-        conntrack::flush_denied(&mut nft, &built.cluster, &built.local).unwrap_or_else(|e| {
-            log::warn!("conntrack entries of newly denied connections not deleted: {e}");
-            0
-        });
-    Ok((built, flushed))
-}
-
-fn read_failed(health: &SharedHealth, e: &InputError) {
-    log::warn!("policy inputs: {e}; the program in force stays, re-reading");
-    if let Some(p) = lock(health).policy.as_mut() {
-        p.sync_errors += 1;
-    }
-}
-
-/// The enforcement loop: keeps `view` current and commits a program after every change.
-async fn enforce(
-    cfg: &PolicyConfig,
-    mut local: watch::Receiver<Option<Vec<Pod>>>,
-    health: &SharedHealth,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut view = View::new(Keys::new(&cfg.prefix), &cfg.node);
-    let mut enforcer = None;
-    let mut conn = None;
-    let mut watch: Option<Watch> = None;
-    let mut relist_at = tokio::time::Instant::now();
-    let mut dirty = false;
-    let mut due: Option<tokio::time::Instant> = None;
-    loop {
-        if watch.is_none() && tokio::time::Instant::now() >= relist_at {
-            match relist(&mut conn, cfg, &mut view).await {
-                Ok((w, changed)) => {
-                    watch = Some(w);
-                    dirty |= changed;
-                }
-                Err(e) => {
-                    read_failed(health, &e);
-                    relist_at = tokio::time::Instant::now() + RETRY;
-                }
-            }
-        }
-        if dirty && view.ready() && due.is_none() {
-            due = Some(tokio::time::Instant::now() + COALESCE);
-        }
-        let watching = watch.is_some();
-        let next = async {
-            match watch.as_mut() {
-                Some(w) => w.next().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = stopped(&mut shutdown) => return,
-            changes = next => match changes {
-                Ok(changes) => dirty |= view.apply(changes),
-                Err(e) => {
-                    read_failed(health, &e.into());
-                    watch = None;
-                    relist_at = tokio::time::Instant::now() + RETRY;
-                }
-            },
-            scanned = local.changed() => {
-                if scanned.is_err() {
-                    return;
-                }
-                let pods = local.borrow_and_update().clone();
-                if pods.is_some_and(|pods| view.set_local(pods)) {
-                    dirty = true;
-                    // A new pod is isolated without waiting: the scans coalesce by
-                    // themselves (the channel keeps only the latest list).
-                    if view.ready() {
-                        due = Some(tokio::time::Instant::now());
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(relist_at), if !watching => {}
-            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
-                due = None;
-                if sync(&view, &mut enforcer, health).await {
-                    dirty = false;
-                } else {
-                    due = Some(tokio::time::Instant::now() + RETRY);
-                }
-            }
+            _ = tokio::time::sleep(enforce::RESCAN) => {}
+            changed = published.changed() => if changed.is_err() { return },
+            _ = crate::shutdown::stopped(&mut shutdown) => return,
         }
     }
 }

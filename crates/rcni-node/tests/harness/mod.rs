@@ -14,6 +14,7 @@
 pub mod containerd;
 pub mod cri;
 pub mod etcd;
+pub mod hammer;
 pub mod kubelet;
 pub mod manifest;
 pub mod netpol;
@@ -534,14 +535,8 @@ impl Cluster {
             .arg(node.subnet_file())
             .arg("--state-dir")
             .arg(node.dir.join("state"))
-            .args([
-                "--lease-ttl",
-                &ttl,
-                "--resync-interval",
-                "1",
-                "--status-grace",
-                "2",
-            ])
+            .args(["--lease-ttl", &ttl, "--status-grace", "2"])
+            .args(resync_args(&node.extra))
             .args(["--health-addr", &format!("{}:9477", node.ip)])
             .args(&cache)
             .args(&policy)
@@ -557,10 +552,23 @@ impl Cluster {
 
     /// Starts the agent of node `i` and waits until it is healthy with its conflist written.
     pub fn start_agent(&mut self, i: usize) {
+        let published = self.begin_agent(i);
+        self.wait_agent_started(i, published);
+    }
+
+    /// Starts the agent of node `i` without waiting; what [`Cluster::wait_agent_started`]
+    /// needs (an agent with `--cri-socket` becomes healthy only once its runtime answers).
+    pub fn begin_agent(&mut self, i: usize) -> usize {
         // A killed agent's last status may still say healthy: only the new agent's counts.
         let _ = fs::remove_file(self.nodes[i].status_file());
         let published = self.nodes[i].publications();
         self.spawn_agent(i);
+        published
+    }
+
+    /// Waits until the agent [`Cluster::begin_agent`] started is healthy with its conflist
+    /// written (`published` before it).
+    pub fn wait_agent_started(&self, i: usize, published: usize) {
         let node = &self.nodes[i];
         // The agent publishes its conflist once healthy: wait for this start's publication.
         let ok = wait_for(Duration::from_secs(30), || {
@@ -791,6 +799,14 @@ pub fn udp_payload(
 /// Whether the kernel has br_netfilter loaded (`/proc/sys/net/bridge` exists).
 pub fn br_netfilter_loaded() -> bool {
     Path::new("/proc/sys/net/bridge").exists()
+}
+
+/// A resync every second, unless the test chose its own interval.
+fn resync_args(extra: &[String]) -> Vec<&'static str> {
+    if extra.iter().any(|a| a == "--resync-interval") {
+        return Vec::new();
+    }
+    vec!["--resync-interval", "1"]
 }
 
 /// The agent's NetworkPolicy flags besides a test's own (`extra`): the pod records of the

@@ -391,19 +391,40 @@ pub fn policy_table(ns: &str) -> Option<Value> {
         .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
-/// The addresses in verdict map `name` of a listed table.
-pub fn map_addresses(table: &Value, name: &str) -> Vec<String> {
-    let mut addrs: Vec<String> = table["nftables"]
+/// The elements of verdict map `name` of a listed table: address and verdict (`accept`, or
+/// `jump` for a pod's chain), sorted.
+pub fn map_elements(table: &Value, name: &str) -> Vec<(String, String)> {
+    let mut elements: Vec<(String, String)> = table["nftables"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|o| o.get("map"))
         .filter(|m| m["name"] == name)
         .flat_map(|m| m["elem"].as_array().cloned().unwrap_or_default())
-        .filter_map(|e| e[0].as_str().map(String::from))
+        .filter_map(|e| {
+            let verdict = e[1].as_object()?.keys().next()?.clone();
+            Some((e[0].as_str()?.to_string(), verdict))
+        })
         .collect();
-    addrs.sort();
-    addrs
+    elements.sort();
+    elements
+}
+
+/// The addresses in verdict map `name` of a listed table (every local pod has one).
+pub fn map_addresses(table: &Value, name: &str) -> Vec<String> {
+    map_elements(table, name)
+        .into_iter()
+        .map(|(a, _)| a)
+        .collect()
+}
+
+/// The addresses verdict map `name` sends to a pod's chain (isolated pods).
+pub fn map_jumps(table: &Value, name: &str) -> Vec<String> {
+    map_elements(table, name)
+        .into_iter()
+        .filter(|(_, v)| v == "jump")
+        .map(|(a, _)| a)
+        .collect()
 }
 
 /// The published pod records under `<prefix>/pods/`, as `node/ns/name` → labels.
