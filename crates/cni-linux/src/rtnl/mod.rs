@@ -8,16 +8,22 @@
 //! ([`SocketTransport`]), or [`fake::FakeTransport`], which records requests and replays canned
 //! replies so message encoding can be unit-tested without privileges.
 //!
-//! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
-//! [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`] (neighbours), [`tc`] (qdiscs and
-//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan, dummy and VRF links).
-//! [`vxlan`] (VXLAN devices) and [`overlay`] (FDB entries, tagged next-hop routes) serve the node
-//! agent. They are all methods on [`Handle`].
+//! Typed operations live in the submodules: [`link`] (reading, listing and deleting links,
+//! bridge ports and VLANs), [`link_add`] (one builder that creates every kind of link: veth,
+//! bridge, IFB, VXLAN, macvlan, ipvlan, vlan, dummy, VRF, WireGuard), [`link_change`] (one
+//! builder that changes a link: name, alias, MTU, MAC, flags, master, namespace, per-interface
+//! IP settings), [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`]
+//! (neighbours), [`tc`] (qdiscs and filters for traffic shaping), [`virt`] (macvlan and ipvlan
+//! modes, reading the settings of stacked links), [`vxlan`] (VXLAN settings) and [`overlay`]
+//! (FDB entries, tagged next-hop routes, for the node agent). They are all methods on
+//! [`Handle`].
 
 pub mod addr;
 pub mod device_route;
 pub mod fake;
 pub mod link;
+pub mod link_add;
+pub mod link_change;
 mod namespace;
 pub mod neigh;
 mod nsid;
