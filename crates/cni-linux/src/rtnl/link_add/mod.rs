@@ -403,5 +403,4 @@ impl Handle {
 }
 
 #[cfg(test)]
-#[path = "link_add_tests.rs"]
 mod tests;

@@ -262,5 +262,4 @@ impl Handle {
 }
 
 #[cfg(test)]
-#[path = "link_change_tests.rs"]
 mod tests;
