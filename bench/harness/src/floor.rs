@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use cni_linux::rtnl::addr::AddAddressOptions;
-use cni_linux::rtnl::link::{BridgeSpec, LinkSpec};
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::route::Route;
 use cni_linux::rtnl::SocketTransport;
 use cni_linux::{sysctl, Handle, NetNs};
@@ -30,17 +31,14 @@ use crate::stop;
 const BRIDGE: &str = "rcnibfl";
 
 fn setup_bridge(host: &mut Handle) -> Result<u32> {
-    host.create_bridge(&BridgeSpec {
-        link: LinkSpec::named(BRIDGE),
-        vlan_filtering: false,
-    })?;
+    host.add_link(&LinkAdd::bridge(BRIDGE))?;
     let br = host.link_by_name(BRIDGE)?;
     host.add_address(
         br.index,
         "198.19.240.1/20".parse()?,
         AddAddressOptions::default(),
     )?;
-    host.set_link_up(br.index)?;
+    host.change_link(&LinkChange::of(br.index).up())?;
     Ok(br.index)
 }
 
@@ -61,13 +59,12 @@ fn one(bridge: u32, leases: &Leases, i: usize) -> Result<(f64, f64)> {
     let started = Instant::now();
     let ns = NetNs::open(&pod.path)?;
     let mut host = Handle::new()?;
-    let hv = host.create_veth_returning_local(
-        &LinkSpec::named(&host_name),
-        &LinkSpec::named("eth0"),
-        Some(&ns),
-    )?;
-    host.set_link_master(hv.index, Some(bridge))?;
-    host.set_link_up(hv.index)?;
+    let hv = host.add_link_and_get(&LinkAdd::veth(
+        &host_name,
+        VethPeer::named("eth0").netns(&ns),
+    ))?;
+    host.change_link(&LinkChange::of(hv.index).master(bridge))?;
+    host.change_link(&LinkChange::of(hv.index).up())?;
     // The sysctls every bridge ADD owes (Go's): accept_ra=0 on the host end, DAD off and
     // arp_notify on in the pod, written from the one thread that also opens the pod's socket.
     sysctl::write(&sysctl::iface_key("ipv6", &host_name, "accept_ra"), "0")?;
@@ -79,7 +76,7 @@ fn one(bridge: u32, leases: &Leases, i: usize) -> Result<(f64, f64)> {
     let mut inside = Handle::with_transport(Box::new(socket));
     let eth0 = inside.link_by_name("eth0")?;
     inside.add_address(eth0.index, addr, AddAddressOptions::default())?;
-    inside.set_link_up(eth0.index)?;
+    inside.change_link(&LinkChange::of(eth0.index).up())?;
     let mut default = Route::to("0.0.0.0/0".parse()?);
     default.gateway = Some("198.19.240.1".parse()?);
     inside.add_route(&default)?;

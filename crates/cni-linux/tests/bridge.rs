@@ -5,7 +5,9 @@ mod common;
 
 use std::process::Command;
 
-use cni_linux::rtnl::link::{BridgePortOptions, BridgeSpec, LinkSpec, VlanFlags};
+use cni_linux::rtnl::link::{BridgePortOptions, VlanFlags};
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use common::TestNs;
 
 /// `bridge -n <ns> -j vlan show dev <dev>`: the (vid, pvid, untagged) entries.
@@ -41,11 +43,7 @@ fn bridge_vlans(t: &TestNs, dev: &str) -> Vec<(u64, bool, bool)> {
 /// Creates a VLAN-filtering bridge, or returns `None` (after saying why) when the kernel was
 /// built without CONFIG_BRIDGE_VLAN_FILTERING.
 fn vlan_filtering_bridge(h: &mut cni_linux::Handle, name: &str) -> Option<u32> {
-    let spec = BridgeSpec {
-        link: LinkSpec::named(name),
-        vlan_filtering: true,
-    };
-    match h.create_bridge(&spec) {
+    match h.add_link(&LinkAdd::bridge(name).vlan_filtering(true)) {
         Ok(()) => Some(h.link_by_name(name).unwrap().index),
         Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
             eprintln!(
@@ -61,16 +59,9 @@ fn vlan_filtering_bridge(h: &mut cni_linux::Handle, name: &str) -> Option<u32> {
 fn bridge_creation_and_port_configuration() {
     let t = TestNs::new();
     let mut h = t.handle();
-    let spec = BridgeSpec {
-        link: LinkSpec {
-            name: "cni0".into(),
-            mtu: Some(1400),
-            mac: None,
-        },
-        vlan_filtering: false,
-    };
-    h.create_bridge(&spec).unwrap();
-    assert!(h.create_bridge(&spec).unwrap_err().is_exists());
+    let bridge = LinkAdd::bridge("cni0").mtu(1400);
+    h.add_link(&bridge).unwrap();
+    assert!(h.add_link(&bridge).unwrap_err().is_exists());
     let br = h.link_by_name("cni0").unwrap();
     assert_eq!(br.kind.as_deref(), Some("bridge"));
     assert_eq!(br.vlan_filtering, Some(false));
@@ -79,10 +70,11 @@ fn bridge_creation_and_port_configuration() {
     assert_eq!(json["linkinfo"]["info_kind"], "bridge");
     assert_eq!(json["mtu"], 1400);
 
-    h.create_veth(&LinkSpec::named("p0"), &LinkSpec::named("p0peer"), None)
+    h.add_link(&LinkAdd::veth("p0", VethPeer::named("p0peer")))
         .unwrap();
     let port = h.link_by_name("p0").unwrap();
-    h.set_link_master(port.index, Some(br.index)).unwrap();
+    h.change_link(&LinkChange::of(port.index).master(br.index))
+        .unwrap();
     let port = h.link_by_index(port.index).unwrap();
     assert_eq!(port.master, Some(br.index));
     assert_eq!(t.ip_link("p0")["master"], "cni0");
@@ -114,10 +106,12 @@ fn bridge_creation_and_port_configuration() {
     let info = h.link_by_index(port.index).unwrap().bridge_port.unwrap();
     assert!(!info.hairpin && info.isolated);
 
-    h.set_link_promisc(br.index, true).unwrap();
+    h.change_link(&LinkChange::of(br.index).promisc(true))
+        .unwrap();
     assert!(h.link_by_index(br.index).unwrap().promisc);
 
-    h.set_link_master(port.index, None).unwrap();
+    h.change_link(&LinkChange::of(port.index).nomaster())
+        .unwrap();
     assert_eq!(h.link_by_index(port.index).unwrap().master, None);
     assert!(t.ip_link("p0").get("master").is_none());
 }
@@ -134,10 +128,11 @@ fn bridge_vlans_on_ports_and_on_the_bridge() {
         t.ip_link("cni0")["linkinfo"]["info_data"]["vlan_filtering"],
         1
     );
-    h.create_veth(&LinkSpec::named("p0"), &LinkSpec::named("p0peer"), None)
+    h.add_link(&LinkAdd::veth("p0", VethPeer::named("p0peer")))
         .unwrap();
     let port = h.link_by_name("p0").unwrap();
-    h.set_link_master(port.index, Some(br)).unwrap();
+    h.change_link(&LinkChange::of(port.index).master(br))
+        .unwrap();
     // VLANs on the port: the default VLAN 1 is there; add 100 as PVID/untagged and 200 tagged.
     h.add_bridge_vlan(
         port.index,

@@ -6,7 +6,8 @@ mod common;
 use std::net::IpAddr;
 
 use cni_linux::rtnl::addr::AddAddressOptions;
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::MacAddr;
 use common::TestNs;
 use ipnet::IpNet;
@@ -26,7 +27,7 @@ fn loopback_up_and_addresses() {
     assert!(!lo.up);
     assert_eq!(h.link_by_index(1).unwrap().name, "lo");
 
-    h.set_link_up(lo.index).unwrap();
+    h.change_link(&LinkChange::of(lo.index).up()).unwrap();
     assert!(h.link_by_name("lo").unwrap().up);
     assert!(has_flag(&t.ip_link("lo"), "UP"));
 
@@ -38,7 +39,7 @@ fn loopback_up_and_addresses() {
         .collect();
     assert!(addrs.contains(&"127.0.0.1/8".parse().unwrap()), "{addrs:?}");
 
-    h.set_link_down(lo.index).unwrap();
+    h.change_link(&LinkChange::of(lo.index).down()).unwrap();
     assert!(!h.link_by_name("lo").unwrap().up);
     assert!(!has_flag(&t.ip_link("lo"), "UP"));
 }
@@ -60,19 +61,16 @@ fn veth_pair_settings_rename_and_delete() {
     let t = TestNs::new();
     let mut h = t.handle();
     let mac: MacAddr = "02:42:ac:11:00:02".parse().unwrap();
-    let local = LinkSpec {
-        name: "va0".into(),
-        mtu: Some(1400),
-        mac: Some(mac),
-    };
-    let peer = LinkSpec {
-        name: "vb0".into(),
-        mtu: Some(1400),
-        mac: None,
-    };
-    h.create_veth(&local, &peer, None).unwrap();
+    let pair = LinkAdd::veth("va0", VethPeer::named("vb0").mtu(1400))
+        .mtu(1400)
+        .mac(mac);
+    h.add_link(&pair).unwrap();
     let err = h
-        .create_veth(&local, &LinkSpec::named("vc0"), None)
+        .add_link(
+            &LinkAdd::veth("va0", VethPeer::named("vc0"))
+                .mtu(1400)
+                .mac(mac),
+        )
         .unwrap_err();
     assert!(err.is_exists(), "{err}");
 
@@ -88,19 +86,22 @@ fn veth_pair_settings_rename_and_delete() {
     assert_eq!(json["mtu"], 1400);
     assert_eq!(json["linkinfo"]["info_kind"], "veth");
 
-    h.set_link_mtu(a.index, 1300).unwrap();
+    h.change_link(&LinkChange::of(a.index).mtu(1300)).unwrap();
     let other: MacAddr = "02:00:00:00:00:99".parse().unwrap();
-    h.set_link_mac(a.index, other).unwrap();
-    h.rename_link(a.index, "renamed0").unwrap();
+    h.change_link(&LinkChange::of(a.index).mac(other)).unwrap();
+    h.change_link(&LinkChange::of(a.index).name("renamed0"))
+        .unwrap();
     let json = t.ip_link("renamed0");
     assert_eq!(json["mtu"], 1300);
     assert_eq!(json["address"], "02:00:00:00:00:99");
     assert_eq!(json["ifindex"], a.index);
 
-    h.set_link_promisc(a.index, true).unwrap();
+    h.change_link(&LinkChange::of(a.index).promisc(true))
+        .unwrap();
     assert!(h.link_by_index(a.index).unwrap().promisc);
     assert!(has_flag(&t.ip_link("renamed0"), "PROMISC"));
-    h.set_link_promisc(a.index, false).unwrap();
+    h.change_link(&LinkChange::of(a.index).promisc(false))
+        .unwrap();
     assert!(!h.link_by_index(a.index).unwrap().promisc);
 
     let names: Vec<String> = h.links().unwrap().into_iter().map(|l| l.name).collect();
@@ -117,17 +118,10 @@ fn veth_peer_created_directly_in_other_namespace() {
     let host = TestNs::new();
     let mut ch = container.handle();
     let mut hh = host.handle();
-    let local = LinkSpec {
-        name: "eth0".into(),
-        mtu: Some(1450),
-        mac: Some("0a:58:0a:00:00:05".parse().unwrap()),
-    };
-    let peer = LinkSpec {
-        name: "veth1234".into(),
-        mtu: Some(1450),
-        mac: None,
-    };
-    ch.create_veth(&local, &peer, Some(&host.ns)).unwrap();
+    let mac: MacAddr = "0a:58:0a:00:00:05".parse().unwrap();
+    let peer = VethPeer::named("veth1234").mtu(1450).netns(&host.ns);
+    ch.add_link(&LinkAdd::veth("eth0", peer).mtu(1450).mac(mac))
+        .unwrap();
 
     // The peer never exists on the container side.
     assert!(ch.link_by_name("veth1234").unwrap_err().is_not_found());
@@ -140,10 +134,11 @@ fn veth_peer_created_directly_in_other_namespace() {
     assert_eq!(container.ip_link("eth0")["address"], "0a:58:0a:00:00:05");
 
     // Moving a link to another namespace.
-    ch.create_veth(&LinkSpec::named("m0"), &LinkSpec::named("m1"), None)
+    ch.add_link(&LinkAdd::veth("m0", VethPeer::named("m1")))
         .unwrap();
     let m1 = ch.link_by_name("m1").unwrap();
-    ch.move_link_to_netns(m1.index, &host.ns).unwrap();
+    ch.change_link(&LinkChange::of(m1.index).netns(&host.ns))
+        .unwrap();
     assert!(ch.link_by_name("m1").unwrap_err().is_not_found());
     assert!(hh.link_by_name("m1").is_ok());
 
@@ -160,7 +155,7 @@ fn veth_peer_created_directly_in_other_namespace() {
 fn add_list_and_delete_addresses() {
     let t = TestNs::new();
     let mut h = t.handle();
-    h.create_veth(&LinkSpec::named("a0"), &LinkSpec::named("a1"), None)
+    h.add_link(&LinkAdd::veth("a0", VethPeer::named("a1")))
         .unwrap();
     let a0 = h.link_by_name("a0").unwrap();
     let v4: IpNet = "198.18.22.5/24".parse().unwrap();
@@ -219,10 +214,10 @@ fn sysctl_in(t: &TestNs, key: &str) -> String {
 
 #[test]
 fn ipv4_settings_through_netlink_match_the_sysctls() {
-    use cni_linux::rtnl::link::Ipv4Conf;
+    use cni_linux::rtnl::link_change::Ipv4Conf;
     let t = TestNs::new();
     let mut h = t.handle();
-    h.create_veth(&LinkSpec::named("ca0"), &LinkSpec::named("cb0"), None)
+    h.add_link(&LinkAdd::veth("ca0", VethPeer::named("cb0")))
         .unwrap();
     let (a, b) = (
         h.link_by_name("ca0").unwrap(),
@@ -232,8 +227,9 @@ fn ipv4_settings_through_netlink_match_the_sysctls() {
     assert_eq!(a.ipv4_route_localnet, Some(false));
     assert_eq!(a.ipv6_accept_ra, Some(1));
 
-    h.set_ipv4_conf(a.index, Ipv4Conf::ArpNotify, 1).unwrap();
-    h.set_ipv4_conf(a.index, Ipv4Conf::RouteLocalnet, 1)
+    h.change_link(&LinkChange::of(a.index).ipv4_conf(Ipv4Conf::ArpNotify, 1))
+        .unwrap();
+    h.change_link(&LinkChange::of(a.index).ipv4_conf(Ipv4Conf::RouteLocalnet, 1))
         .unwrap();
     assert_eq!(sysctl_in(&t, "net.ipv4.conf.ca0.arp_notify"), "1");
     assert_eq!(sysctl_in(&t, "net.ipv4.conf.ca0.route_localnet"), "1");
@@ -253,7 +249,7 @@ fn ipv4_settings_through_netlink_match_the_sysctls() {
     );
 
     // Back to 0, and a value written through /proc/sys is what netlink reports.
-    h.set_ipv4_conf(a.index, Ipv4Conf::RouteLocalnet, 0)
+    h.change_link(&LinkChange::of(a.index).ipv4_conf(Ipv4Conf::RouteLocalnet, 0))
         .unwrap();
     assert_eq!(sysctl_in(&t, "net.ipv4.conf.ca0.route_localnet"), "0");
     let set = std::process::Command::new("ip")
@@ -270,7 +266,7 @@ fn ipv4_settings_through_netlink_match_the_sysctls() {
     assert!(set.success());
     assert_eq!(h.link_by_index(b.index).unwrap().ipv6_accept_ra, Some(0));
     assert!(h
-        .set_ipv4_conf(9999, Ipv4Conf::ArpNotify, 1)
+        .change_link(&LinkChange::of(9999).ipv4_conf(Ipv4Conf::ArpNotify, 1))
         .unwrap_err()
         .is_not_found());
 }

@@ -8,7 +8,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 
 use cni_linux::rtnl::addr::AddAddressOptions;
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::overlay::{FdbEntry, NextHopRoute};
 use cni_linux::rtnl::vxlan::VxlanSpec;
 use cni_linux::{Handle, MacAddr};
@@ -21,12 +22,12 @@ const PROTO: u8 = 0x7c;
 fn underlay() -> (TestNs, Handle, u32) {
     let t = TestNs::new();
     let mut h = t.handle();
-    h.create_veth(&LinkSpec::named("u0"), &LinkSpec::named("u1"), None)
+    h.add_link(&LinkAdd::veth("u0", VethPeer::named("u1")))
         .unwrap();
     let u0 = h.link_by_name("u0").unwrap().index;
     let u1 = h.link_by_name("u1").unwrap().index;
-    h.set_link_up(u0).unwrap();
-    h.set_link_up(u1).unwrap();
+    h.change_link(&LinkChange::of(u0).up()).unwrap();
+    h.change_link(&LinkChange::of(u1).up()).unwrap();
     h.add_address(
         u0,
         "198.18.10.2/24".parse().unwrap(),
@@ -36,13 +37,15 @@ fn underlay() -> (TestNs, Handle, u32) {
     (t, h, u0)
 }
 
+/// The device `rcni.7` as the tests make it.
+fn vxlan_device(underlay: u32) -> LinkAdd<'static> {
+    LinkAdd::vxlan("rcni.7", vxlan_spec(underlay))
+        .mtu(1450)
+        .mac(MacAddr([0x0e, 0, 0, 0, 0, 7]))
+}
+
 fn vxlan_spec(underlay: u32) -> VxlanSpec {
     VxlanSpec {
-        link: LinkSpec {
-            name: "rcni.7".into(),
-            mtu: Some(1450),
-            mac: Some(MacAddr([0x0e, 0, 0, 0, 0, 7])),
-        },
         vni: 7,
         local: Some(Ipv4Addr::new(198, 18, 10, 2).into()),
         port: Some(8472),
@@ -54,7 +57,7 @@ fn vxlan_spec(underlay: u32) -> VxlanSpec {
 /// Creates the VXLAN device, or returns `None` (the test then skips) when the kernel has no
 /// VXLAN support.
 fn vxlan(h: &mut Handle, underlay: u32) -> Option<u32> {
-    match h.create_vxlan(&vxlan_spec(underlay)) {
+    match h.add_link(&vxlan_device(underlay)) {
         Ok(()) => Some(h.link_by_name("rcni.7").unwrap().index),
         Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
             eprintln!("skipping: this kernel has no VXLAN support (CONFIG_VXLAN): {e}");
@@ -101,7 +104,7 @@ fn vxlan_device_has_vni_vtep_port_learning_off_and_underlay() {
     assert!(details.matches(&vxlan_spec(u0)));
     assert_eq!(h.vxlan_details(u0).unwrap(), None, "a veth is no vxlan");
     // The same name again is refused.
-    assert!(h.create_vxlan(&vxlan_spec(u0)).unwrap_err().is_exists());
+    assert!(h.add_link(&vxlan_device(u0)).unwrap_err().is_exists());
 }
 
 #[test]
@@ -110,7 +113,7 @@ fn fdb_neighbour_and_onlink_route_are_added_listed_and_removed() {
     let Some(vx) = vxlan(&mut h, u0) else {
         return;
     };
-    h.set_link_up(vx).unwrap();
+    h.change_link(&LinkChange::of(vx).up()).unwrap();
     h.add_address(
         vx,
         "198.19.1.0/32".parse().unwrap(),

@@ -7,7 +7,8 @@ use std::net::IpAddr;
 use std::process::Command;
 
 use cni_linux::rtnl::addr::AddAddressOptions;
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::route::{Route, RouteScope};
 use cni_linux::{sysctl, Handle};
 use common::TestNs;
@@ -16,12 +17,12 @@ use common::TestNs;
 fn setup() -> (TestNs, Handle, u32) {
     let t = TestNs::new();
     let mut h = t.handle();
-    h.create_veth(&LinkSpec::named("r0"), &LinkSpec::named("r1"), None)
+    h.add_link(&LinkAdd::veth("r0", VethPeer::named("r1")))
         .unwrap();
     let r0 = h.link_by_name("r0").unwrap().index;
     let r1 = h.link_by_name("r1").unwrap().index;
-    h.set_link_up(r0).unwrap();
-    h.set_link_up(r1).unwrap();
+    h.change_link(&LinkChange::of(r0).up()).unwrap();
+    h.change_link(&LinkChange::of(r1).up()).unwrap();
     h.add_address(
         r0,
         "198.18.30.2/24".parse().unwrap(),

@@ -4,7 +4,8 @@
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::tc::{TbfParams, TcHandle, INGRESS_HANDLE};
 use cni_linux::{Handle, NetNs};
 
@@ -57,12 +58,12 @@ impl Drop for TcNs {
 }
 
 fn veth_pair(h: &mut Handle) -> (u32, u32) {
-    h.create_veth(&LinkSpec::named("tca"), &LinkSpec::named("tcb"), None)
+    h.add_link(&LinkAdd::veth("tca", VethPeer::named("tcb")))
         .unwrap();
     let a = h.link_by_name("tca").unwrap().index;
     let b = h.link_by_name("tcb").unwrap().index;
-    h.set_link_up(a).unwrap();
-    h.set_link_up(b).unwrap();
+    h.change_link(&LinkChange::of(a).up()).unwrap();
+    h.change_link(&LinkChange::of(b).up()).unwrap();
     (a, b)
 }
 
@@ -110,14 +111,8 @@ fn ingress_redirect_to_ifb() {
     let t = TcNs::new();
     let mut h = Handle::in_netns(&t.ns).unwrap();
     let (a, _) = veth_pair(&mut h);
-    h.create_ifb(
-        &LinkSpec {
-            mtu: Some(1400),
-            ..LinkSpec::named("tcifb")
-        },
-        0,
-    )
-    .unwrap();
+    h.add_link(&LinkAdd::ifb("tcifb").mtu(1400).txqlen(0).up())
+        .unwrap();
     let ifb = h.link_by_name("tcifb").unwrap();
     assert_eq!(ifb.kind.as_deref(), Some("ifb"));
     assert!(ifb.up);

@@ -4,8 +4,9 @@
 
 mod common;
 
-use cni_linux::rtnl::link::LinkSpec;
-use cni_linux::rtnl::virt::{IpvlanFlag, IpvlanMode, MacvlanMode, VirtKind};
+use cni_linux::rtnl::link_add::{LinkAdd, LinkKind, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
+use cni_linux::rtnl::virt::{IpvlanFlag, IpvlanMode, MacvlanMode};
 use cni_linux::MacAddr;
 use common::TestNs;
 
@@ -14,12 +15,8 @@ fn parent_and_target() -> (TestNs, TestNs, u32) {
     let parent = TestNs::new();
     let target = TestNs::new();
     let mut h = parent.handle();
-    h.create_veth(
-        &LinkSpec::named("parent0"),
-        &LinkSpec::named("parent0p"),
-        None,
-    )
-    .unwrap();
+    h.add_link(&LinkAdd::veth("parent0", VethPeer::named("parent0p")))
+        .unwrap();
     let index = h.link_by_name("parent0").unwrap().index;
     (parent, target, index)
 }
@@ -28,42 +25,40 @@ fn parent_and_target() -> (TestNs, TestNs, u32) {
 fn create_or_skip(
     parent: &TestNs,
     target: &TestNs,
-    kind: VirtKind,
+    kind: LinkKind<'static>,
     index: u32,
     feature: &str,
 ) -> Option<()> {
     let mut h = parent.handle();
     let parent_index = kind.needs_parent().then_some(index);
-    match h.create_virt_link(
-        &LinkSpec::named("tmp0"),
-        kind,
-        parent_index,
-        Some(&target.ns),
-    ) {
+    let what = kind.kind_name();
+    let request = LinkAdd::new("tmp0", kind)
+        .parent(parent_index)
+        .netns(&target.ns);
+    match h.add_link(&request) {
         Ok(()) => Some(()),
         Err(e) if e.errno() == Some(95) => {
             eprintln!("SKIPPED: kernel lacks {feature} ({e})");
             None
         }
-        Err(e) => panic!("creating {}: {e}", kind.kind_name()),
+        Err(e) => panic!("creating {what}: {e}"),
     }
 }
 
 #[test]
 fn macvlan_into_another_namespace_then_renamed() {
     let (parent, target, index) = parent_and_target();
-    let kind = VirtKind::Macvlan {
+    let kind = LinkKind::Macvlan {
         mode: MacvlanMode::Private,
         bc_queue_len: 0,
     };
     let mut h = parent.handle();
-    let spec = LinkSpec {
-        name: "tmp0".into(),
-        mtu: Some(1400),
-        mac: Some(MacAddr([2, 0, 0, 0, 0, 0x42])),
-    };
-    h.create_virt_link(&spec, kind, Some(index), Some(&target.ns))
-        .unwrap();
+    let request = LinkAdd::new("tmp0", kind.clone())
+        .mtu(1400)
+        .mac(MacAddr([2, 0, 0, 0, 0, 0x42]))
+        .parent(index)
+        .netns(&target.ns);
+    h.add_link(&request).unwrap();
     // Never visible in the parent namespace.
     assert!(h.link_by_name("tmp0").unwrap_err().is_not_found());
 
@@ -76,7 +71,8 @@ fn macvlan_into_another_namespace_then_renamed() {
         t.virt_details(link.index).unwrap().macvlan_mode,
         Some(MacvlanMode::Private)
     );
-    t.rename_link(link.index, "eth0").unwrap();
+    t.change_link(&LinkChange::of(link.index).name("eth0"))
+        .unwrap();
     let j = target.ip_link("eth0");
     assert_eq!(j["linkinfo"]["info_kind"], "macvlan");
     assert_eq!(j["linkinfo"]["info_data"]["mode"], "private");
@@ -84,12 +80,7 @@ fn macvlan_into_another_namespace_then_renamed() {
 
     // A second one with the same name in the target is EEXIST.
     let err = h
-        .create_virt_link(
-            &LinkSpec::named("eth0"),
-            kind,
-            Some(index),
-            Some(&target.ns),
-        )
+        .add_link(&LinkAdd::new("eth0", kind).parent(index).netns(&target.ns))
         .unwrap_err();
     assert!(err.is_exists(), "{err}");
 }
@@ -103,11 +94,11 @@ fn every_macvlan_mode_reads_back() {
         .enumerate()
     {
         let name = format!("mv{i}");
-        let kind = VirtKind::Macvlan {
+        let kind = LinkKind::Macvlan {
             mode,
             bc_queue_len: 0,
         };
-        h.create_virt_link(&LinkSpec::named(&name), kind, Some(index), Some(&target.ns))
+        h.add_link(&LinkAdd::new(&name, kind).parent(index).netns(&target.ns))
             .unwrap();
         let mut t = target.handle();
         let link = t.link_by_name(&name).unwrap();
@@ -118,7 +109,7 @@ fn every_macvlan_mode_reads_back() {
 #[test]
 fn ipvlan_when_the_kernel_has_it() {
     let (parent, target, index) = parent_and_target();
-    let kind = VirtKind::Ipvlan {
+    let kind = LinkKind::Ipvlan {
         mode: IpvlanMode::L3,
         flag: IpvlanFlag::Bridge,
     };
@@ -145,7 +136,7 @@ fn ipvlan_when_the_kernel_has_it() {
 #[test]
 fn vlan_when_the_kernel_has_it() {
     let (parent, target, index) = parent_and_target();
-    let kind = VirtKind::Vlan { id: 42 };
+    let kind = LinkKind::Vlan { id: 42 };
     if create_or_skip(
         &parent,
         &target,
@@ -169,7 +160,7 @@ fn dummy_when_the_kernel_has_it() {
     if create_or_skip(
         &parent,
         &target,
-        VirtKind::Dummy,
+        LinkKind::Dummy,
         index,
         "the dummy module (CONFIG_DUMMY)",
     )

@@ -9,7 +9,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::LinkAdd;
 use cni_linux::wireguard::genl::{Genl, KernelDevice};
 use cni_linux::wireguard::uapi::{socket_path, UserspaceDevice};
 use cni_linux::wireguard::{
@@ -180,11 +180,7 @@ fn a_kernel_device_is_configured_and_read_over_generic_netlink() {
         Err(e) => panic!("{e}"),
     };
     let mut h = t.handle();
-    h.create_wireguard(&LinkSpec {
-        mtu: Some(1440),
-        ..LinkSpec::named("wg0")
-    })
-    .unwrap();
+    h.add_link(&LinkAdd::wireguard("wg0").mtu(1440)).unwrap();
     let index = h.link_by_name("wg0").unwrap().index;
     assert_eq!(t.ip_link("wg0")["linkinfo"]["info_kind"], "wireguard");
     let mut dev = KernelDevice::new(genl, index);
@@ -199,10 +195,7 @@ fn a_kernel_without_wireguard_is_named_as_such() {
         Err(e) => {
             assert!(matches!(e, Error::NoKernelSupport), "{e}");
             assert!(e.to_string().contains("wireguard module"), "{e}");
-            let err = t
-                .handle()
-                .create_wireguard(&LinkSpec::named("wg0"))
-                .unwrap_err();
+            let err = t.handle().add_link(&LinkAdd::wireguard("wg0")).unwrap_err();
             assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
         }
     }

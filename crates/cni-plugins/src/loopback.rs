@@ -11,6 +11,7 @@
 use std::net::IpAddr;
 
 use cni_linux::rtnl::addr::Address;
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{Handle, NetNs};
 use cni_plugin::{CmdArgs, Plugin, ResultExt};
 use cni_types::{CniError, CniResult, Interface, IpConfig};
@@ -55,7 +56,8 @@ impl Plugin for Loopback {
     fn add(&self, args: &CmdArgs) -> Result<CniResult, CniError> {
         let ns = netns::open_required(&args.netns)?;
         let (mut h, lo) = lo_in(&ns)?;
-        h.set_link_up(lo.index).or_internal("cannot set lo up")?;
+        h.change_link(&LinkChange::of(lo.index).up())
+            .or_internal("cannot set lo up")?;
         let addrs = h
             .addresses(Some(lo.index))
             .or_internal("cannot list the addresses of lo")?;
@@ -86,7 +88,8 @@ impl Plugin for Loopback {
             }
         };
         let (mut h, lo) = lo_in(&ns)?;
-        h.set_link_down(lo.index).or_internal("cannot set lo down")
+        h.change_link(&LinkChange::of(lo.index).down())
+            .or_internal("cannot set lo down")
     }
 
     fn check(&self, args: &CmdArgs) -> Result<(), CniError> {

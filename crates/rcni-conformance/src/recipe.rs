@@ -10,8 +10,9 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use cni_linux::rtnl::addr::AddAddressOptions;
-use cni_linux::rtnl::link::LinkSpec;
-use cni_linux::rtnl::virt::{IpvlanFlag, IpvlanMode, MacvlanMode, VirtKind};
+use cni_linux::rtnl::link_add::{LinkAdd, LinkKind, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
+use cni_linux::rtnl::virt::{IpvlanFlag, IpvlanMode, MacvlanMode};
 use cni_linux::{Handle, NetNs};
 
 /// What a plugin does to a pod.
@@ -39,7 +40,7 @@ enum Fixture {
 #[derive(Debug, Clone, Copy)]
 enum Feature {
     /// A link kind, probed by creating one; the kernel option that provides it.
-    Link(VirtKind, &'static str),
+    Link(fn() -> LinkKind<'static>, &'static str),
     /// `/dev/net/tun`.
     Tun,
 }
@@ -65,7 +66,7 @@ pub fn for_plugin(name: &str) -> Option<Recipe> {
         fixture,
         needs,
     };
-    let link = |kind, config| Some(Feature::Link(kind, config));
+    let link = |kind: fn() -> LinkKind<'static>, config| Some(Feature::Link(kind, config));
     Some(match name {
         "loopback" => Recipe {
             ifname: "lo",
@@ -78,7 +79,7 @@ pub fn for_plugin(name: &str) -> Option<Recipe> {
             242,
             Fixture::Master,
             link(
-                VirtKind::Macvlan {
+                || LinkKind::Macvlan {
                     mode: MacvlanMode::Bridge,
                     bc_queue_len: 0,
                 },
@@ -90,7 +91,7 @@ pub fn for_plugin(name: &str) -> Option<Recipe> {
             246,
             Fixture::Master,
             link(
-                VirtKind::Ipvlan {
+                || LinkKind::Ipvlan {
                     mode: IpvlanMode::L2,
                     flag: IpvlanFlag::Bridge,
                 },
@@ -101,13 +102,13 @@ pub fn for_plugin(name: &str) -> Option<Recipe> {
             Kind::Interface,
             247,
             Fixture::Master,
-            link(VirtKind::Vlan { id: VLAN_ID }, "CONFIG_VLAN_8021Q"),
+            link(|| LinkKind::Vlan { id: VLAN_ID }, "CONFIG_VLAN_8021Q"),
         ),
         "dummy" => r(
             Kind::Interface,
             248,
             Fixture::None,
-            link(VirtKind::Dummy, "CONFIG_DUMMY"),
+            link(|| LinkKind::Dummy, "CONFIG_DUMMY"),
         ),
         "host-device" => r(Kind::Interface, 249, Fixture::Devices, None),
         "tap" => r(Kind::Interface, 250, Fixture::None, Some(Feature::Tun)),
@@ -120,7 +121,7 @@ pub fn for_plugin(name: &str) -> Option<Recipe> {
             Kind::Meta,
             245,
             Fixture::None,
-            link(VirtKind::Vrf { table: VRF_TABLE }, "CONFIG_NET_VRF"),
+            link(|| LinkKind::Vrf { table: VRF_TABLE }, "CONFIG_NET_VRF"),
         ),
         _ => return None,
     })
@@ -166,6 +167,7 @@ impl Recipe {
             Some(Feature::Tun) => Ok((!Path::new("/dev/net/tun").exists())
                 .then(|| "kernel lacks CONFIG_TUN (no /dev/net/tun)".to_string())),
             Some(Feature::Link(kind, config)) => {
+                let kind = kind();
                 let mut h = Handle::in_netns(host).map_err(|e| e.to_string())?;
                 let parent = if kind.needs_parent() {
                     Some(h.link_by_name(MASTER).map_err(|e| e.to_string())?.index)
@@ -173,16 +175,16 @@ impl Recipe {
                     None
                 };
                 let probe = "rconfprobe0";
-                match h.create_virt_link(&LinkSpec::named(probe), kind, parent, None) {
+                let what = kind.kind_name();
+                match h.add_link(&LinkAdd::new(probe, kind).parent(parent)) {
                     Ok(()) => {
                         h.delete_link_by_name(probe).map_err(|e| e.to_string())?;
                         Ok(None)
                     }
                     Err(e) if e.errno() == Some(EOPNOTSUPP) => Ok(Some(format!(
-                        "kernel lacks {config} (creating a link of kind {}: {e})",
-                        kind.kind_name()
+                        "kernel lacks {config} (creating a link of kind {what}: {e})"
                     ))),
-                    Err(e) => Err(format!("probing {} links: {e}", kind.kind_name())),
+                    Err(e) => Err(format!("probing {what} links: {e}")),
                 }
             }
         }
@@ -274,12 +276,8 @@ impl Recipe {
                 for n in 0..DEVICES {
                     let dev = host_device(n);
                     if h.link_by_name(&dev).is_err() {
-                        h.create_veth(
-                            &LinkSpec::named(&dev),
-                            &LinkSpec::named(format!("{dev}p")),
-                            None,
-                        )
-                        .map_err(|e| format!("cannot create {dev}: {e}"))?;
+                        h.add_link(&LinkAdd::veth(&dev, VethPeer::named(format!("{dev}p"))))
+                            .map_err(|e| format!("cannot create {dev}: {e}"))?;
                     }
                 }
                 return Ok(());
@@ -287,15 +285,15 @@ impl Recipe {
             Fixture::Master => {}
         }
         if h.link_by_name(MASTER).is_err() {
-            h.create_veth(
-                &LinkSpec::named(MASTER),
-                &LinkSpec::named(format!("{MASTER}p")),
-                None,
-            )
+            h.add_link(&LinkAdd::veth(
+                MASTER,
+                VethPeer::named(format!("{MASTER}p")),
+            ))
             .map_err(|e| format!("cannot create {MASTER}: {e}"))?;
         }
         let idx = h.link_by_name(MASTER).map_err(|e| e.to_string())?.index;
-        h.set_link_up(idx).map_err(|e| e.to_string())
+        h.change_link(&LinkChange::of(idx).up())
+            .map_err(|e| e.to_string())
     }
 
     /// For a meta plugin: a veth pair with the pod end `eth0` addressed in `pod`, and the
@@ -308,17 +306,15 @@ impl Recipe {
         version: &str,
     ) -> Result<Value, String> {
         let mut h = Handle::in_netns(host).map_err(|e| e.to_string())?;
-        h.create_veth(
-            &LinkSpec::named(host_end),
-            &LinkSpec::named("eth0"),
-            Some(pod),
-        )
-        .map_err(|e| format!("cannot create the fixture veth: {e}"))?;
+        h.add_link(&LinkAdd::veth(host_end, VethPeer::named("eth0").netns(pod)))
+            .map_err(|e| format!("cannot create the fixture veth: {e}"))?;
         let hl = h.link_by_name(host_end).map_err(|e| e.to_string())?;
-        h.set_link_up(hl.index).map_err(|e| e.to_string())?;
+        h.change_link(&LinkChange::of(hl.index).up())
+            .map_err(|e| e.to_string())?;
         let mut p = Handle::in_netns(pod).map_err(|e| e.to_string())?;
         let pl = p.link_by_name("eth0").map_err(|e| e.to_string())?;
-        p.set_link_up(pl.index).map_err(|e| e.to_string())?;
+        p.change_link(&LinkChange::of(pl.index).up())
+            .map_err(|e| e.to_string())?;
         let addr = format!("198.18.{}.2/24", self.subnet);
         p.add_address(
             pl.index,

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::NetNs;
 
 /// A scratch directory for configs, the result cache and the IPAM leases.
@@ -48,7 +49,8 @@ impl Namespaces {
         // Loopback up, so the namespace behaves like a real host or pod.
         let mut h = cni_linux::Handle::in_netns(&ns).map_err(|e| e.to_string())?;
         let lo = h.link_by_name("lo").map_err(|e| e.to_string())?;
-        h.set_link_up(lo.index).map_err(|e| e.to_string())?;
+        h.change_link(&LinkChange::of(lo.index).up())
+            .map_err(|e| e.to_string())?;
         Ok(ns)
     }
 

@@ -6,7 +6,7 @@ use std::io;
 use cni_netlink::consts::{NLMSGERR_ATTR_MSG, NLMSG_HDRLEN};
 use netlink_packet_core::{NlasIterator, NLM_F_ACK_TLVS, NLM_F_CAPPED};
 
-use crate::netns::NsError;
+use crate::netns::error::NsError;
 
 /// An error reported by the kernel in reply to a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,11 +3,11 @@
 //! latest request, so tests only describe payloads.
 //!
 //! ```
-//! use cni_linux::rtnl::{fake::FakeTransport, Handle};
+//! use cni_linux::rtnl::{fake::FakeTransport, link_change::LinkChange, Handle};
 //! let fake = FakeTransport::new();
 //! fake.push_ack();
 //! let mut handle = Handle::with_transport(Box::new(fake.clone()));
-//! handle.set_link_up(3).unwrap();
+//! handle.change_link(&LinkChange::of(3).up()).unwrap();
 //! assert_eq!(fake.sent().len(), 1);
 //! ```
 

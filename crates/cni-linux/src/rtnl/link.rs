@@ -1,28 +1,22 @@
-//! Link operations: look-up and listing, up/down, delete, veth, bridge and IFB creation, master,
-//! MTU, MAC, name, promiscuity, all-multicast, transmit queue length, moving to another namespace, bridge-port flags and bridge VLANs,
-//! and the per-interface IPv4 settings the kernel lets netlink change (`IFLA_INET_CONF`).
+//! Links as the kernel reports them ([`Link`]), look-up and listing, deletion, bridge-port
+//! flags and bridge VLANs. Creating a link is [`super::link_add`]'s, changing one
+//! [`super::link_change`]'s.
 
-use std::os::fd::{AsFd, AsRawFd};
-
-use netlink_packet_core::{DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL};
+use netlink_packet_core::DefaultNla;
 use netlink_packet_route::link::{
     AfSpecBridge, AfSpecInet, AfSpecInet6, AfSpecUnspec, BridgeFlag, BridgeVlanInfo,
-    BridgeVlanInfoFlags, In6AddrGenMode, InfoBridge, InfoBridgePort, InfoData, InfoKind,
-    InfoPortData, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
-    LinkProtoInfoBridge, State,
+    BridgeVlanInfoFlags, InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData,
+    LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, State,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::{Error, Handle};
 use crate::mac::MacAddr;
-use crate::netns::NetNs;
 
 // IFLA_BRPORT_* attribute numbers used inside IFLA_PROTINFO (linux/if_link.h).
 const IFLA_BRPORT_MODE: u16 = 4;
 const IFLA_BRPORT_LEARNING: u16 = 8;
 const IFLA_BRPORT_ISOLATED: u16 = 33;
-// IFLA_INET_CONF inside IFLA_AF_SPEC/AF_INET (linux/if_link.h).
-const IFLA_INET_CONF: u16 = 1;
 
 /// The longest interface alias the kernel stores (`IFALIASZ` - 1).
 pub const MAX_ALIAS_LEN: usize = 255;
@@ -71,27 +65,6 @@ pub struct Link {
     pub ipv6_accept_ra: Option<i32>,
 }
 
-/// A per-interface IPv4 setting (`net.ipv4.conf.<link>.<name>`) that [`Handle::set_ipv4_conf`]
-/// changes through netlink. Reading and writing these through `/proc/sys` costs a path lookup
-/// that grows with the number of namespaces on the node, netlink does not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ipv4Conf {
-    /// `arp_notify`: announce address changes with gratuitous ARP.
-    ArpNotify,
-    /// `route_localnet`: route 127.0.0.0/8 to and from this link.
-    RouteLocalnet,
-}
-
-impl Ipv4Conf {
-    /// The kernel's `IPV4_DEVCONF_*` number (linux/ip.h).
-    fn devconf_id(self) -> u16 {
-        match self {
-            Ipv4Conf::ArpNotify => 22,
-            Ipv4Conf::RouteLocalnet => 26,
-        }
-    }
-}
-
 /// Flags of a bridge port as reported in `IFLA_INFO_SLAVE_DATA`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BridgePortInfo {
@@ -114,36 +87,6 @@ pub struct BridgePortOptions {
     pub learning: Option<bool>,
 }
 
-/// Name and optional settings of one end of a new link.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LinkSpec {
-    /// Interface name.
-    pub name: String,
-    /// MTU; the kernel default when `None`.
-    pub mtu: Option<u32>,
-    /// Hardware address; kernel-random when `None`.
-    pub mac: Option<MacAddr>,
-}
-
-impl LinkSpec {
-    /// A spec with only a name.
-    pub fn named(name: impl Into<String>) -> Self {
-        LinkSpec {
-            name: name.into(),
-            ..Self::default()
-        }
-    }
-}
-
-/// Settings of a new bridge.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct BridgeSpec {
-    /// Name, MTU and MAC of the bridge.
-    pub link: LinkSpec,
-    /// Turn on VLAN filtering.
-    pub vlan_filtering: bool,
-}
-
 /// Flags of a bridge VLAN entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VlanFlags {
@@ -163,7 +106,7 @@ pub struct BridgeVlan {
 }
 
 impl Link {
-    fn from_message(msg: LinkMessage) -> Self {
+    pub(crate) fn from_message(msg: LinkMessage) -> Self {
         let mut link = Link {
             index: msg.header.index,
             name: String::new(),
@@ -260,24 +203,12 @@ pub(crate) fn link_message(index: u32, attributes: Vec<LinkAttribute>) -> LinkMe
     msg
 }
 
-/// Attributes naming a new link and setting its optional MTU and MAC.
-pub(crate) fn spec_attributes(spec: &LinkSpec) -> Vec<LinkAttribute> {
-    let mut attrs = vec![LinkAttribute::IfName(spec.name.clone())];
-    if let Some(mtu) = spec.mtu {
-        attrs.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(mac) = spec.mac {
-        attrs.push(LinkAttribute::Address(mac.0.to_vec()));
-    }
-    attrs
-}
-
 fn bool_nla(kind: u16, on: bool) -> LinkProtoInfoBridge {
     LinkProtoInfoBridge::Other(DefaultNla::new(kind, vec![u8::from(on)]))
 }
 
 /// The kernel stores at most [`MAX_ALIAS_LEN`] bytes of an alias.
-fn check_alias(alias: &str) -> Result<(), Error> {
+pub(crate) fn check_alias(alias: &str) -> Result<(), Error> {
     if alias.len() > MAX_ALIAS_LEN {
         return Err(Error::InvalidArgument(format!(
             "interface alias longer than {MAX_ALIAS_LEN} bytes"
@@ -362,71 +293,9 @@ impl Handle {
         Ok(links)
     }
 
-    fn set_link(&mut self, msg: LinkMessage) -> Result<(), Error> {
+    /// Sends an `AF_BRIDGE` `RTM_SETLINK` (bridge-port flags, bridge VLANs).
+    fn set_bridge_link(&mut self, msg: LinkMessage) -> Result<(), Error> {
         self.execute(RouteNetlinkMessage::SetLink(msg), 0)
-    }
-
-    fn set_flag(&mut self, index: u32, flag: LinkFlags, on: bool) -> Result<(), Error> {
-        let mut msg = link_message(index, vec![]);
-        msg.header.change_mask = flag;
-        if on {
-            msg.header.flags = flag;
-        }
-        self.set_link(msg)
-    }
-
-    /// Sets the IPv4 setting `conf` of link `index` to `value`, as writing
-    /// `net.ipv4.conf.<link>.<setting>` would (`IFLA_AF_SPEC`/`AF_INET`/`IFLA_INET_CONF`).
-    pub fn set_ipv4_conf(&mut self, index: u32, conf: Ipv4Conf, value: u32) -> Result<(), Error> {
-        // One nested attribute: its type is the IPV4_DEVCONF_* number, its payload the value.
-        let mut setting = Vec::with_capacity(8);
-        setting.extend_from_slice(&8u16.to_ne_bytes());
-        setting.extend_from_slice(&conf.devconf_id().to_ne_bytes());
-        setting.extend_from_slice(&value.to_ne_bytes());
-        let inet_conf =
-            DefaultNla::new(IFLA_INET_CONF | netlink_packet_core::NLA_F_NESTED, setting);
-        let spec = AfSpecUnspec::Inet(vec![AfSpecInet::Other(inet_conf)]);
-        self.set_link(link_message(
-            index,
-            vec![LinkAttribute::AfSpecUnspec(vec![spec])],
-        ))
-    }
-
-    /// Stops the kernel from giving link `index` an IPv6 link-local (or any autoconfigured)
-    /// address when it comes up: `IFLA_INET6_ADDR_GEN_MODE` none, what `ip link set addrgenmode
-    /// none` and systemd-networkd's `LinkLocalAddressing=no` do. IPv6 stays on: addresses can
-    /// still be added. Fails when the kernel has no IPv6.
-    pub fn disable_ipv6_link_local(&mut self, index: u32) -> Result<(), Error> {
-        let spec = AfSpecUnspec::Inet6(vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)]);
-        self.set_link(link_message(
-            index,
-            vec![LinkAttribute::AfSpecUnspec(vec![spec])],
-        ))
-    }
-
-    /// Sets a link administratively up.
-    pub fn set_link_up(&mut self, index: u32) -> Result<(), Error> {
-        self.set_flag(index, LinkFlags::Up, true)
-    }
-
-    /// Sets a link administratively down.
-    pub fn set_link_down(&mut self, index: u32) -> Result<(), Error> {
-        self.set_flag(index, LinkFlags::Up, false)
-    }
-
-    /// Turns promiscuous mode on or off.
-    pub fn set_link_promisc(&mut self, index: u32, on: bool) -> Result<(), Error> {
-        self.set_flag(index, LinkFlags::Promisc, on)
-    }
-
-    /// Turns all-multicast reception on or off.
-    pub fn set_link_allmulti(&mut self, index: u32, on: bool) -> Result<(), Error> {
-        self.set_flag(index, LinkFlags::Allmulti, on)
-    }
-
-    /// Sets the transmit queue length.
-    pub fn set_link_txqlen(&mut self, index: u32, len: u32) -> Result<(), Error> {
-        self.set_link(link_message(index, vec![LinkAttribute::TxQueueLen(len)]))
     }
 
     /// Deletes a link (for a veth, both ends go).
@@ -450,196 +319,6 @@ impl Handle {
         }
     }
 
-    /// The request that creates a veth pair.
-    fn veth_message(
-        local: &LinkSpec,
-        peer: &LinkSpec,
-        peer_netns: Option<&NetNs>,
-    ) -> Result<RouteNetlinkMessage, Error> {
-        check_name(&local.name)?;
-        check_name(&peer.name)?;
-        let mut peer_attrs = spec_attributes(peer);
-        if let Some(ns) = peer_netns {
-            peer_attrs.push(LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd()));
-        }
-        let mut attrs = spec_attributes(local);
-        attrs.push(LinkAttribute::LinkInfo(vec![
-            LinkInfo::Kind(InfoKind::Veth),
-            LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(link_message(0, peer_attrs)))),
-        ]));
-        Ok(RouteNetlinkMessage::NewLink(link_message(0, attrs)))
-    }
-
-    /// Creates a veth pair: `local` in this handle's namespace and `peer` in `peer_netns`
-    /// (created there directly, never visible here), or here too when `peer_netns` is `None`.
-    /// Fails with EEXIST (see [`Error::is_exists`]) if a name is taken.
-    pub fn create_veth(
-        &mut self,
-        local: &LinkSpec,
-        peer: &LinkSpec,
-        peer_netns: Option<&NetNs>,
-    ) -> Result<(), Error> {
-        let msg = Self::veth_message(local, peer, peer_netns)?;
-        self.execute(msg, NLM_F_CREATE | NLM_F_EXCL)
-    }
-
-    /// [`Handle::create_veth`] that also returns the local end as the kernel made it, saving
-    /// the look-up a caller would need for its index. The kernel echoes a new link to a
-    /// request with `NLM_F_ECHO` since Linux 6.1; on older kernels (no echo) it is looked up
-    /// by name, in a second round trip.
-    pub fn create_veth_returning_local(
-        &mut self,
-        local: &LinkSpec,
-        peer: &LinkSpec,
-        peer_netns: Option<&NetNs>,
-    ) -> Result<Link, Error> {
-        let msg = Self::veth_message(local, peer, peer_netns)?;
-        let reply = self.exchange(msg, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK | NLM_F_ECHO)?;
-        let echoed = reply.messages.into_iter().find_map(|m| match m {
-            RouteNetlinkMessage::NewLink(link) => {
-                Some(Link::from_message(link)).filter(|l| l.name == local.name)
-            }
-            _ => None,
-        });
-        match echoed {
-            Some(link) => Ok(link),
-            None => self.link_by_name(&local.name),
-        }
-    }
-
-    /// Creates an IFB (intermediate functional block) device, administratively up, with the
-    /// given transmit queue length. Fails with EEXIST if the name is taken.
-    pub fn create_ifb(&mut self, spec: &LinkSpec, txqlen: u32) -> Result<(), Error> {
-        check_name(&spec.name)?;
-        let mut attrs = spec_attributes(spec);
-        attrs.push(LinkAttribute::TxQueueLen(txqlen));
-        attrs.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Ifb)]));
-        let mut msg = link_message(0, attrs);
-        msg.header.flags = LinkFlags::Up;
-        msg.header.change_mask = LinkFlags::Up;
-        self.execute(RouteNetlinkMessage::NewLink(msg), NLM_F_CREATE | NLM_F_EXCL)
-    }
-
-    /// Creates a bridge. Fails with EEXIST if the name is taken.
-    pub fn create_bridge(&mut self, spec: &BridgeSpec) -> Result<(), Error> {
-        check_name(&spec.link.name)?;
-        let mut attrs = spec_attributes(&spec.link);
-        let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
-        if spec.vlan_filtering {
-            info.push(LinkInfo::Data(InfoData::Bridge(vec![
-                InfoBridge::VlanFiltering(true),
-            ])));
-        }
-        attrs.push(LinkAttribute::LinkInfo(info));
-        self.execute(
-            RouteNetlinkMessage::NewLink(link_message(0, attrs)),
-            NLM_F_CREATE | NLM_F_EXCL,
-        )
-    }
-
-    /// Enslaves a link to `master` (a bridge), or releases it with `None`.
-    pub fn set_link_master(&mut self, index: u32, master: Option<u32>) -> Result<(), Error> {
-        let attr = LinkAttribute::Controller(master.unwrap_or(0));
-        self.set_link(link_message(index, vec![attr]))
-    }
-
-    /// Sets the MTU.
-    pub fn set_link_mtu(&mut self, index: u32, mtu: u32) -> Result<(), Error> {
-        self.set_link(link_message(index, vec![LinkAttribute::Mtu(mtu)]))
-    }
-
-    /// Sets the hardware address.
-    pub fn set_link_mac(&mut self, index: u32, mac: MacAddr) -> Result<(), Error> {
-        let attr = LinkAttribute::Address(mac.0.to_vec());
-        self.set_link(link_message(index, vec![attr]))
-    }
-
-    /// Renames a link (the link must be down).
-    pub fn rename_link(&mut self, index: u32, new_name: &str) -> Result<(), Error> {
-        check_name(new_name)?;
-        let attr = LinkAttribute::IfName(new_name.to_string());
-        self.set_link(link_message(index, vec![attr]))
-    }
-
-    /// Renames a link and sets its alias in one request, so no process kill can leave it
-    /// with the new name but without the alias (the link must be down). Fails with EEXIST if
-    /// `new_name` is taken.
-    pub fn rename_link_with_alias(
-        &mut self,
-        index: u32,
-        new_name: &str,
-        alias: &str,
-    ) -> Result<(), Error> {
-        check_name(new_name)?;
-        check_alias(alias)?;
-        self.set_link(link_message(
-            index,
-            vec![
-                LinkAttribute::IfName(new_name.to_string()),
-                LinkAttribute::IfAlias(alias.to_string()),
-            ],
-        ))
-    }
-
-    /// Renames a link, sets its alias, enslaves it to `master` when given, and sets it up, all
-    /// in one request. The kernel applies the name before the flags, so a link that is down
-    /// can be renamed and brought up at once; nothing can observe it renamed but untagged.
-    pub fn rename_link_with_alias_up(
-        &mut self,
-        index: u32,
-        new_name: &str,
-        alias: &str,
-        master: Option<u32>,
-    ) -> Result<(), Error> {
-        check_name(new_name)?;
-        check_alias(alias)?;
-        let mut attrs = vec![
-            LinkAttribute::IfName(new_name.to_string()),
-            LinkAttribute::IfAlias(alias.to_string()),
-        ];
-        if let Some(m) = master {
-            attrs.push(LinkAttribute::Controller(m));
-        }
-        let mut msg = link_message(index, attrs);
-        msg.header.change_mask = LinkFlags::Up;
-        msg.header.flags = LinkFlags::Up;
-        self.set_link(msg)
-    }
-
-    /// Moves the link called `name` into `ns` and sets its alias, in one request: the kernel
-    /// applies both in the same system call, so no process kill can leave the link in `ns`
-    /// without its alias. Fails with EEXIST if `ns` already has a link called `name`.
-    pub fn move_link_to_netns_with_alias(
-        &mut self,
-        name: &str,
-        ns: &NetNs,
-        alias: &str,
-    ) -> Result<(), Error> {
-        check_name(name)?;
-        check_alias(alias)?;
-        self.set_link(link_message(
-            0,
-            vec![
-                LinkAttribute::IfName(name.to_string()),
-                LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd()),
-                LinkAttribute::IfAlias(alias.to_string()),
-            ],
-        ))
-    }
-
-    /// Sets the interface alias; an empty `alias` removes it.
-    pub fn set_link_alias(&mut self, index: u32, alias: &str) -> Result<(), Error> {
-        check_alias(alias)?;
-        let attr = LinkAttribute::IfAlias(alias.to_string());
-        self.set_link(link_message(index, vec![attr]))
-    }
-
-    /// Moves a link into another namespace; it disappears from this one.
-    pub fn move_link_to_netns(&mut self, index: u32, ns: &NetNs) -> Result<(), Error> {
-        let attr = LinkAttribute::NetNsFd(ns.as_fd().as_raw_fd());
-        self.set_link(link_message(index, vec![attr]))
-    }
-
     /// Changes bridge-port flags of an enslaved link (`IFLA_PROTINFO` in an `AF_BRIDGE`
     /// request, as `bridge link set` does). Does nothing when no flag is given.
     pub fn set_bridge_port(&mut self, index: u32, opts: &BridgePortOptions) -> Result<(), Error> {
@@ -658,7 +337,7 @@ impl Handle {
         }
         let mut msg = link_message(index, vec![LinkAttribute::ProtoInfoBridge(nlas)]);
         msg.header.interface_family = AddressFamily::Bridge;
-        self.set_link(msg)
+        self.set_bridge_link(msg)
     }
 
     fn bridge_vlan_message(index: u32, vid: u16, flags: VlanFlags, on_self: bool) -> LinkMessage {
@@ -699,7 +378,7 @@ impl Handle {
     ) -> Result<(), Error> {
         check_vid(vid)?;
         let msg = Self::bridge_vlan_message(index, vid, flags, on_self);
-        self.set_link(msg)
+        self.set_bridge_link(msg)
     }
 
     /// Removes VLAN `vid` from a bridge port, or from the bridge itself when `on_self` is true.

@@ -8,17 +8,25 @@
 //! ([`SocketTransport`]), or [`fake::FakeTransport`], which records requests and replays canned
 //! replies so message encoding can be unit-tested without privileges.
 //!
-//! Typed operations live in the submodules: [`link`] (links, veth, bridge, bridge ports and VLANs),
-//! [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`] (neighbours), [`tc`] (qdiscs and
-//! filters for traffic shaping) and [`virt`] (macvlan, ipvlan, 802.1Q vlan, dummy and VRF links).
-//! [`vxlan`] (VXLAN devices) and [`overlay`] (FDB entries, tagged next-hop routes) serve the node
-//! agent. They are all methods on [`Handle`].
+//! Typed operations live in the submodules: [`link`] (reading, listing and deleting links,
+//! bridge ports and VLANs), [`link_add`] (one builder that creates every kind of link: veth,
+//! bridge, IFB, VXLAN, macvlan, ipvlan, vlan, dummy, VRF, WireGuard), [`link_change`] (one
+//! builder that changes a link: name, alias, MTU, MAC, flags, master, namespace, per-interface
+//! IP settings), [`addr`] (addresses), [`route`] (routes), [`rule`] (FIB rules), [`neigh`]
+//! (neighbours), [`tc`] (qdiscs and filters for traffic shaping), [`virt`] (macvlan and ipvlan
+//! modes, reading the settings of stacked links), [`vxlan`] (VXLAN settings) and [`overlay`]
+//! (FDB entries, tagged next-hop routes, for the node agent). They are all methods on
+//! [`Handle`].
 
 pub mod addr;
 pub mod device_route;
 pub mod fake;
 pub mod link;
+pub mod link_add;
+pub mod link_change;
+mod namespace;
 pub mod neigh;
+mod nsid;
 pub mod overlay;
 pub mod route;
 pub mod rule;
@@ -43,8 +51,6 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::netns::NetNs;
-
 #[cfg(test)]
 pub(crate) use cni_netlink::DUMP_ATTEMPTS;
 
@@ -66,13 +72,6 @@ impl Handle {
     /// Opens a route socket in the calling thread's network namespace.
     pub fn new() -> Result<Self, Error> {
         Ok(Self::with_transport(Box::new(SocketTransport::open()?)))
-    }
-
-    /// Opens a route socket inside `ns`. The socket stays bound to `ns` and the handle is used
-    /// from the calling thread.
-    pub fn in_netns(ns: &NetNs) -> Result<Self, Error> {
-        let transport = ns.run(SocketTransport::open)??;
-        Ok(Self::with_transport(Box::new(transport)))
     }
 
     /// Uses any transport (for example [`fake::FakeTransport`] in tests).
@@ -228,6 +227,7 @@ fn message_name(msg: &RouteNetlinkMessage) -> &'static str {
         M::NewRule(_) => "RTM_NEWRULE",
         M::DelRule(_) => "RTM_DELRULE",
         M::GetRule(_) => "RTM_GETRULE",
+        M::GetNsId(_) => "RTM_GETNSID",
         _ => "netlink request",
     }
 }

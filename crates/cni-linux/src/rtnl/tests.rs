@@ -16,7 +16,9 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::addr::AddAddressOptions;
 use super::fake::FakeTransport;
-use super::link::{BridgePortOptions, BridgeSpec, LinkSpec, VlanFlags};
+use super::link::{BridgePortOptions, VlanFlags};
+use super::link_add::{LinkAdd, VethPeer};
+use super::link_change::LinkChange;
 use super::route::Route;
 use super::{Error, Handle};
 use crate::netns::NetNs;
@@ -54,7 +56,7 @@ fn link_reply(index: u32, name: &str) -> RouteNetlinkMessage {
 fn set_up_is_an_acked_setlink_with_the_up_change_mask() {
     let (mut h, fake) = handle();
     fake.push_ack();
-    h.set_link_up(3).unwrap();
+    h.change_link(&LinkChange::of(3).up()).unwrap();
     let (header, msg) = only_request(&fake);
     assert_eq!(header.flags, NLM_F_REQUEST | NLM_F_ACK);
     let RouteNetlinkMessage::SetLink(link) = msg else {
@@ -65,7 +67,7 @@ fn set_up_is_an_acked_setlink_with_the_up_change_mask() {
     assert_eq!(link.header.change_mask, LinkFlags::Up);
 
     fake.push_ack();
-    h.set_link_down(3).unwrap();
+    h.change_link(&LinkChange::of(3).down()).unwrap();
     let sent = fake.sent();
     let NetlinkPayload::InnerMessage(RouteNetlinkMessage::SetLink(down)) = &sent[1].payload else {
         panic!("not RTM_SETLINK")
@@ -117,8 +119,8 @@ fn allmulti_and_txqlen_are_decoded_and_set() {
 
     fake.push_ack();
     fake.push_ack();
-    h.set_link_allmulti(5, false).unwrap();
-    h.set_link_txqlen(5, 42).unwrap();
+    h.change_link(&LinkChange::of(5).allmulti(false)).unwrap();
+    h.change_link(&LinkChange::of(5).txqlen(42)).unwrap();
     let sent: Vec<_> = fake.sent().into_iter().skip(1).collect();
     let NetlinkPayload::InnerMessage(RouteNetlinkMessage::SetLink(off)) = &sent[0].payload else {
         panic!("not RTM_SETLINK")
@@ -136,12 +138,7 @@ fn allmulti_and_txqlen_are_decoded_and_set() {
 fn kernel_errors_carry_errno_and_request() {
     let (mut h, fake) = handle();
     fake.push_errno(libc::EEXIST);
-    let err = h
-        .create_bridge(&BridgeSpec {
-            link: LinkSpec::named("cni0"),
-            vlan_filtering: false,
-        })
-        .unwrap_err();
+    let err = h.add_link(&LinkAdd::bridge("cni0")).unwrap_err();
     assert!(err.is_exists());
     assert_eq!(err.errno(), Some(libc::EEXIST));
     assert!(err.to_string().starts_with("RTM_NEWLINK: "), "{err}");
@@ -152,17 +149,10 @@ fn veth_peer_goes_straight_into_the_target_namespace() {
     let (mut h, fake) = handle();
     fake.push_ack();
     let ns = NetNs::open(format!("/proc/{}/ns/net", std::process::id())).unwrap();
-    let local = LinkSpec {
-        name: "eth0".into(),
-        mtu: Some(1400),
-        mac: Some("0a:58:00:00:00:01".parse().unwrap()),
-    };
-    let peer = LinkSpec {
-        name: "veth0abc".into(),
-        mtu: Some(1400),
-        mac: None,
-    };
-    h.create_veth(&local, &peer, Some(&ns)).unwrap();
+    let peer = VethPeer::named("veth0abc").mtu(1400).netns(&ns);
+    let mac: crate::MacAddr = "0a:58:00:00:00:01".parse().unwrap();
+    h.add_link(&LinkAdd::veth("eth0", peer).mtu(1400).mac(mac))
+        .unwrap();
     let (header, msg) = only_request(&fake);
     assert_eq!(
         header.flags,
@@ -203,15 +193,8 @@ fn veth_peer_goes_straight_into_the_target_namespace() {
 fn bridge_with_vlan_filtering() {
     let (mut h, fake) = handle();
     fake.push_ack();
-    h.create_bridge(&BridgeSpec {
-        link: LinkSpec {
-            name: "cni0".into(),
-            mtu: Some(9000),
-            mac: None,
-        },
-        vlan_filtering: true,
-    })
-    .unwrap();
+    h.add_link(&LinkAdd::bridge("cni0").mtu(9000).vlan_filtering(true))
+        .unwrap();
     let (_, msg) = only_request(&fake);
     let RouteNetlinkMessage::NewLink(link) = msg else {
         panic!("not RTM_NEWLINK")
@@ -500,7 +483,10 @@ fn failed_dump_reports_the_done_error_code() {
 #[test]
 fn missing_reply_is_an_io_error_not_a_hang() {
     let (mut h, _fake) = handle();
-    assert!(matches!(h.set_link_up(1), Err(Error::Io(_))));
+    assert!(matches!(
+        h.change_link(&LinkChange::of(1).up()),
+        Err(Error::Io(_))
+    ));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! WireGuard devices, configured the same way whichever implementation runs them:
 //!
 //! - the kernel's (`ip link add … type wireguard`), over generic netlink, family `wireguard`
-//!   ([`genl::KernelDevice`], and [`crate::Handle::create_wireguard`] for the link);
+//!   ([`genl::KernelDevice`], and [`crate::rtnl::link_add::LinkAdd::wireguard`] for the link);
 //! - a userspace one (wireguard-go) driving a TUN device, over its configuration socket
 //!   `/var/run/wireguard/<name>.sock` ([`uapi::UserspaceDevice`]), the cross-platform
 //!   "configuration protocol" of <https://www.wireguard.com/xplatform/>.
@@ -17,7 +17,6 @@
 
 pub mod genl;
 pub mod key;
-mod link;
 pub mod uapi;
 
 use std::net::SocketAddr;

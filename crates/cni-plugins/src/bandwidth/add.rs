@@ -3,7 +3,9 @@
 //! an undo is registered only for what this call created: a repeated ADD of a live attachment
 //! fails and leaves the first ADD's shaping alone.
 
-use cni_linux::rtnl::link::{Link, LinkSpec};
+use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_add::LinkAdd;
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::tc::htb::HtbClassParams;
 use cni_linux::rtnl::tc::u32::AddrField;
 use cni_linux::rtnl::tc::{TbfParams, TcHandle, ROOT_TBF_HANDLE};
@@ -118,42 +120,41 @@ fn add_root_shaping(
 /// namespace (it goes with the namespace; DEL removes it, and GC through the attachment's
 /// record) or a tagged one in the host's (DEL removes it by name, GC by tag). EEXIST in the host namespace: the attachment is
 /// shaped already, and nothing is changed.
-fn create_tagged_ifb(
-    host: &mut Handle,
-    args: &CmdArgs,
-    spec: &LinkSpec,
-    txqlen: u32,
-) -> Result<(), CniError> {
+fn create_tagged_ifb(host: &mut Handle, args: &CmdArgs, ifb: &LinkAdd<'_>) -> Result<(), CniError> {
     let ns = crate::netns::open_required(&args.netns)?;
     let host_ns = cni_linux::NetNs::current()
         .map_err(|e| CniError::internal(format!("bandwidth: cannot open the host netns: {e}")))?;
     let mut inner = Handle::in_netns(&ns)
         .map_err(|e| netlink_error("cannot open netlink in the container namespace", e))?;
     // An IFB of this name in the container's namespace is a killed ADD's leftover.
-    match inner.create_ifb(spec, txqlen) {
+    match inner.add_link(ifb) {
         Err(e) if e.is_exists() => {
             inner
-                .delete_link_by_name(&spec.name)
+                .delete_link_by_name(ifb.name())
                 .map_err(|e| netlink_error("remove a leftover IFB", e))?;
-            inner.create_ifb(spec, txqlen)
+            inner.add_link(ifb)
         }
         other => other,
     }
     .map_err(|e| netlink_error("adding link", e))?;
     step::end("bandwidth", "ifb-in-container")?;
     let tag = args.id();
-    if let Err(e) = inner.move_link_to_netns_with_alias(&spec.name, &host_ns, &tag.comment()) {
-        let _ = inner.delete_link_by_name(&spec.name);
+    if let Err(e) = inner.change_link(
+        &LinkChange::of_name(ifb.name())
+            .netns(&host_ns)
+            .alias(tag.comment()),
+    ) {
+        let _ = inner.delete_link_by_name(ifb.name());
         return Err(create_error(
             "adding link",
-            &format!("IFB device {}", spec.name),
+            &format!("IFB device {}", ifb.name()),
             e,
         ));
     }
     let link = host
-        .link_by_name(&spec.name)
+        .link_by_name(ifb.name())
         .map_err(|e| netlink_error("get ifb device", e))?;
-    host.set_link_up(link.index)
+    host.change_link(&LinkChange::of(link.index).up())
         .map_err(|e| netlink_error("set ifb up", e))
 }
 
@@ -253,15 +254,12 @@ fn add_ifb(
     undo: &mut Undo<'_>,
 ) -> Result<Link, CniError> {
     let ifb = ifb_name(&args.conf.name, &args.container_id);
-    let spec = LinkSpec {
-        mtu: Some(veth.mtu),
-        ..LinkSpec::named(&ifb)
-    };
     // TBF (Go today) runs with txqlen 0; HTB's class queues take their length from it,
     // so the HTB layout gets the veth's, at least 1000, as Go v1.5.x did.
     let txqlen = if htb { veth.txqlen.max(1000) } else { 0 };
     record_attachment(args, undo)?;
-    create_tagged_ifb(host, args, &spec, txqlen)?;
+    let request = LinkAdd::ifb(&ifb).mtu(veth.mtu).txqlen(txqlen).up();
+    create_tagged_ifb(host, args, &request)?;
     let name = ifb.clone();
     undo.push(format!("IFB {ifb}"), move || {
         let mut h = Handle::new().map_err(|e| e.to_string())?;

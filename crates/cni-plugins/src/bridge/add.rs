@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use cni_linux::rtnl::link::{BridgePortOptions, BridgeSpec, Ipv4Conf, Link, LinkSpec};
+use cni_linux::rtnl::link::{BridgePortOptions, Link};
+use cni_linux::rtnl::link_add::LinkAdd;
+use cni_linux::rtnl::link_change::{Ipv4Conf, LinkChange};
 use cni_linux::rtnl::SocketTransport;
 use cni_linux::{sysctl, Handle, NetNs, NetlinkError};
 use cni_plugin::{ipam, CmdArgs, ResultExt, Undo};
@@ -104,7 +106,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     } else if !conf.disable_container_interface {
         // Layer 2 only: the container end still has to come up.
         in_container
-            .set_link_up(container_end.index)
+            .change_link(&LinkChange::of(container_end.index).up())
             .or_internal(&format!("failed to set {:?} up", args.ifname))?;
     }
 
@@ -237,7 +239,7 @@ fn ensure_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<Link, CniError> {
         return Err(fail(format!("{name:?} already exists but is not a bridge")));
     }
     if conf.promisc_mode {
-        h.set_link_promisc(bridge.index, true)
+        h.change_link(&LinkChange::of(bridge.index).promisc(true))
             .map_err(|e| fail(format!("could not set promiscuous mode on {name:?}: {e}")))?;
     }
     // We want to own the routes of this interface. Written only when netlink reports another
@@ -246,7 +248,7 @@ fn ensure_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<Link, CniError> {
         let _ = sysctl::write(&sysctl::iface_key("ipv6", name, "accept_ra"), "0");
     }
     if !bridge.up {
-        h.set_link_up(bridge.index)
+        h.change_link(&LinkChange::of(bridge.index).up())
             .map_err(|e| fail(e.to_string()))?;
     }
     Ok(bridge)
@@ -255,15 +257,10 @@ fn ensure_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<Link, CniError> {
 /// Creates the bridge; one made concurrently by another ADD is fine.
 fn create_bridge(h: &mut Handle, conf: &BridgeConf) -> Result<(), String> {
     let name = &conf.bridge;
-    let spec = BridgeSpec {
-        link: LinkSpec {
-            name: name.clone(),
-            mtu: conf.mtu,
-            mac: None,
-        },
-        vlan_filtering: conf.vlan_filtering(),
-    };
-    match h.create_bridge(&spec) {
+    let request = LinkAdd::bridge(name)
+        .mtu(conf.mtu)
+        .vlan_filtering(conf.vlan_filtering());
+    match h.add_link(&request) {
         Ok(()) => Ok(()),
         Err(e) if e.is_exists() => Ok(()),
         Err(e) => {
@@ -299,7 +296,7 @@ fn configure_host_port(
     cfg: &PortConfig<'_>,
 ) -> Result<(), CniError> {
     if port.master != Some(bridge.index) {
-        h.set_link_master(port.index, Some(bridge.index))
+        h.change_link(&LinkChange::of(port.index).master(bridge.index))
             .map_err(|e| {
                 CniError::internal(format!(
                     "failed to connect {:?} to bridge {}: {e}",
@@ -382,7 +379,7 @@ fn configure_container(
     let has_ipv6 = needs_namespace_thread(result);
     if !has_ipv6 && !conf.ipv6_link_local {
         // A kernel without IPv6 refuses this, and makes no link-local address anyway.
-        if let Err(e) = handle.disable_ipv6_link_local(link.index) {
+        if let Err(e) = handle.change_link(&LinkChange::of(link.index).no_ipv6_link_local()) {
             log::debug!("bridge: IPv6 link-local left as it is: {e}");
         }
     }
@@ -407,7 +404,7 @@ fn configure_container(
             .or_internal("cannot enter the container namespace")??;
     }
     // Ignored on failure as in Go.
-    let _ = handle.set_ipv4_conf(link.index, Ipv4Conf::ArpNotify, 1);
+    let _ = handle.change_link(&LinkChange::of(link.index).ipv4_conf(Ipv4Conf::ArpNotify, 1));
     Ok(())
 }
 
@@ -494,7 +491,7 @@ fn ensure_vlan_interface(
         },
     )
     .and_then(|()| {
-        host.set_link_up(pair.container.index)
+        host.change_link(&LinkChange::of(pair.container.index).up())
             .or_internal(&format!("failed to up {name:?}"))
     });
     if let Err(e) = configured {

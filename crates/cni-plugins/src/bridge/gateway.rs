@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::Handle;
 use cni_types::{CniError, CniResult, Route};
 use ipnet::IpNet;
@@ -134,7 +135,7 @@ pub fn ensure_addr(h: &mut Handle, link: &Link, gw: IpNet, force: bool) -> Resul
         .link_by_index(link.index)
         .map_err(|e| CniError::internal(format!("could not look up {:?}: {e}", link.name)))?;
     if let Some(mac) = current.mac.filter(|m| m.0 != [0u8; 6]) {
-        h.set_link_mac(link.index, mac)
+        h.change_link(&LinkChange::of(link.index).mac(mac))
             .map_err(|e| CniError::internal(format!("could not set bridge's mac: {e}")))?;
     }
     Ok(())

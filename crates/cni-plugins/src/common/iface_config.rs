@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use cni_linux::rtnl::addr::AddAddressOptions;
 use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::route::{Route as KernelRoute, RouteScope};
 use cni_linux::{sysctl, Handle};
 use cni_types::{CniError, CniResult};
@@ -101,7 +102,7 @@ pub fn configure_link(
         }
     }
 
-    h.set_link_up(link.index)
+    h.change_link(&LinkChange::of(link.index).up())
         .map_err(|e| CniError::internal(format!("failed to set {ifname:?} UP: {e}")))?;
 
     if v6gw.is_some() {

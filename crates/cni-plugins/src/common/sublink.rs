@@ -13,10 +13,10 @@
 //! of an attachment that is not in its valid list and delete the links carrying its tag. DEL
 //! removes the record after the link; a lease goes through IPAM GC.
 
-use cni_linux::rtnl::link::Ipv4Conf;
-use cni_linux::rtnl::link::{Link, LinkSpec};
+use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_add::{LinkAdd, LinkKind};
+use cni_linux::rtnl::link_change::{Ipv4Conf, LinkChange};
 use cni_linux::rtnl::route::RT_TABLE_MAIN;
-use cni_linux::rtnl::virt::VirtKind;
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
 use cni_plugin::{ipam, CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult, Dns, Interface};
@@ -102,7 +102,7 @@ pub fn create_in_container<'a>(
     temp: &str,
     ifname: &str,
     alias: &str,
-    kind: VirtKind,
+    kind: LinkKind<'static>,
     mtu: Option<u32>,
     mac: Option<MacAddr>,
     undo: &mut Undo<'a>,
@@ -121,13 +121,13 @@ pub fn create_in_container<'a>(
         Some(place.netns)
     };
 
-    let spec = LinkSpec {
-        name: temp.to_string(),
-        mtu,
-        mac,
-    };
+    let request = LinkAdd::new(temp, kind)
+        .mtu(mtu)
+        .mac(mac)
+        .parent(place.master)
+        .netns(target);
     let h = creator.as_mut().unwrap_or(&mut container);
-    match h.create_virt_link(&spec, kind, place.master, target) {
+    match h.add_link(&request) {
         Ok(()) => {}
         Err(e) if e.is_exists() => {
             return Err(CniError::internal(format!(
@@ -156,7 +156,7 @@ pub fn create_in_container<'a>(
         }
     });
     container
-        .rename_link_with_alias(index, ifname, alias)
+        .change_link(&LinkChange::of(index).name(ifname).alias(alias))
         .map_err(|e| CniError::internal(format!("failed to rename {what} to {ifname:?}: {e}")))?;
     container
         .link_by_index(index)
@@ -179,7 +179,8 @@ pub fn configure_in_container(
             if notify {
                 // Failures ignored as in Go; arp_notify through netlink (see Ipv4Conf).
                 if let Ok(link) = h.link_by_name(&ifname) {
-                    let _ = h.set_ipv4_conf(link.index, Ipv4Conf::ArpNotify, 1);
+                    let _ = h
+                        .change_link(&LinkChange::of(link.index).ipv4_conf(Ipv4Conf::ArpNotify, 1));
                 }
                 let _ = sysctl::write(&sysctl::iface_key("ipv6", &ifname, "ndisc_notify"), "1");
             }
@@ -193,7 +194,7 @@ pub fn set_up_in_container(netns: &NetNs, ifname: &str) -> Result<(), CniError> 
     let mut h =
         Handle::in_netns(netns).or_internal("cannot open netlink in the container namespace")?;
     h.link_by_name(ifname)
-        .and_then(|link| h.set_link_up(link.index))
+        .and_then(|link| h.change_link(&LinkChange::of(link.index).up()))
         .or_internal(&format!("failed to set {ifname:?} up"))
 }
 
@@ -212,7 +213,7 @@ pub enum Addressing {
 pub struct AddPlan {
     /// Plugin name, for fault-injection step names.
     pub plugin: &'static str,
-    pub kind: VirtKind,
+    pub kind: LinkKind<'static>,
     /// The master's index where it lives (`None` for dummy).
     pub master: Option<u32>,
     pub link_in_container: bool,

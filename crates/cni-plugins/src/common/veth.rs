@@ -17,7 +17,9 @@
 //! the namespace is gone, and GC removes both kinds for attachments that are not valid.
 
 use cni_attribution::{recognise, AttachmentId};
-use cni_linux::rtnl::link::{Link, LinkSpec};
+use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_add::{LinkAdd, VethPeer};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{sysctl, Handle, MacAddr, NetNs};
 use cni_plugin::{ResultExt, Undo};
 use cni_types::CniError;
@@ -77,11 +79,6 @@ pub fn create_pair(
     end: &ContainerEnd<'_>,
     ipv6: HostIpv6,
 ) -> Result<VethPair, CniError> {
-    let container_spec = LinkSpec {
-        name: end.name.to_string(),
-        mtu: end.mtu,
-        mac: end.mac,
-    };
     if let (Target::Netns(ns, in_container), Some(owner)) = (&mut target, end.owner) {
         let host_link = create_tagged_host_end(host, ns, end, owner, None, ipv6)?;
         return match in_container.link_by_name(end.name) {
@@ -98,10 +95,10 @@ pub fn create_pair(
             }
         };
     }
-    let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
+    let mac = random::local_mac().or_internal("failed to generate a MAC")?;
     let host_name = match &target {
-        Target::Netns(ns, _) => create_untagged(host, Some(ns), &container_spec, end.mtu, mac)?,
-        Target::Host => create_untagged(host, None, &container_spec, end.mtu, mac)?,
+        Target::Netns(ns, _) => create_untagged(host, Some(ns), end, mac)?,
+        Target::Host => create_untagged(host, None, end, mac)?,
     };
 
     let finish = |host: &mut Handle, target: &mut Target<'_>| -> Result<VethPair, CniError> {
@@ -114,7 +111,7 @@ pub fn create_pair(
             .link_by_name(&host_name)
             .or_internal(&format!("failed to lookup {host_name:?}"))?;
         let ipv6_off = ipv6 == HostIpv6::Off && turn_off_ipv6(host, &host_link);
-        host.set_link_up(host_link.index)
+        host.change_link(&LinkChange::of(host_link.index).up())
             .or_internal(&format!("failed to set {host_name:?} up"))?;
         host_link.up = true;
         write_accept_ra_off(&host_name, ipv6_off);
@@ -131,6 +128,11 @@ pub fn create_pair(
             Err(e)
         }
     }
+}
+
+/// The container end of a new pair as a veth peer (its namespace is the caller's to add).
+fn container_peer<'a>(end: &ContainerEnd<'_>) -> VethPeer<'a> {
+    VethPeer::named(end.name).mtu(end.mtu).mac(end.mac)
 }
 
 /// The error for an interface name already taken in the container.
@@ -152,13 +154,8 @@ pub fn create_tagged_host_end(
     master: Option<u32>,
     ipv6: HostIpv6,
 ) -> Result<Link, CniError> {
-    let container = LinkSpec {
-        name: end.name.to_string(),
-        mtu: end.mtu,
-        mac: end.mac,
-    };
-    let mac = Some(random::local_mac().or_internal("failed to generate a MAC")?);
-    let mut link = create_tagged(host, container_ns, &container, end.mtu, mac, owner)?;
+    let mac = random::local_mac().or_internal("failed to generate a MAC")?;
+    let mut link = create_tagged(host, container_ns, end, mac, owner)?;
     let temp = link.name.clone();
     let ipv6_off = ipv6 == HostIpv6::Off && turn_off_ipv6(host, &link);
     match rename_and_tag(host, link.index, &temp, &owner.comment(), master) {
@@ -196,7 +193,7 @@ fn turn_off_ipv6(host: &mut Handle, link: &Link) -> bool {
         Ok(()) => return true,
         Err(e) => log::debug!("host veth {}: {key} not written: {e}", link.name),
     }
-    if let Err(e) = host.disable_ipv6_link_local(link.index) {
+    if let Err(e) = host.change_link(&LinkChange::of(link.index).no_ipv6_link_local()) {
         log::debug!(
             "host veth {}: IPv6 link-local left as it is: {e}",
             link.name
@@ -211,27 +208,25 @@ fn turn_off_ipv6(host: &mut Handle, link: &Link) -> bool {
 fn create_tagged(
     host: &mut Handle,
     container_ns: &NetNs,
-    container: &LinkSpec,
-    mtu: Option<u32>,
-    mac: Option<MacAddr>,
+    end: &ContainerEnd<'_>,
+    mac: MacAddr,
     owner: &AttachmentId,
 ) -> Result<Link, CniError> {
-    let temp = LinkSpec {
-        name: owner.temp_link_name(),
-        mtu,
-        mac,
-    };
-    let mut made = host.create_veth_returning_local(&temp, container, Some(container_ns));
-    if matches!(&made, Err(e) if e.is_exists()) && host.link_by_name(&temp.name).is_ok() {
-        delete(host, &temp.name).map_err(CniError::internal)?;
-        made = host.create_veth_returning_local(&temp, container, Some(container_ns));
+    let temp = owner.temp_link_name();
+    let request = LinkAdd::veth(&temp, container_peer(end).netns(container_ns))
+        .mtu(end.mtu)
+        .mac(mac);
+    let mut made = host.add_link_and_get(&request);
+    if matches!(&made, Err(e) if e.is_exists()) && host.link_by_name(&temp).is_ok() {
+        delete(host, &temp).map_err(CniError::internal)?;
+        made = host.add_link_and_get(&request);
     }
     match made {
         Ok(link) => Ok(link),
-        Err(e) if e.is_exists() => Err(container_name_taken(container.name.as_str(), &temp.name)),
+        Err(e) if e.is_exists() => Err(container_name_taken(end.name, &temp)),
         Err(e) => {
             // Created, but the look-up after it failed (a kernel without NLM_F_ECHO).
-            let _ = delete(host, &temp.name);
+            let _ = delete(host, &temp);
             Err(CniError::internal(format!("failed to make veth pair: {e}")))
         }
     }
@@ -248,7 +243,11 @@ fn rename_and_tag(
 ) -> Result<String, CniError> {
     for _ in 0..NAME_ATTEMPTS {
         let name = random::veth_name().or_internal("failed to generate random veth name")?;
-        match host.rename_link_with_alias_up(index, &name, alias, master) {
+        let mut change = LinkChange::of(index).name(&name).alias(alias).up();
+        if let Some(master) = master {
+            change = change.master(master);
+        }
+        match host.change_link(&change) {
             Ok(()) => return Ok(name),
             // A clash on the random host name: try another one.
             Err(e) if e.is_exists() => continue,
@@ -267,25 +266,23 @@ fn rename_and_tag(
 fn create_untagged(
     host: &mut Handle,
     container_ns: Option<&NetNs>,
-    container: &LinkSpec,
-    mtu: Option<u32>,
-    mac: Option<MacAddr>,
+    end: &ContainerEnd<'_>,
+    mac: MacAddr,
 ) -> Result<String, CniError> {
     for _ in 0..NAME_ATTEMPTS {
         let name = random::veth_name().or_internal("failed to generate random veth name")?;
-        let host_spec = LinkSpec {
-            name: name.clone(),
-            mtu,
-            mac,
+        let request = match container_ns {
+            Some(ns) => LinkAdd::veth(&name, container_peer(end).netns(ns))
+                .mtu(end.mtu)
+                .mac(mac),
+            None => LinkAdd::veth(end.name, VethPeer::named(&name).mtu(end.mtu).mac(mac))
+                .mtu(end.mtu)
+                .mac(end.mac),
         };
-        let made = match container_ns {
-            Some(ns) => host.create_veth(&host_spec, container, Some(ns)),
-            None => host.create_veth(container, &host_spec, None),
-        };
-        match made {
+        match host.add_link(&request) {
             Ok(()) => return Ok(name),
             Err(e) if e.is_exists() && host.link_by_name(&name).is_ok() => continue,
-            Err(e) if e.is_exists() => return Err(container_name_taken(&container.name, &name)),
+            Err(e) if e.is_exists() => return Err(container_name_taken(end.name, &name)),
             Err(e) => return Err(CniError::internal(format!("failed to make veth pair: {e}"))),
         }
     }

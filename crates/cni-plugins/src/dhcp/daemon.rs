@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_types::CniError;
 
 use super::client::{schedule, Client, ClientError, Identity};
@@ -439,7 +440,7 @@ fn set_link_down(netns: &Path, ifname: &str) {
     let _ = ns.run(|| {
         let mut h = cni_linux::Handle::new().ok()?;
         let link = h.link_by_name(ifname).ok()?;
-        h.set_link_down(link.index).ok()
+        h.change_link(&LinkChange::of(link.index).down()).ok()
     });
 }
 

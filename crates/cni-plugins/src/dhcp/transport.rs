@@ -9,6 +9,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{Handle, NetNs};
 use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
 
@@ -92,7 +93,7 @@ fn open_inside(ifname: &str) -> Result<(UdpTransport, [u8; 6]), OpenError> {
         .mac
         .ok_or_else(|| OpenError::Other(format!("{ifname:?} has no Ethernet address")))?;
     if !link.up {
-        h.set_link_up(link.index)
+        h.change_link(&LinkChange::of(link.index).up())
             .map_err(|e| other(&format!("setting {ifname:?} up"), &e))?;
     }
     let fd = socket::socket(

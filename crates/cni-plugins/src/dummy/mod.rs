@@ -12,7 +12,7 @@
 //! Needs `CONFIG_DUMMY`; a kernel without it answers EOPNOTSUPP, reported as "failed to
 //! create dummy: ... (the kernel lacks dummy support)".
 
-use cni_linux::rtnl::virt::VirtKind;
+use cni_linux::rtnl::link_add::LinkKind;
 use cni_plugin::{ipam, CmdArgs, Plugin};
 use cni_types::{CniError, CniResult};
 
@@ -39,7 +39,7 @@ impl Plugin for Dummy {
         let ns = netns::open_required(&args.netns)?;
         let plan = AddPlan {
             plugin: "dummy",
-            kind: VirtKind::Dummy,
+            kind: LinkKind::Dummy,
             master: None,
             // Created from inside the container: no host namespace is involved.
             link_in_container: true,

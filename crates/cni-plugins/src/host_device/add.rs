@@ -3,6 +3,7 @@
 //! rename it to `CNI_IFNAME` there and set it up, then IPAM. A failure after the move brings
 //! the device back under its name, MTU and alias and releases the lease.
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{Handle, NetNs};
 use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
@@ -40,9 +41,9 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     step::end("host-device", "state")?;
 
     let temp = temp_name()?;
-    host.set_link_down(dev.index)
+    host.change_link(&LinkChange::of(dev.index).down())
         .or_internal(&format!("failed to set {:?} down", dev.name))?;
-    host.rename_link_with_alias(dev.index, &temp, &saved.name)
+    host.change_link(&LinkChange::of(dev.index).name(&temp).alias(&saved.name))
         .map_err(|e| CniError::internal(format!("failed to rename {:?}: {e}", dev.name)))?;
     {
         let (ns, host_ns, saved, temp) = (&ns, &host_ns, saved.clone(), temp.clone());
@@ -55,19 +56,20 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             },
         );
     }
-    host.move_link_to_netns(dev.index, &ns).map_err(|e| {
-        CniError::internal(format!(
-            "failed to move {:?} to the container namespace: {e}",
-            dev.name
-        ))
-    })?;
+    host.change_link(&LinkChange::of(dev.index).netns(&ns))
+        .map_err(|e| {
+            CniError::internal(format!(
+                "failed to move {:?} to the container namespace: {e}",
+                dev.name
+            ))
+        })?;
     let mut container =
         Handle::in_netns(&ns).or_internal("cannot open netlink in the container namespace")?;
     let moved = container
         .link_by_name(&temp)
         .or_internal(&format!("failed to find {temp:?} in the container"))?;
     container
-        .rename_link(moved.index, &args.ifname)
+        .change_link(&LinkChange::of(moved.index).name(&args.ifname))
         .map_err(|e| {
             CniError::internal(format!(
                 "failed to rename {temp:?} to {:?}: {e}",
@@ -75,7 +77,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
             ))
         })?;
     container
-        .set_link_up(moved.index)
+        .change_link(&LinkChange::of(moved.index).up())
         .or_internal(&format!("failed to set {:?} up", args.ifname))?;
     let link = container
         .link_by_index(moved.index)

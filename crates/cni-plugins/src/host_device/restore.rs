@@ -1,6 +1,7 @@
 //! Moving a device between the container and the host under a temporary name: what DEL does
 //! and what a failed ADD undoes.
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{Handle, NetNs};
 use cni_plugin::ResultExt;
 use cni_types::CniError;
@@ -35,13 +36,13 @@ pub fn return_to_host(
         Some(link) => {
             let temp = temp_name()?;
             container
-                .set_link_down(link.index)
+                .change_link(&LinkChange::of(link.index).down())
                 .or_internal(&format!("failed to set {:?} down", link.name))?;
             container
-                .rename_link(link.index, &temp)
+                .change_link(&LinkChange::of(link.index).name(&temp))
                 .or_internal(&format!("failed to rename {:?}", link.name))?;
-            if let Err(e) = container.move_link_to_netns(link.index, host_ns) {
-                let _ = container.rename_link(link.index, &link.name);
+            if let Err(e) = container.change_link(&LinkChange::of(link.index).netns(host_ns)) {
+                let _ = container.change_link(&LinkChange::of(link.index).name(&link.name));
                 return Err(CniError::internal(format!(
                     "failed to move {:?} to the host namespace: {e}",
                     link.name
@@ -58,21 +59,21 @@ pub fn return_to_host(
         .link_by_name(&host_name)
         .or_internal(&format!("failed to find {host_name:?} on the host"))?;
     let mut errors = Vec::new();
-    if let Err(e) = host.rename_link(link.index, &saved.name) {
+    if let Err(e) = host.change_link(&LinkChange::of(link.index).name(&saved.name)) {
         errors.push(CniError::internal(format!(
             "failed to restore {host_name:?} to its original name {:?}: {e}",
             saved.name
         )));
     }
     if saved.mtu != 0 && link.mtu != saved.mtu {
-        if let Err(e) = host.set_link_mtu(link.index, saved.mtu) {
+        if let Err(e) = host.change_link(&LinkChange::of(link.index).mtu(saved.mtu)) {
             errors.push(CniError::internal(format!(
                 "failed to restore the MTU {} of {:?}: {e}",
                 saved.mtu, saved.name
             )));
         }
     }
-    if let Err(e) = host.set_link_alias(link.index, &saved.alias) {
+    if let Err(e) = host.change_link(&LinkChange::of(link.index).alias(&saved.alias)) {
         errors.push(CniError::internal(format!(
             "failed to restore the alias of {:?}: {e}",
             saved.name

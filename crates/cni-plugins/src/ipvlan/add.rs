@@ -1,7 +1,8 @@
 //! ipvlan ADD, as a transaction: a failure deletes the link and releases the IPAM
 //! lease (Go rolls back neither). Chained without IPAM, the `prevResult` IPs are configured.
 
-use cni_linux::rtnl::virt::{IpvlanFlag, VirtKind};
+use cni_linux::rtnl::link_add::LinkKind;
+use cni_linux::rtnl::virt::IpvlanFlag;
 use cni_plugin::CmdArgs;
 use cni_types::{CniError, CniResult};
 
@@ -23,7 +24,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     let plan = AddPlan {
         plugin: "ipvlan",
-        kind: VirtKind::Ipvlan {
+        kind: LinkKind::Ipvlan {
             mode: conf.mode,
             flag: IpvlanFlag::Bridge,
         },

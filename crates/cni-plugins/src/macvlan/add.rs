@@ -1,7 +1,7 @@
 //! macvlan ADD, as a transaction: a failure after the link exists deletes it and
 //! releases the IPAM lease (Go leaves the link behind on IPAM errors).
 
-use cni_linux::rtnl::virt::VirtKind;
+use cni_linux::rtnl::link_add::LinkKind;
 use cni_plugin::CmdArgs;
 use cni_types::{CniError, CniResult};
 
@@ -18,7 +18,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     let plan = AddPlan {
         plugin: "macvlan",
-        kind: VirtKind::Macvlan {
+        kind: LinkKind::Macvlan {
             mode: conf.mode,
             bc_queue_len: conf.bc_queue_len,
         },

@@ -2,6 +2,7 @@
 //! the container namespace, set MTU and MAC, rename it, enslave it to `bridge`, then IPAM (or
 //! just set it up). A failure deletes the tap and releases the lease.
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::tun::{self, TapSpec};
 use cni_linux::Handle;
 use cni_plugin::{CmdArgs, ResultExt, Undo};
@@ -54,25 +55,27 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
     });
     step::end("tap", "link")?;
     if let Some(mtu) = conf.mtu {
-        h.set_link_mtu(index, mtu)
+        h.change_link(&LinkChange::of(index).mtu(mtu))
             .map_err(|e| CniError::internal(format!("failed to set the tap MTU to {mtu}: {e}")))?;
     }
     if let Some(mac) = conf.mac {
-        h.set_link_mac(index, mac)
+        h.change_link(&LinkChange::of(index).mac(mac))
             .map_err(|e| CniError::internal(format!("invalid args {mac} for MAC addr: {e}")))?;
     }
-    h.rename_link(index, &args.ifname).map_err(|e| {
-        CniError::internal(format!("failed to rename tap to {:?}: {e}", args.ifname))
-    })?;
-    if let Some(br) = &bridge {
-        h.set_link_master(index, Some(br.index)).map_err(|e| {
-            CniError::internal(format!(
-                "failed to set tap {} as a port of bridge {}: {e}",
-                args.ifname, br.name
-            ))
+    h.change_link(&LinkChange::of(index).name(&args.ifname))
+        .map_err(|e| {
+            CniError::internal(format!("failed to rename tap to {:?}: {e}", args.ifname))
         })?;
+    if let Some(br) = &bridge {
+        h.change_link(&LinkChange::of(index).master(br.index))
+            .map_err(|e| {
+                CniError::internal(format!(
+                    "failed to set tap {} as a port of bridge {}: {e}",
+                    args.ifname, br.name
+                ))
+            })?;
     }
-    h.set_link_up(index)
+    h.change_link(&LinkChange::of(index).up())
         .or_internal("failed to set tap interface up")?;
     let link = h
         .link_by_index(index)

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use cni_attribution::AttachmentId;
 use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{Handle, MacAddr};
 
 use super::conf::TuningConf;
@@ -74,23 +75,35 @@ impl Backup {
         let mut steps: Vec<(&str, Result<(), String>)> = Vec::new();
         let text = |r: Result<(), cni_linux::NetlinkError>| r.map_err(|e| e.to_string());
         if self.mtu != 0 {
-            steps.push(("MTU", text(h.set_link_mtu(index, self.mtu))));
+            steps.push((
+                "MTU",
+                text(h.change_link(&LinkChange::of(index).mtu(self.mtu))),
+            ));
         }
         if !self.mac.is_empty() {
             let r = match self.mac.parse::<MacAddr>() {
-                Ok(mac) => text(h.set_link_mac(index, mac)),
+                Ok(mac) => text(h.change_link(&LinkChange::of(index).mac(mac))),
                 Err(e) => Err(e.to_string()),
             };
             steps.push(("MAC address", r));
         }
         if let Some(on) = self.promisc {
-            steps.push(("promiscuous mode", text(h.set_link_promisc(index, on))));
+            steps.push((
+                "promiscuous mode",
+                text(h.change_link(&LinkChange::of(index).promisc(on))),
+            ));
         }
         if let Some(on) = self.allmulti {
-            steps.push(("all-multicast mode", text(h.set_link_allmulti(index, on))));
+            steps.push((
+                "all-multicast mode",
+                text(h.change_link(&LinkChange::of(index).allmulti(on))),
+            ));
         }
         if let Some(len) = self.tx_qlen {
-            steps.push(("transmit queue length", text(h.set_link_txqlen(index, len))));
+            steps.push((
+                "transmit queue length",
+                text(h.change_link(&LinkChange::of(index).txqlen(len))),
+            ));
         }
         steps
             .into_iter()

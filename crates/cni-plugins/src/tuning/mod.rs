@@ -35,6 +35,7 @@ pub mod sysctl;
 
 use std::path::Path;
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::{Handle, NetlinkError, NsError};
 use cni_plugin::{CmdArgs, Plugin, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
@@ -149,23 +150,23 @@ fn apply(
             }
         });
         if let Some(mac) = conf.mac {
-            h.set_link_mac(index, mac)
+            h.change_link(&LinkChange::of(index).mac(mac))
                 .map_err(|e| link_error("set the MAC address", ifname, e))?;
         }
         if conf.promisc {
-            h.set_link_promisc(index, true)
+            h.change_link(&LinkChange::of(index).promisc(true))
                 .map_err(|e| link_error("set promiscuous mode", ifname, e))?;
         }
         if let Some(mtu) = conf.mtu {
-            h.set_link_mtu(index, mtu)
+            h.change_link(&LinkChange::of(index).mtu(mtu))
                 .map_err(|e| link_error("set the MTU", ifname, e))?;
         }
         if let Some(on) = conf.allmulti {
-            h.set_link_allmulti(index, on)
+            h.change_link(&LinkChange::of(index).allmulti(on))
                 .map_err(|e| link_error("set all-multicast mode", ifname, e))?;
         }
         if let Some(len) = conf.tx_qlen {
-            h.set_link_txqlen(index, len)
+            h.change_link(&LinkChange::of(index).txqlen(len))
                 .map_err(|e| link_error("set the transmit queue length", ifname, e))?;
         }
     }

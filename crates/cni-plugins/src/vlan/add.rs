@@ -1,7 +1,7 @@
 //! vlan ADD, as a transaction: a failure deletes the link and releases the IPAM
 //! lease (Go keeps the link).
 
-use cni_linux::rtnl::virt::VirtKind;
+use cni_linux::rtnl::link_add::LinkKind;
 use cni_plugin::CmdArgs;
 use cni_types::{CniError, CniResult};
 
@@ -19,7 +19,7 @@ pub fn add(args: &CmdArgs) -> Result<CniResult, CniError> {
 
     let plan = AddPlan {
         plugin: "vlan",
-        kind: VirtKind::Vlan { id: conf.vlan_id },
+        kind: LinkKind::Vlan { id: conf.vlan_id },
         master: Some(master.index),
         link_in_container: conf.link_in_container,
         mtu: conf.mtu,

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 
 use cni_linux::rtnl::addr::AddAddressOptions;
-use cni_linux::rtnl::link::{Link, LinkSpec};
+use cni_linux::rtnl::link::Link;
+use cni_linux::rtnl::link_add::{LinkAdd, LinkKind};
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::route::{Route, RouteScope, RT_TABLE_MAIN};
-use cni_linux::rtnl::virt::VirtKind;
 use cni_linux::{Handle, NetNs};
 use cni_plugin::{CmdArgs, ResultExt, Undo};
 use cni_types::{CniError, CniResult};
@@ -79,8 +80,7 @@ fn ensure_vrf<'a>(
         Some(t) => t,
         None => lowest_free(&vrf_tables(h)?),
     };
-    let kind = VirtKind::Vrf { table };
-    h.create_virt_link(&LinkSpec::named(&conf.vrfname), kind, None, None)
+    h.add_link(&LinkAdd::new(&conf.vrfname, LinkKind::Vrf { table }))
         .map_err(|e| {
             let lacking = if e.errno() == Some(EOPNOTSUPP) {
                 " (the kernel lacks VRF support, CONFIG_NET_VRF)"
@@ -99,7 +99,7 @@ fn ensure_vrf<'a>(
     undo.push(format!("VRF {}", conf.vrfname), move || {
         handle_in(ns)?.delete_link(index).map_err(|e| e.to_string())
     });
-    h.set_link_up(vrf.index)
+    h.change_link(&LinkChange::of(vrf.index).up())
         .or_internal("failed to set the VRF up")?;
     Ok((vrf, table))
 }
@@ -142,7 +142,7 @@ fn enslave<'a>(
     vrfname: &str,
     undo: &mut Undo<'a>,
 ) -> Result<(), CniError> {
-    h.set_link_master(link.index, Some(vrf.index))
+    h.change_link(&LinkChange::of(link.index).master(vrf.index))
         .map_err(|e| {
             CniError::internal(format!(
                 "failed to enslave {} to VRF {vrfname}: {e}",
@@ -152,7 +152,7 @@ fn enslave<'a>(
     let index = link.index;
     undo.push(format!("{} in VRF {vrfname}", link.name), move || {
         handle_in(ns)?
-            .set_link_master(index, None)
+            .change_link(&LinkChange::of(index).nomaster())
             .map_err(|e| e.to_string())
     });
     Ok(())

@@ -1,6 +1,7 @@
 //! vrf DEL: releases the interface from the VRF and deletes the VRF when no interface is left
 //! in it. Succeeds when the namespace, the interface or the VRF is already gone.
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::Handle;
 use cni_plugin::{CmdArgs, ResultExt};
 use cni_types::CniError;
@@ -24,7 +25,7 @@ pub fn del(args: &CmdArgs) -> Result<(), CniError> {
     };
     match h.link_by_name(&args.ifname) {
         Ok(l) if l.master == Some(vrf.index) => h
-            .set_link_master(l.index, None)
+            .change_link(&LinkChange::of(l.index).nomaster())
             .map_err(|e| CniError::internal(format!("failed to release {}: {e}", l.name)))?,
         Ok(_) => {}
         Err(e) if e.is_not_found() => {}

@@ -15,7 +15,8 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::LinkAdd;
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::rtnl::overlay::{FdbEntry, NextHopRoute};
 use cni_linux::rtnl::vxlan::VxlanSpec;
 use cni_linux::{Handle, MacAddr};
@@ -77,11 +78,15 @@ pub fn device_name_v6(vni: u32) -> String {
     format!("rcni6.{vni}")
 }
 
-/// Creates the device `spec` names, or reuses an existing one of that name with the same
-/// settings (a restarted agent); one with other settings is replaced (the name is the agent's).
-fn ensure_device(nl: &mut Handle, spec: &VxlanSpec) -> Result<Device, BackendError> {
-    let name = &spec.link.name;
-    let mtu = spec.link.mtu.unwrap_or(0);
+/// Creates the device `name` with `spec` and `mtu`, or reuses an existing one of that name
+/// with the same settings (a restarted agent); one with other settings is replaced (the name
+/// is the agent's).
+fn ensure_device(
+    nl: &mut Handle,
+    name: &str,
+    mtu: u32,
+    spec: &VxlanSpec,
+) -> Result<Device, BackendError> {
     let existing = match nl.link_by_name(name) {
         Ok(link) => Some(link),
         Err(e) if e.is_not_found() => None,
@@ -97,12 +102,13 @@ fn ensure_device(nl: &mut Handle, spec: &VxlanSpec) -> Result<Device, BackendErr
             nl.delete_link(link.index)
                 .map_err(nl_err(format!("delete {name}")))?;
         } else if link.mtu != mtu {
-            nl.set_link_mtu(link.index, mtu)
+            nl.change_link(&LinkChange::of(link.index).mtu(mtu))
                 .map_err(nl_err(format!("set MTU of {name}")))?;
         }
     }
     if nl.link_by_name(name).is_err() {
-        nl.create_vxlan(spec).map_err(|e| {
+        let request = LinkAdd::vxlan(name, spec.clone()).mtu(mtu);
+        nl.add_link(&request).map_err(|e| {
             if e.errno() == Some(libc::EOPNOTSUPP) {
                 BackendError::Setup(format!(
                     "cannot create {name}: this kernel has no VXLAN support (CONFIG_VXLAN)"
@@ -115,7 +121,7 @@ fn ensure_device(nl: &mut Handle, spec: &VxlanSpec) -> Result<Device, BackendErr
     let link = nl
         .link_by_name(name)
         .map_err(nl_err(format!("look up {name}")))?;
-    nl.set_link_up(link.index)
+    nl.change_link(&LinkChange::of(link.index).up())
         .map_err(nl_err(format!("set {name} up")))?;
     let mac = link
         .mac
@@ -141,12 +147,7 @@ fn remove_device(nl: &mut Handle, name: &str) -> Result<(), BackendError> {
 impl Vxlan {
     /// Creates (or reuses) the device of each family the network has.
     pub fn setup(mut nl: Handle, setup: VxlanSetup) -> Result<Self, BackendError> {
-        let spec = |name: String, local: IpAddr, overhead: u32| VxlanSpec {
-            link: LinkSpec {
-                name,
-                mtu: Some(setup.underlay_mtu - overhead),
-                mac: None,
-            },
+        let spec = |local: IpAddr| VxlanSpec {
             vni: setup.vni,
             local: Some(local),
             port: Some(setup.port),
@@ -154,7 +155,10 @@ impl Vxlan {
             underlay: Some(setup.underlay),
         };
         let mut device = |name: String, local: Option<IpAddr>, overhead: u32| match local {
-            Some(local) => ensure_device(&mut nl, &spec(name, local, overhead)).map(Some),
+            Some(local) => {
+                let mtu = setup.underlay_mtu - overhead;
+                ensure_device(&mut nl, &name, mtu, &spec(local)).map(Some)
+            }
             None => remove_device(&mut nl, &name).map(|()| None),
         };
         let v4 = device(device_name(setup.vni), setup.local.map(IpAddr::V4), 50)?;

@@ -2,7 +2,7 @@
 //! configured over generic netlink. The kernel keeps the device, its peers and sessions while
 //! the agent restarts; nothing needs supervising.
 
-use cni_linux::rtnl::link::LinkSpec;
+use cni_linux::rtnl::link_add::LinkAdd;
 use cni_linux::wireguard::genl::{Genl, KernelDevice};
 use cni_linux::Handle;
 
@@ -34,19 +34,16 @@ pub fn ensure_link(nl: &mut Handle, name: &str, mtu: u32) -> Result<(u32, bool),
         Err(e) if e.is_not_found() => {}
         Err(e) => return Err(nl_err(format!("look up {name}"))(e)),
     }
-    let spec = LinkSpec {
-        mtu: Some(mtu),
-        ..LinkSpec::named(name)
-    };
-    nl.create_wireguard(&spec).map_err(|e| {
-        if e.errno() == Some(libc::EOPNOTSUPP) {
-            BackendError::Setup(format!(
-                "cannot create {name}: this kernel has no WireGuard (the wireguard module)"
-            ))
-        } else {
-            nl_err(format!("create {name}"))(e)
-        }
-    })?;
+    nl.add_link(&LinkAdd::wireguard(name).mtu(mtu))
+        .map_err(|e| {
+            if e.errno() == Some(libc::EOPNOTSUPP) {
+                BackendError::Setup(format!(
+                    "cannot create {name}: this kernel has no WireGuard (the wireguard module)"
+                ))
+            } else {
+                nl_err(format!("create {name}"))(e)
+            }
+        })?;
     let link = nl
         .link_by_name(name)
         .map_err(nl_err(format!("look up {name}")))?;

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use cni_linux::rtnl::link_change::LinkChange;
 use cni_linux::wireguard::uapi::{socket_path, UserspaceDevice};
 use cni_linux::wireguard::DeviceControl;
 use cni_linux::Handle;
@@ -92,11 +93,11 @@ impl Tunnel {
             .link_by_index(self.index)
             .map_err(nl_err(format!("look up {name}")))?;
         if link.mtu != self.spec.mtu {
-            nl.set_link_mtu(self.index, self.spec.mtu)
+            nl.change_link(&LinkChange::of(self.index).mtu(self.spec.mtu))
                 .map_err(nl_err(format!("set the MTU of {name}")))?;
         }
         if !link.up {
-            nl.set_link_up(self.index)
+            nl.change_link(&LinkChange::of(self.index).up())
                 .map_err(nl_err(format!("set {name} up")))?;
         }
         Ok(())

@@ -37,80 +37,12 @@ use nix::sched::{setns, unshare, CloneFlags};
 use nix::sys::stat::fstat;
 use nix::sys::statfs::{fstatfs, NSFS_MAGIC, PROC_SUPER_MAGIC};
 
+pub(crate) mod error;
+
+pub use error::NsError;
+
 /// Directory holding persistent named namespaces, as used by iproute2.
 pub const NETNS_RUN_DIR: &str = "/run/netns";
-
-/// Errors from opening, entering or managing a network namespace.
-#[derive(Debug, thiserror::Error)]
-pub enum NsError {
-    /// The namespace path does not exist. DEL treats this as "already gone".
-    #[error("network namespace {} does not exist", .0.display())]
-    NotFound(PathBuf),
-    /// The path exists but is not on nsfs or procfs, so it cannot be a namespace.
-    #[error("{} is not a network namespace (not a namespace file on nsfs or procfs)", .0.display())]
-    NotANamespace(PathBuf),
-    /// The path is a namespace of another type (`mnt`, `uts`, ...).
-    #[error(
-        "{} is not a network namespace (it is a {} namespace)",
-        .path.display(),
-        .kind.as_deref().unwrap_or("different kind of")
-    )]
-    OtherNamespace {
-        /// The path opened.
-        path: PathBuf,
-        /// The kernel's name for its type (`mnt`, `uts`, ...) when it gave one.
-        kind: Option<String>,
-    },
-    /// The path cannot name a file at all: a symlink loop, a name too long, a component
-    /// that is not a directory.
-    #[error("{} is not a network namespace (unusable path: {source})", .path.display())]
-    BadPath {
-        /// The path given.
-        path: PathBuf,
-        /// ELOOP, ENAMETOOLONG or ENOTDIR.
-        source: io::Error,
-    },
-    /// A named namespace is being created but the name is already taken.
-    #[error("network namespace {} already exists", .0.display())]
-    AlreadyExists(PathBuf),
-    /// A namespace name that cannot be used as a single path component.
-    #[error("invalid network namespace name {0:?}")]
-    InvalidName(String),
-    /// Any other I/O or system-call failure.
-    #[error("{op} {}: {source}", .path.display())]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// The path involved.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-}
-
-impl NsError {
-    /// True if the namespace path does not exist.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, NsError::NotFound(_))
-    }
-
-    /// True if the path exists (or cannot exist) but is not a network namespace: a file that
-    /// is not a namespace, a namespace of another type, or a path no file can have.
-    pub fn is_not_a_network_namespace(&self) -> bool {
-        matches!(
-            self,
-            NsError::NotANamespace(_) | NsError::OtherNamespace { .. } | NsError::BadPath { .. }
-        )
-    }
-
-    fn io(op: &'static str, path: &Path, source: impl Into<io::Error>) -> Self {
-        NsError::Io {
-            op,
-            path: path.to_path_buf(),
-            source: source.into(),
-        }
-    }
-}
 
 /// An open handle on a network namespace.
 #[derive(Debug)]
@@ -193,23 +125,9 @@ impl NetNs {
     /// when it has none. Asked with RTM_GETNSID naming the namespace by descriptor, which
     /// only reads an id, never assigns one.
     pub fn id(&self) -> Result<Option<i32>, NsError> {
-        use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
-        use netlink_packet_route::RouteNetlinkMessage;
-
-        let fd = u32::try_from(self.file.as_raw_fd()).map_err(|_| Errno::EBADF);
-        let fd = fd.map_err(|e| NsError::io("read the id of", &self.path, e))?;
-        let mut request = NsidMessage::default();
-        request.attributes.push(NsidAttribute::Fd(fd));
-        let replies = crate::rtnl::Handle::new()
-            .and_then(|mut h| h.get(RouteNetlinkMessage::GetNsId(request)))
-            .map_err(|e| NsError::io("read the id of", &self.path, io::Error::other(e)))?;
-        Ok(replies.iter().find_map(|reply| match reply {
-            RouteNetlinkMessage::NewNsId(m) => m.attributes.iter().find_map(|a| match a {
-                NsidAttribute::Id(id) if *id >= 0 => Some(*id),
-                _ => None,
-            }),
-            _ => None,
-        }))
+        crate::rtnl::Handle::new()
+            .and_then(|mut h| h.netns_id(self.file.as_fd()))
+            .map_err(|e| NsError::io("read the id of", &self.path, io::Error::other(e)))
     }
 
     /// Runs `f` inside this namespace on a short-lived thread and returns its value.
@@ -335,14 +253,7 @@ fn namespace_kind(name: &str) -> Option<String> {
 /// request cannot be made, by joining `file` on a throwaway thread. The calling thread never
 /// moves.
 fn probe_network_namespace(file: &File) -> Result<(), Errno> {
-    use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
-    use netlink_packet_route::RouteNetlinkMessage;
-
-    let fd = u32::try_from(file.as_raw_fd()).map_err(|_| Errno::EBADF)?;
-    let mut request = NsidMessage::default();
-    request.attributes.push(NsidAttribute::Fd(fd));
-    let asked =
-        crate::rtnl::Handle::new().and_then(|mut h| h.get(RouteNetlinkMessage::GetNsId(request)));
+    let asked = crate::rtnl::Handle::new().and_then(|mut h| h.netns_id(file.as_fd()));
     match asked {
         Ok(_) => Ok(()),
         Err(crate::rtnl::Error::Kernel(k)) => Err(Errno::from_raw(k.errno)),
