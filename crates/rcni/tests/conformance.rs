@@ -140,7 +140,8 @@ fn go_plugins_are_measured_too() {
     for p in ["host-device", "sbr"] {
         assert_eq!(v["plugins"][p]["add"]["verdict"], "pass", "{p}");
     }
-    // Where Go fails, and why (the README table records these).
+    // Where Go fails, and why (docs/compatibility.md, "Known failures of Go 1.1.1 that rcni does
+    // not share", records these).
     let detail = |p: &str, c: &str| {
         v["plugins"][p][c]["detail"]
             .as_str()
