@@ -489,25 +489,7 @@ fn node_with_containerd() -> Option<Cluster> {
         return None;
     }
     let mut c = Cluster::new(json!({"Type": "host-gw"}));
-    let i = c.add_node();
-    let link = c.nodes[i].dir.join("cri.sock");
-    let cache = c.nodes[i].dir.join("var-lib/cni");
-    c.nodes[i].extra = vec![
-        "--cri-socket".into(),
-        link.display().to_string(),
-        "--cni-cache-dir".into(),
-        cache.display().to_string(),
-    ];
-    let published = c.begin_agent(i);
-    c.start_containerd(i);
-    let containerd = c.nodes[i].containerd.as_ref().unwrap();
-    std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
-    c.wait_agent_started(i, published);
-    let mut cri = c.cri(i);
-    let ready = wait_for(Duration::from_secs(30), || {
-        cri.network_ready().is_ok_and(|(ready, _)| ready)
-    });
-    assert!(ready.is_some(), "NetworkReady:\n{}", c.nodes[i].agent_log());
+    c.add_cri_node(&[]);
     Some(c)
 }
 

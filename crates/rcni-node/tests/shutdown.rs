@@ -55,25 +55,7 @@ fn slow_gc_tuning(plugins: &Path, running: &Path) {
 fn node(running: &Path) -> Cluster {
     let mut c = Cluster::new(json!({"Type": "host-gw"}));
     slow_gc_tuning(&c.plugins, running);
-    let i = c.add_node();
-    let link = c.nodes[i].dir.join("cri.sock");
-    let cache = c.nodes[i].dir.join("var-lib/cni");
-    c.nodes[i].extra = vec![
-        "--cri-socket".into(),
-        link.display().to_string(),
-        "--cni-cache-dir".into(),
-        cache.display().to_string(),
-        "--gc-interval".into(),
-        "1".into(),
-        "--release-on-exit".into(),
-    ];
-    // The agent is healthy once it has listed the node's pods, so containerd comes up
-    // between its start and the wait for it.
-    let published = c.begin_agent(i);
-    c.start_containerd(i);
-    let containerd = c.nodes[i].containerd.as_ref().unwrap();
-    std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
-    c.wait_agent_started(i, published);
+    c.add_cri_node(&["--gc-interval", "1", "--release-on-exit"]);
     c
 }
 

@@ -3,12 +3,13 @@
 //! calls ([`super::cri`]) for each sandbox.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use cni_testkit::{bin_path, Netns};
 
 use super::containerd::{build_pause_image, CniDirs, Containerd};
 use super::cri::{sandbox_ipv4, CriClient, PodSpec};
-use super::Cluster;
+use super::{wait_for, Cluster};
 
 /// A pod sandbox made through CRI.
 pub struct CriPod {
@@ -25,6 +26,41 @@ pub struct CriPod {
 }
 
 impl Cluster {
+    /// Adds a node whose agent lists its pods from a real containerd (`--cri-socket`, through
+    /// a link: containerd's socket path is known once it runs), with its own libcni cache and
+    /// `extra` flags besides; returns when the agent is healthy and CRI reports NetworkReady.
+    /// The agent is healthy only once it has listed the runtime's pods, so containerd comes up
+    /// between the agent's start and that wait.
+    pub fn add_cri_node(&mut self, extra: &[&str]) -> usize {
+        let i = self.add_node();
+        let link = self.nodes[i].dir.join("cri.sock");
+        let cache = self.nodes[i].dir.join("var-lib/cni");
+        self.nodes[i].extra = vec![
+            "--cri-socket".into(),
+            link.display().to_string(),
+            "--cni-cache-dir".into(),
+            cache.display().to_string(),
+        ];
+        self.nodes[i]
+            .extra
+            .extend(extra.iter().map(|a| a.to_string()));
+        let published = self.begin_agent(i);
+        self.start_containerd(i);
+        let containerd = self.nodes[i].containerd.as_ref().unwrap();
+        std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
+        self.wait_agent_started(i, published);
+        let mut cri = self.cri(i);
+        let ready = wait_for(Duration::from_secs(30), || {
+            cri.network_ready().is_ok_and(|(ready, _)| ready)
+        });
+        assert!(
+            ready.is_some(),
+            "NetworkReady:\n{}",
+            self.nodes[i].agent_log()
+        );
+        i
+    }
+
     /// Starts a containerd on node `i` that runs the plugins of [`Cluster::plugins`] (plus
     /// `loopback`, which containerd attaches to every pod) with the conflists of the node's
     /// conf dir.

@@ -69,27 +69,7 @@ fn cluster(backend: &str) -> Cluster {
     let config = json!({"Network": CLUSTER_NET, "SubnetLen": 29, "Backend": {"Type": backend}});
     let mut c = Cluster::with_config(config);
     for _ in 0..2 {
-        let i = c.add_node();
-        let link = c.nodes[i].dir.join("cri.sock");
-        let cache = c.nodes[i].dir.join("var-lib/cni");
-        c.nodes[i].extra = vec![
-            "--cri-socket".into(),
-            link.display().to_string(),
-            "--cni-cache-dir".into(),
-            cache.display().to_string(),
-        ];
-        // The agent is healthy once it has listed the node's pods, so containerd comes up
-        // between its start and the wait for it.
-        let published = c.begin_agent(i);
-        c.start_containerd(i);
-        let containerd = c.nodes[i].containerd.as_ref().unwrap();
-        std::os::unix::fs::symlink(containerd.socket(), &link).unwrap();
-        c.wait_agent_started(i, published);
-        let mut cri = c.cri(i);
-        let ready = wait_for(Duration::from_secs(30), || {
-            cri.network_ready().is_ok_and(|(ready, _)| ready)
-        });
-        assert!(ready.is_some(), "NetworkReady:\n{}", c.nodes[i].agent_log());
+        c.add_cri_node(&[]);
     }
     c.wait_converged(Duration::from_secs(30))
         .expect("converged");
