@@ -15,7 +15,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use cni_testkit::{bin_path, serve_tcp_udp, tcp_connects, Netns, Servers};
-use harness::containerd::skip_without_containerd;
 use harness::cri::PodSpec;
 use harness::hammer::{self, leases, Probed};
 use harness::netpol::*;
@@ -483,24 +482,6 @@ fn an_add_the_agent_cannot_be_told_about_is_refused_and_leaves_nothing() {
     assert!(c.nodes[0].agent_log().contains("sandbox failed-1: DEL"));
 }
 
-/// One node whose agent lists its pods from a real containerd (`--cri-socket`).
-fn node_with_containerd() -> Option<Cluster> {
-    if skip_without_containerd() {
-        return None;
-    }
-    let mut c = Cluster::new(json!({"Type": "host-gw"}));
-    c.add_cri_node(&[]);
-    Some(c)
-}
-
-fn cri_pod(namespace: &str, name: &str, app: &str) -> PodSpec {
-    let mut spec = PodSpec::named(name);
-    spec.namespace = namespace.into();
-    spec.uid = format!("uid-{namespace}-{name}-{app}");
-    spec.labels = [("app".to_string(), app.to_string())].into();
-    spec
-}
-
 /// Through containerd's CRI: new pods of a namespace whose pods admit only each other get no
 /// answer to probes from another namespace from the instant their lease exists, send
 /// nothing out of their namespace, and are reached by their namespace's pods once the agent
@@ -511,14 +492,14 @@ fn cri_pods_are_held_from_their_lease_and_released_when_listed() {
     if skip_unless_root() || !br_netfilter() {
         return;
     }
-    let Some(c) = node_with_containerd() else {
+    let Some(c) = Cluster::one_cri_node() else {
         return;
     };
-    let tools = c.run_pod(0, &cri_pod("tools", "prober", "prober"));
+    let tools = c.run_pod(0, &PodSpec::in_namespace("tools", "prober", "prober"));
     fast_neighbours(&tools.ns.name, "eth0");
     fast_neighbours(&c.nodes[0].ns.name, "rcni0");
     let _tool_server = serve_tcp_udp(&tools.ns.name, tools.ip.into(), &[80]).unwrap();
-    let peer = c.run_pod(0, &cri_pod("shop", "peer", "peer"));
+    let peer = c.run_pod(0, &PodSpec::in_namespace("shop", "peer", "peer"));
     fast_neighbours(&peer.ns.name, "eth0");
     let mut w = World::empty();
     w.apply(&c, &policy("shop", "same-ns", "  podSelector: {}\n  policyTypes: [Ingress, Egress]\n  ingress:\n  - from: [{podSelector: {}}]\n  egress:\n  - to: [{podSelector: {}}]\n"));
@@ -545,7 +526,7 @@ fn cri_pods_are_held_from_their_lease_and_released_when_listed() {
     for round in 0..6 {
         let known = leases(&lease_dir(&c, 0));
         let probe = hammer::from_new_lease(&tools.ns.name, lease_dir(&c, 0), known, 80);
-        let spec = cri_pod("shop", &format!("new-{round}"), "new");
+        let spec = PodSpec::in_namespace("shop", &format!("new-{round}"), "new");
         let new = c.run_pod(0, &spec);
         // Allowed traffic (from its namespace) flows once the agent has its labels; the
         // pause container serves nothing, so a refused connection is an answer.
@@ -576,12 +557,12 @@ fn cri_pods_are_held_from_their_lease_and_released_when_listed() {
     println!("RESULT CRI pods: allowed traffic flowed {released:?} after RunPodSandbox returned (probe resolution ~2 ms)");
 
     // Replaced: open first (reached from tools), then the same name with other labels.
-    let web = c.run_pod(0, &cri_pod("shop", "web", "open"));
+    let web = c.run_pod(0, &PodSpec::in_namespace("shop", "web", "open"));
     wait_for(Duration::from_secs(5), || answers(&tools.ns.name, web.ip)).expect("open");
     c.remove_pod(web);
     let known = leases(&lease_dir(&c, 0));
     let probe = hammer::from_new_lease(&tools.ns.name, lease_dir(&c, 0), known, 80);
-    let web = c.run_pod(0, &cri_pod("shop", "web", "closed"));
+    let web = c.run_pod(0, &PodSpec::in_namespace("shop", "web", "closed"));
     std::thread::sleep(Duration::from_millis(600));
     let seen = probe.finish();
     assert_eq!(seen.target, Some(web.ip.into()));

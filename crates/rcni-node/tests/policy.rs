@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cni_testkit::{serve_tcp_udp, tcp_connects};
-use harness::containerd::skip_without_containerd;
 use harness::cri::PodSpec;
 use harness::kubelet::CriPod;
 use harness::netpol::*;
@@ -432,37 +431,17 @@ fn policies_are_enforced_on_ipv6_addresses_of_dual_stack_pods() {
     }
 }
 
-/// One node whose agent lists its pods from a real containerd (`--cri-socket`), with
-/// NetworkReady reported; `None` (said) where containerd or its tools are missing.
-fn node_with_containerd() -> Option<Cluster> {
-    if skip_without_containerd() {
-        return None;
-    }
-    let mut c = Cluster::new(json!({"Type": "host-gw"}));
-    c.add_cri_node(&[]);
-    Some(c)
-}
-
-/// A CRI pod named `name` in `namespace` with the label `app=<app>`.
-fn cri_pod(namespace: &str, name: &str, app: &str) -> PodSpec {
-    let mut spec = PodSpec::named(name);
-    spec.namespace = namespace.into();
-    spec.uid = format!("uid-{namespace}-{name}");
-    spec.labels = [("app".to_string(), app.to_string())].into();
-    spec
-}
-
 #[test]
 fn a_pod_made_through_cri_is_isolated_by_the_policy_selecting_its_labels() {
     if skip_unless_root() || !br_netfilter() {
         return;
     }
-    let Some(c) = node_with_containerd() else {
+    let Some(c) = Cluster::one_cri_node() else {
         return;
     };
-    let web = c.run_pod(0, &cri_pod("shop", "web", "web"));
-    let neighbour = c.run_pod(0, &cri_pod("shop", "cart", "cart"));
-    let stranger = c.run_pod(0, &cri_pod("elsewhere", "bot", "bot"));
+    let web = c.run_pod(0, &PodSpec::in_namespace("shop", "web", "web"));
+    let neighbour = c.run_pod(0, &PodSpec::in_namespace("shop", "cart", "cart"));
+    let stranger = c.run_pod(0, &PodSpec::in_namespace("elsewhere", "bot", "bot"));
     let _servers = serve_tcp_udp(&web.ns.name, web.ip.into(), &PORTS).unwrap();
     let to_web = std::net::SocketAddr::new(web.ip.into(), 80);
     let reaches = |from: &CriPod| tcp_connects(&from.ns.name, to_web, PROBE_TIMEOUT);
@@ -493,7 +472,7 @@ fn a_pod_made_through_cri_is_isolated_by_the_policy_selecting_its_labels() {
     assert_eq!(map_jumps(&table, "ingress4"), [web.ip.to_string()]);
 
     // A pod made after the policy, with the selected label, is isolated as it appears.
-    let web2 = c.run_pod(0, &cri_pod("shop", "web2", "web"));
+    let web2 = c.run_pod(0, &PodSpec::in_namespace("shop", "web2", "web"));
     let ran = Instant::now();
     let _servers2 = serve_tcp_udp(&web2.ns.name, web2.ip.into(), &PORTS).unwrap();
     let to_web2 = std::net::SocketAddr::new(web2.ip.into(), 80);

@@ -78,6 +78,17 @@ impl PodSpec {
         }
     }
 
+    /// A pod named `name` in `namespace` labelled `app=<app>`; its UID names all three, so a
+    /// pod replaced by one of the same name and other labels is another pod.
+    pub fn in_namespace(namespace: &str, name: &str, app: &str) -> PodSpec {
+        PodSpec {
+            namespace: namespace.to_string(),
+            uid: format!("uid-{namespace}-{name}-{app}"),
+            labels: HashMap::from([("app".to_string(), app.to_string())]),
+            ..PodSpec::named(name)
+        }
+    }
+
     fn sandbox_config(&self, log_directory: &Path) -> PodSandboxConfig {
         let port_mappings = self
             .host_ports

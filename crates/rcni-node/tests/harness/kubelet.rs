@@ -26,6 +26,17 @@ pub struct CriPod {
 }
 
 impl Cluster {
+    /// A cluster of one host-gw node made by [`Cluster::add_cri_node`]; `None` (said) where
+    /// containerd or its tools are missing.
+    pub fn one_cri_node() -> Option<Cluster> {
+        if super::containerd::skip_without_containerd() {
+            return None;
+        }
+        let mut c = Cluster::new(serde_json::json!({"Type": "host-gw"}));
+        c.add_cri_node(&[]);
+        Some(c)
+    }
+
     /// Adds a node whose agent lists its pods from a real containerd (`--cri-socket`, through
     /// a link: containerd's socket path is known once it runs), with its own libcni cache and
     /// `extra` flags besides; returns when the agent is healthy and CRI reports NetworkReady.
